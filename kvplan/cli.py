@@ -1,0 +1,305 @@
+"""The `kvplan` command line: parse, call, render, exit code (0 ok, 1 check failed, 2 bad input)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kvplan.errors import KvplanError
+from kvplan.report.render import FORMATS, Format
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    rich_markup_mode=None,
+    help="Exact KV-cache sizing, per-GPU capacity and on-device verification for LLM serving.",
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+@contextmanager
+def user_errors() -> Iterator[None]:
+    """Print a KvplanError as one `error:` line per problem on stderr and exit 2."""
+    try:
+        yield
+    except KvplanError as error:
+        for line in str(error).splitlines():
+            sys.stderr.write(f"error: {line}\n")
+        raise typer.Exit(2) from None
+
+
+def warn(message: str) -> None:
+    """A `warning:` line on stderr (config readings, capped values)."""
+    sys.stderr.write(f"warning: {message}\n")
+
+
+# --- shared options -------------------------------------------------------------------
+
+ModelArg = Annotated[
+    str,
+    typer.Argument(
+        help="catalogue name or alias (see `kvplan models`), or a Hugging Face config.json "
+        "or a folder holding one",
+        show_default=False,
+    ),
+]
+ContextOpt = Annotated[
+    str,
+    typer.Option(
+        "--context", "-c",
+        help="tokens per sequence; accepts 8k, 128k, 1M (k = 1024, so 128k = 131,072)",
+    ),
+]
+BatchOpt = Annotated[int, typer.Option("--batch", "-b", help="concurrent sequences")]
+LengthsOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="a ragged batch instead of --batch × --context: comma-separated lengths, "
+        "e.g. 1k,4k,32k (overrides --context and --batch)",
+    ),
+]
+KvDtypeOpt = Annotated[
+    str,
+    typer.Option(
+        "--kv-dtype",
+        help="KV element type: fp32, bf16, fp16, fp8 (= fp8_e4m3), fp8_e5m2, int8, int4, "
+        "nvfp4, mxfp4 (quantisation scales counted)",
+    ),
+]
+WeightDtypeOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--weight-dtype",
+        help="weight type: bf16, fp16, fp32, fp8, fp8_block, int8, int4 (group 128), nvfp4, "
+        "mxfp4; default: the model's released dtype",
+        show_default=False,
+    ),
+]
+EngineOpt = Annotated[
+    str,
+    typer.Option(
+        "--engine", "-e",
+        help="KV accounting: exact (physics), vllm (16-token blocks, MLA 64), sglang "
+        "(token pool), hf (transformers caches), naive (textbook MHA)",
+    ),
+]
+TpOpt = Annotated[int, typer.Option("--tp", help="tensor-parallel degree (GPUs per stage)")]
+PpOpt = Annotated[int, typer.Option("--pp", help="pipeline-parallel degree (stages)")]
+BlockSizeOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--block-size",
+        help="tokens per KV block for paged engines; default 16 (MLA: 64)",
+        show_default=False,
+    ),
+]
+SkuOpt = Annotated[
+    str | None,
+    typer.Option("--sku", "-s", help="GPU SKU to fit on (see `kvplan skus`)", show_default=False),
+]
+FormatOpt = Annotated[
+    str, typer.Option("--format", "-f", help=f"output format: {', '.join(FORMATS)}")
+]
+CatalogOpt = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--catalog",
+        help="extra folder of model/SKU YAML (repeatable; also $KVPLAN_CATALOG)",
+        show_default=False,
+    ),
+]
+
+
+def _format(value: str) -> Format:
+    if value not in FORMATS:
+        raise KvplanError(f"--format: unknown format {value!r} (allowed: {', '.join(FORMATS)})")
+    return value  # type: ignore[return-value]
+
+
+def _catalog(dirs: list[Path] | None):  # noqa: ANN202 - the Catalog type is imported lazily
+    from kvplan.catalog import Catalog
+
+    return Catalog(tuple(dirs or ()))
+
+
+def _lengths(context: str, batch: int, lengths: str | None) -> list[int]:
+    from kvplan.units import parse_tokens
+
+    if lengths:
+        return [parse_tokens(part, "--lengths") for part in lengths.split(",") if part.strip()]
+    if batch < 1:
+        raise KvplanError(f"--batch: {batch} must be at least 1 sequence")
+    return [parse_tokens(context, "--context")] * batch
+
+
+def _model(catalog, name: str):  # noqa: ANN001, ANN202
+    """A catalogue model, or an imported HF config (path); warnings printed."""
+    path = Path(name)
+    if path.suffix == ".json" or path.is_dir() or path.exists():
+        from kvplan.catalog.hf import import_hf
+
+        imported = import_hf(path)
+        for line in imported.warnings:
+            warn(line)
+        return imported.spec, imported.weights_bytes
+    return catalog.model(name), None
+
+
+# --- commands ---------------------------------------------------------------------------
+
+
+@app.command()
+def size(
+    model: ModelArg,
+    context: ContextOpt = "8k",
+    batch: BatchOpt = 1,
+    lengths: LengthsOpt = None,
+    kv_dtype: KvDtypeOpt = "bf16",
+    weight_dtype: WeightDtypeOpt = None,
+    engine: EngineOpt = "exact",
+    tp: TpOpt = 1,
+    pp: PpOpt = 1,
+    block_size: BlockSizeOpt = None,
+    sku: SkuOpt = None,
+    fmt: FormatOpt = "table",
+    explain: Annotated[
+        bool, typer.Option("--explain", help="print the formula with the model's numbers")
+    ] = False,
+    catalog_dirs: CatalogOpt = None,
+) -> None:
+    """KV bytes per token, per request and per batch; weights; fit on a GPU SKU."""
+    with user_errors():
+        from kvplan.plan.engines import EngineOptions
+        from kvplan.plan.engines import engine as engine_profile
+        from kvplan.plan.sizing import Deployment
+        from kvplan.plan.sizing import size as size_plan
+        from kvplan.report.size_report import render_size
+        from kvplan.specs import kv_dtype_info
+
+        output = _format(fmt)
+        if block_size is not None and block_size < 1:
+            raise KvplanError(f"--block-size: {block_size} must be at least 1 token")
+        catalog = _catalog(catalog_dirs)
+        spec, exact_weights = _model(catalog, model)
+        deployment = Deployment(
+            model=spec,
+            engine=engine_profile(engine),
+            kv_dtype=kv_dtype_info(kv_dtype).name,
+            weight_dtype=weight_dtype,
+            tp=tp,
+            pp=pp,
+            options=EngineOptions(tokens_per_block=block_size),
+            exact_weights_bytes=exact_weights if weight_dtype is None else None,
+        )
+        target = catalog.sku(sku) if sku else None
+        result = size_plan(deployment, _lengths(context, batch, lengths), target)
+        render_size(result, output, explain)
+
+
+@app.command()
+def models(fmt: FormatOpt = "table", catalog_dirs: CatalogOpt = None) -> None:
+    """List the catalogue's models with their KV geometry and bytes per token."""
+    with user_errors():
+        from kvplan.report.catalog_report import render_models
+
+        render_models(_catalog(catalog_dirs).models(), _format(fmt))
+
+
+@app.command()
+def skus(fmt: FormatOpt = "table", catalog_dirs: CatalogOpt = None) -> None:
+    """List the catalogue's GPU SKUs: memory, bandwidth, dense peak FLOP/s."""
+    with user_errors():
+        from kvplan.report.catalog_report import render_skus
+
+        render_skus(_catalog(catalog_dirs).skus(), _format(fmt))
+
+
+@app.command()
+def show(
+    name: Annotated[str, typer.Argument(help="a model or SKU name or alias", show_default=False)],
+    fmt: FormatOpt = "table",
+    catalog_dirs: CatalogOpt = None,
+) -> None:
+    """Show one catalogue entry (model or SKU) with its source and derived numbers."""
+    with user_errors():
+        from kvplan.report.catalog_report import render_entry
+
+        catalog = _catalog(catalog_dirs)
+        try:
+            entry = catalog.model(name)
+        except KvplanError as model_error:
+            try:
+                entry = catalog.sku(name)
+            except KvplanError:
+                raise model_error from None
+        render_entry(entry, _format(fmt))
+
+
+@app.command()
+def schema(
+    kind: Annotated[str, typer.Argument(help="models or skus", show_default=False)],
+) -> None:
+    """Print the JSON Schema of catalogue files, for editor validation of your own YAML."""
+    with user_errors():
+        import json
+
+        from kvplan.specs import ModelSpec, SkuSpec
+
+        types = {"models": ModelSpec, "model": ModelSpec, "skus": SkuSpec, "sku": SkuSpec}
+        if kind not in types:
+            raise KvplanError(f"schema: unknown kind {kind!r} (allowed: models, skus)")
+        sys.stdout.write(json.dumps(types[kind].model_json_schema(), indent=2) + "\n")
+
+
+@app.command("import-hf")
+def import_hf_command(
+    config: Annotated[
+        Path, typer.Argument(help="config.json or a folder holding it", show_default=False)
+    ],
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", "-o", help="write the catalogue YAML here (default: stdout)"),
+    ] = None,
+    name: Annotated[
+        str | None, typer.Option(help="catalogue name (default: from the config)")
+    ] = None,
+) -> None:
+    """Turn a Hugging Face config.json into a catalogue YAML entry."""
+    with user_errors():
+        from kvplan.catalog.hf import import_hf
+        from kvplan.report.catalog_report import spec_yaml
+
+        imported = import_hf(config, name=name)
+        for line in imported.warnings:
+            warn(line)
+        text = spec_yaml(imported.spec)
+        if output is None:
+            sys.stdout.write(text)
+            return
+        _write_atomically(output, text)
+        sys.stderr.write(f"wrote {output}\n")
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """Write to a temporary name beside `path`, then rename: never a half-written file."""
+    temporary = path.with_name(f".{path.name}.tmp")
+    try:
+        temporary.write_text(text, encoding="utf-8")
+        temporary.replace(path)
+    except OSError as error:
+        temporary.unlink(missing_ok=True)
+        raise KvplanError(f"{path}: cannot write: {error.strerror}") from None
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,80 @@
+"""Weight bytes of a model, whole and per GPU under tensor and pipeline parallelism."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvplan.kvmath import ParamCounts, ceil_div, layer_params, param_counts, stage_layer_ranges, tensor_bytes
+from kvplan.specs import DtypeInfo, ModelSpec, weight_dtype_info
+
+# Checkpoints keep embeddings, lm_head and norms unquantised (AWQ/GPTQ/FP8/MXFP4 releases).
+_UNQUANTISED = ("fp32", "fp16", "bf16")
+
+
+@dataclass(frozen=True)
+class WeightBytes:
+    """Weight bytes of the deployment; per GPU is the largest (binding) rank."""
+
+    params: ParamCounts
+    weight_dtype: str
+    total_bytes: int
+    per_gpu_bytes: int
+    active_bytes: int  # what one token reads at batch 1 (MoE: only routed-to experts)
+
+
+def _base_dtype(linear: DtypeInfo) -> DtypeInfo:
+    return linear if linear.name in _UNQUANTISED else weight_dtype_info("bf16")
+
+
+def weight_bytes(
+    model: ModelSpec,
+    weight_dtype: str | None = None,
+    tp: int = 1,
+    pp: int = 1,
+    exact_total_bytes: int | None = None,
+) -> WeightBytes:
+    """Weight bytes whole and on the binding GPU.
+
+    Linear layers use `weight_dtype` (default: the model's), routed experts the model's
+    expert dtype unless a dtype is forced; embeddings, lm_head and norms stay 16-bit.
+    TP shards every matrix and the vocabulary (norms replicate); PP gives each stage its
+    layers, the embedding to the first stage and lm_head (a copy when tied) to the last.
+    `exact_total_bytes` (safetensors metadata) rescales the computed figures to match.
+    """
+    linear = weight_dtype_info(weight_dtype or model.weight_dtype)
+    expert_name = weight_dtype or (model.moe.expert_weight_dtype if model.moe else None)
+    expert = weight_dtype_info(expert_name) if expert_name else linear
+    base = _base_dtype(linear)
+    counts = param_counts(model)
+    hidden = model.hidden_size
+    embedding_bytes = tensor_bytes(counts.embedding, base)
+    lm_head_bytes = tensor_bytes(model.vocab_size * hidden, base)
+    final_norm_bytes = tensor_bytes(hidden * (1 if model.norm == "rms" else 2), base)
+
+    stage_bytes = []
+    for stage, layers in enumerate(stage_layer_ranges(model.num_layers, pp)):
+        sharded = replicated = 0
+        for layer in layers:
+            p = layer_params(model, layer)
+            sharded += tensor_bytes(p.mixer + p.dense_ffn + p.shared, linear)
+            sharded += tensor_bytes(p.routed_experts, expert)
+            replicated += tensor_bytes(p.norms, base)
+        if stage == 0:
+            sharded += embedding_bytes
+        if stage == pp - 1:
+            replicated += final_norm_bytes
+            if not model.tie_word_embeddings or pp > 1:
+                sharded += lm_head_bytes
+        stage_bytes.append((sharded, replicated))
+
+    total = sum(s + r for s, r in stage_bytes)
+    if model.tie_word_embeddings and pp > 1:
+        total -= lm_head_bytes  # the last stage's copy is not a parameter of its own
+    per_gpu = max(ceil_div(s, tp) + r for s, r in stage_bytes)
+    active = total - tensor_bytes(counts.routed_experts, expert)
+    active += tensor_bytes(counts.active_routed_experts, expert)
+    if exact_total_bytes is not None:
+        per_gpu = per_gpu * exact_total_bytes // total
+        active = active * exact_total_bytes // total
+        total = exact_total_bytes
+    return WeightBytes(counts, linear.name, total, per_gpu, active)

@@ -1,0 +1,128 @@
+"""`kvplan models`, `skus`, `show` and `import-hf` output."""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from typing import Any
+
+from kvplan.plan.catalog_facts import model_facts
+from kvplan.report.render import (
+    Format,
+    Table,
+    gib,
+    human_bytes,
+    markdown,
+    print_table,
+    write_csv,
+    write_json,
+)
+from kvplan.specs import ModelSpec, SkuSpec
+
+
+def _emit(table: Table, fmt: Format) -> None:
+    if fmt == "json":
+        write_json(table.records())
+    elif fmt == "csv":
+        write_csv(table.records())
+    elif fmt == "md":
+        sys.stdout.write(markdown(table))
+    else:
+        print_table(table)
+
+
+def _kinds(model: ModelSpec) -> str:
+    counts = Counter(model.layer_kinds)
+    return " + ".join(f"{n} {kind}" for kind, n in counts.items())
+
+
+def models_table(models: list[ModelSpec]) -> Table:
+    """One row per model: geometry and bf16 KV bytes per token."""
+    table = Table(
+        f"{len(models)} models",
+        ["model", "family", "layers", "q/kv heads × dim", "KV per token (bf16)", "max context", "params"],
+        ["model", "family", "layers", "attention", "kv_bytes_per_token_bf16", "max_context", "params"],
+    )
+    for model in models:
+        facts = model_facts(model)
+        a = model.attention
+        geometry = (
+            f"MLA {model.mla.kv_lora_rank}+{model.mla.qk_rope_head_dim}"
+            if model.mla
+            else f"{a.num_heads}/{a.num_kv_heads} × {a.head_dim}"
+        )
+        table.add(
+            [model.name, model.family, dict(Counter(model.layer_kinds)), geometry,
+             facts.kv_bytes_per_token_bf16, model.max_context, facts.params],
+            [model.name, model.family, _kinds(model), geometry,
+             human_bytes(facts.kv_bytes_per_token_bf16), f"{model.max_context:,}",
+             f"{facts.params / 1e9:,.2f} B"],
+        )
+    return table
+
+
+def render_models(models: list[ModelSpec], fmt: Format) -> None:
+    """Print the model list."""
+    _emit(models_table(models), fmt)
+
+
+def skus_table(skus: list[SkuSpec]) -> Table:
+    """One row per SKU: memory, bandwidth, dense bf16/fp8 peaks."""
+    table = Table(
+        f"{len(skus)} GPU SKUs",
+        ["sku", "vendor", "memory", "bandwidth", "bf16 dense", "fp8 dense"],
+        ["sku", "vendor", "memory_bytes", "bandwidth_bytes_per_s", "bf16_flop_per_s", "fp8_flop_per_s"],
+    )
+    for sku in skus:
+        bf16, fp8 = sku.peak_flop_per_s.get("bf16"), sku.peak_flop_per_s.get("fp8")
+        table.add(
+            [sku.name, sku.vendor, sku.memory_bytes, sku.bandwidth_bytes_per_s, bf16, fp8],
+            [sku.name, sku.vendor, gib(sku.memory_bytes), f"{sku.bandwidth_bytes_per_s / 1e12:.2f} TB/s",
+             f"{bf16 / 1e12:,.0f} TFLOP/s" if bf16 else "—", f"{fp8 / 1e12:,.0f} TFLOP/s" if fp8 else "—"],
+        )
+    return table
+
+
+def render_skus(skus: list[SkuSpec], fmt: Format) -> None:
+    """Print the SKU list."""
+    _emit(skus_table(skus), fmt)
+
+
+def _flatten(prefix: str, value: Any, rows: list[tuple[str, Any]]) -> None:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _flatten(f"{prefix}.{key}" if prefix else key, item, rows)
+    else:
+        rows.append((prefix, value))
+
+
+def render_entry(entry: ModelSpec | SkuSpec, fmt: Format) -> None:
+    """Print one catalogue entry: its fields and, for a model, derived numbers."""
+    record = entry.model_dump(mode="json", exclude_none=True)
+    if isinstance(entry, ModelSpec):
+        facts = model_facts(entry)
+        record["derived"] = {
+            "layer_kinds": dict(Counter(entry.layer_kinds)),
+            "kv_bytes_per_token_bf16": facts.kv_bytes_per_token_bf16,
+            "params_computed": facts.params,
+            "params_active": facts.active_params,
+        }
+    if fmt == "json":
+        write_json(record)
+        return
+    rows: list[tuple[str, Any]] = []
+    _flatten("", record, rows)
+    table = Table(entry.name, ["field", "value"], ["field", "value"])
+    for key, value in rows:
+        table.add([key, value], [key, ", ".join(map(str, value)) if isinstance(value, list) else str(value)])
+    _emit(table, fmt)
+
+
+def spec_yaml(spec: ModelSpec) -> str:
+    """A catalogue YAML entry for `spec` (what `kvplan import-hf -o` writes)."""
+    import yaml
+
+    data = spec.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
+    data = {"name": data.pop("name"), **data}
+    header = f"# Imported by `kvplan import-hf` from {spec.source}\n"
+    return header + yaml.safe_dump(data, sort_keys=False, width=100)

@@ -1,0 +1,28 @@
+"""Tiny spec factories with defaults (`make_model(num_kv_heads=8)` style)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kvplan.specs import ModelSpec
+
+
+def make_model(**overrides: Any) -> ModelSpec:
+    """A small valid model; keyword arguments replace fields (attention/layers as dicts)."""
+    attention = {"num_heads": 8, "num_kv_heads": 2, "head_dim": 64}
+    attention |= overrides.pop("attention", {})
+    fields: dict[str, Any] = {
+        "name": "tiny",
+        "source": "test factory",
+        "family": "llama",
+        "hidden_size": 512,
+        "num_layers": 4,
+        "vocab_size": 1000,
+        "intermediate_size": 1024,
+        "tie_word_embeddings": False,
+        "max_context": 4096,
+        "attention": attention,
+        "layers": {"pattern": ["full"]},
+    }
+    fields |= overrides
+    return ModelSpec.model_validate(fields)

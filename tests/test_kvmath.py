@@ -1,0 +1,193 @@
+"""Hand-derived KV and parameter arithmetic. Every expected value is worked out in a comment."""
+
+from __future__ import annotations
+
+from kvplan.kvmath import (
+    ChunkedCache,
+    SlidingCache,
+    kv_bytes_per_seq,
+    kv_bytes_per_token,
+    layer_caches,
+    naive_kv_bytes_per_token,
+    num_kv_heads_per_gpu,
+    param_counts,
+)
+from kvplan.plan.engines import engine
+from kvplan.plan.sizing import Deployment, size
+from kvplan.specs import kv_dtype_info
+
+from factories import make_model
+
+GIB = 2**30
+
+
+def test_llama_3_1_8b_kv_bytes_per_token(catalog):
+    # config.json: 32 layers, 8 KV heads, head_dim 128; bf16 = 2 bytes.
+    # 2 (K and V) x 32 x 8 x 128 x 2 = 131_072 bytes per token.
+    assert kv_bytes_per_token(catalog.model("llama-3.1-8b"), "bf16") == 131_072
+
+
+def test_llama_2_70b_textbook_vs_gqa(catalog):
+    # Llama-2-70B config: 80 layers, hidden 8192, 64 heads, 8 KV heads, head_dim 128.
+    # Batch 32 x 8192 tokens = 262_144 tokens.
+    # GQA:      2 x 80 x 8 x 128 x 2 B = 327_680 B/token  -> 85_899_345_920 B (80 GiB)
+    # textbook: 2 x 80 x 8192 x 2 B   = 2_621_440 B/token -> 687_194_767_360 B (640 GiB)
+    # (The brief's 40 GiB / 320 GiB drop the K-and-V factor 2; the 8x ratio is the same.)
+    model = catalog.model("llama-2-70b")
+    result = size(Deployment(model, engine("exact")), [8192] * 32)
+    assert result.kv_bytes == 85_899_345_920 == 80 * GIB
+    assert result.naive_kv_bytes == 687_194_767_360 == 640 * GIB
+    naive = size(Deployment(model, engine("naive")), [8192] * 32)
+    assert naive.kv_bytes == 687_194_767_360
+
+
+def test_deepseek_v3_latent_per_token(catalog):
+    # MLA: (kv_lora_rank 512 + qk_rope_head_dim 64) x 61 layers x 2 bytes = 70_272 (no x2, no heads).
+    assert kv_bytes_per_token(catalog.model("deepseek-v3"), "bf16") == 70_272
+
+
+def test_gemma_2_9b_windows_honoured(catalog):
+    # 42 layers alternate local (window 4096) / global; 8 KV heads x 256 x 2 (K,V) x 2 B = 8192 B
+    # per layer-token. At 8192 tokens: 21 global x 8192 + 21 local x 4096 tokens
+    # = 8192 x (21 x 8192 + 21 x 4096) = 2_113_929_216 bytes.
+    model = catalog.model("gemma-2-9b")
+    result = size(Deployment(model, engine("exact")), [8192])
+    assert result.kv_bytes == 2_113_929_216
+    # Without a hybrid allocator every layer reserves 8192 tokens: 8192 x 42 x 8192.
+    assert result.full_reservation_kv_bytes == 8192 * 42 * 8192
+
+
+def test_mistral_7b_window_caps_at_4096(catalog):
+    # Mistral-7B-v0.1: 32 layers, 8 KV heads, 128 dims, sliding_window 4096 on every layer.
+    # At 32k: 2 x 8 x 128 x 2 B x 32 layers x 4096 tokens = 536_870_912 (8x less than 32k full).
+    model = catalog.model("mistral-7b-v0.1")
+    result = size(Deployment(model, engine("exact")), [32768])
+    assert result.kv_bytes == 536_870_912
+    assert result.full_reservation_kv_bytes == 8 * 536_870_912
+
+
+def test_falcon_7b_multi_query(catalog):
+    # Falcon-7B: multi_query true -> 1 KV head, head_dim 4544/71 = 64, 32 layers.
+    # 2 x 1 x 64 x 2 B x 32 = 8192 bytes per token (MHA reading: 71x more).
+    model = catalog.model("falcon-7b")
+    assert kv_bytes_per_token(model, "bf16") == 8192
+    assert naive_kv_bytes_per_token(model, "bf16") == 2 * 32 * 4544 * 2
+
+
+def test_chunked_layer_keeps_current_chunk():
+    cache = ChunkedCache(token_bytes=10, chunk_tokens=8)
+    # L = 8 -> a full chunk of 8; L = 9 -> 1 token of the new chunk; L = 20 -> 20 - 16 = 4.
+    assert [cache.tokens_kept(n) for n in (1, 8, 9, 20)] == [1, 8, 1, 4]
+
+
+def test_sliding_layer_keeps_window():
+    cache = SlidingCache(token_bytes=10, window_tokens=6)
+    assert [cache.tokens_kept(n) for n in (1, 6, 7, 100)] == [1, 6, 6, 6]
+
+
+def test_vllm_blocks_round_up_per_layer_and_sequence():
+    # 4 layers, 2 KV heads x 64 dims x 2 (K,V) x 2 B = 512 B per layer-token.
+    # Sequences of 1 and 17 tokens in 16-token blocks: 1 + 2 = 3 blocks per layer.
+    # 3 blocks x 16 tokens x 512 B x 4 layers = 98_304 B (exact: 18 tokens x 512 x 4 = 36_864).
+    model = make_model()
+    vllm = size(Deployment(model, engine("vllm")), [1, 17])
+    exact = size(Deployment(model, engine("exact")), [1, 17])
+    assert vllm.kv_bytes == 98_304
+    assert exact.kv_bytes == 36_864
+
+
+def test_vllm_sliding_frees_blocks_outside_window():
+    # Window 6 over 4-token blocks at L = 10: tokens 4..9 sit in blocks 1 and 2 -> 2 blocks.
+    model = make_model(layers={"pattern": ["sliding"], "sliding_window": 6}, num_layers=1)
+    result = size(Deployment(model, engine("vllm"), options=_blocks(4)), [10])
+    assert result.kv_bytes == 2 * 4 * 512
+
+
+def _blocks(tokens: int):
+    from kvplan.plan.engines import EngineOptions
+
+    return EngineOptions(tokens_per_block=tokens)
+
+
+def test_mla_uses_64_token_blocks_in_vllm(catalog):
+    # DeepSeek-V3 in vLLM on Hopper: FlashMLA blocks of 64 tokens. 100 tokens -> 2 blocks = 128 tokens.
+    model = catalog.model("deepseek-v3")
+    result = size(Deployment(model, engine("vllm")), [100])
+    assert result.kv_bytes == 128 * 70_272
+
+
+def test_tp_replicates_kv_heads_beyond_their_count():
+    # 2 KV heads: tp 2 -> 1 head per GPU; tp 8 -> still 1 (replicated), so 8 heads in total.
+    assert num_kv_heads_per_gpu(2, 2) == 1
+    assert num_kv_heads_per_gpu(2, 8) == 1
+    assert num_kv_heads_per_gpu(8, 4) == 2
+    model = make_model()
+    one = size(Deployment(model, engine("exact")), [100])
+    eight = size(Deployment(model, engine("exact"), tp=8), [100])
+    assert eight.kv_bytes == 4 * one.kv_bytes
+    assert eight.kv_bytes_per_gpu == one.kv_bytes // 2
+
+
+def test_mla_latent_whole_on_every_rank(catalog):
+    model = catalog.model("deepseek-v3")
+    one = size(Deployment(model, engine("exact")), [1000])
+    eight = size(Deployment(model, engine("exact"), tp=8), [1000])
+    assert eight.kv_bytes_per_gpu == one.kv_bytes_per_gpu
+    assert eight.kv_bytes == 8 * one.kv_bytes
+
+
+def test_pipeline_splits_layers():
+    # 4 layers over 2 stages: each GPU holds 2 layers' KV.
+    model = make_model()
+    one = size(Deployment(model, engine("exact")), [64])
+    two = size(Deployment(model, engine("exact"), pp=2), [64])
+    assert two.kv_bytes == one.kv_bytes
+    assert two.kv_bytes_per_gpu == one.kv_bytes // 2
+
+
+def test_quantised_kv_metadata_counted():
+    # head_dim 64: int8 row = 64 + 4 (fp32 scale per token-head) = 68 B;
+    # nvfp4 row = 32 + 4 scales (one fp8 per 16) = 36 B; mxfp4 = 32 + 2 = 34 B;
+    # int4 (group 64, bf16 scale + zero) = 32 + 4 = 36 B; fp8 = 64 B.
+    rows = {name: kv_dtype_info(name).row_bytes(64) for name in ("int8", "nvfp4", "mxfp4", "int4", "fp8")}
+    assert rows == {"int8": 68, "nvfp4": 36, "mxfp4": 34, "int4": 36, "fp8": 64}
+
+
+def test_ragged_batch_sums_sequences():
+    model = make_model()
+    caches = layer_caches(model, kv_dtype_info("bf16"))
+    # 512 B per layer-token x 4 layers = 2048 B per token; 1 + 100 + 1000 tokens.
+    assert sum(kv_bytes_per_seq(caches, n) for n in (1, 100, 1000)) == 2048 * 1101
+
+
+def test_state_layers_constant(catalog):
+    model = catalog.model("qwen3-next-80b-a3b")
+    short = size(Deployment(model, engine("exact")), [10])
+    long = size(Deployment(model, engine("exact")), [10_000])
+    assert short.kv_bytes_by_kind["state"] == long.kv_bytes_by_kind["state"] > 0
+
+
+def test_qwen3_next_state_bytes(catalog):
+    # Qwen3-Next-80B-A3B: 36 gated-delta-net layers; per layer and sequence (bf16):
+    # conv (4 - 1) x (2 x 16 x 128 + 32 x 128) = 3 x 8192 = 24_576 elements,
+    # ssm 32 heads x 128 x 128 = 524_288 elements -> (24_576 + 524_288) x 2 B = 1_097_728 B.
+    model = catalog.model("qwen3-next-80b-a3b")
+    result = size(Deployment(model, engine("exact")), [1])
+    assert result.kv_bytes_by_kind["state"] == 36 * 1_097_728
+
+
+def test_hf_engine_decompresses_mla(catalog):
+    # DeepSeek-V3 in transformers: per layer-token 128 heads x (192 K + 128 V) x 2 B = 81_920 B.
+    model = catalog.model("deepseek-v3")
+    result = size(Deployment(model, engine("hf")), [1])
+    assert result.kv_bytes == 61 * 81_920
+
+
+def test_gated_and_plain_mlp_params():
+    # tiny: hidden 512, 8 heads x 64, 2 KV heads, 4 layers, vocab 1000, ffn 1024, untied.
+    # attention per layer: q 512x512 + k,v 2 x 512x128 + o 512x512 = 655_360
+    # gated ffn: 3 x 512 x 1024 = 1_572_864; norms 2 x 512 per layer + final 512.
+    # total = 1_024_000 + 4 x (655_360 + 1_572_864 + 1024) + 512 = 9_941_504
+    assert param_counts(make_model()).total == 9_941_504
+    plain = param_counts(make_model(mlp="plain")).total
+    assert plain == 9_941_504 - 4 * 512 * 1024
