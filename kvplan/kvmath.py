@@ -145,11 +145,18 @@ def layer_caches(
 
 
 def stage_layer_ranges(num_layers: int, pp: int) -> tuple[range, ...]:
-    """Layers of each pipeline stage: as even as possible, earlier stages never larger."""
+    """Layers of each pipeline stage, split the way vLLM's `get_pp_indices` splits them.
+
+    Equal shares, the remainder added from the second-to-last stage backwards:
+    27 layers over 2 stages -> 14 + 13 (vLLM PR #20665's DeepSeek-V2-Lite log).
+    """
     if pp > num_layers:
         raise KvplanError(f"--pp {pp} exceeds the model's {num_layers} layers")
-    bounds = [stage * num_layers // pp for stage in range(pp + 1)]
-    return tuple(range(bounds[s], bounds[s + 1]) for s in range(pp))
+    sizes = [num_layers // pp] * pp
+    for i in range(2, num_layers % pp + 2):
+        sizes[-i] += 1
+    starts = [sum(sizes[:s]) for s in range(pp)]
+    return tuple(range(start, start + size) for start, size in zip(starts, sizes, strict=True))
 
 
 def kv_bytes_per_token(model: ModelSpec, kv_dtype: str = "bf16", tp: int = 1) -> int:

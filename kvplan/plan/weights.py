@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from kvplan.kvmath import ParamCounts, ceil_div, layer_params, param_counts, stage_layer_ranges, tensor_bytes
 from kvplan.specs import DtypeInfo, ModelSpec, weight_dtype_info
@@ -26,6 +27,7 @@ def _base_dtype(linear: DtypeInfo) -> DtypeInfo:
     return linear if linear.name in _UNQUANTISED else weight_dtype_info("bf16")
 
 
+@lru_cache(maxsize=4096)  # reports ask for the same (model, dtype, tp, pp) once per SKU
 def weight_bytes(
     model: ModelSpec,
     weight_dtype: str | None = None,

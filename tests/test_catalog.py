@@ -1,0 +1,160 @@
+"""The shipped catalogue loads, and every kind of bad file gets one exact line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kvplan.catalog import Catalog
+from kvplan.catalog.store import shipped_dirs
+from kvplan.errors import KvplanError
+from kvplan.kvmath import param_counts
+from kvplan.specs import ModelSpec, SkuSpec
+
+MODELS_DIR, SKUS_DIR = shipped_dirs()
+
+
+def test_catalogue_sizes(catalog):
+    assert len(catalog.models()) >= 40
+    assert len(catalog.skus()) >= 24
+
+
+@pytest.mark.parametrize("path", sorted(MODELS_DIR.glob("*.yaml")) + sorted(SKUS_DIR.glob("*.yaml")),
+                         ids=lambda p: p.stem)
+def test_shipped_entry_named_after_its_file_and_sourced(path, catalog):
+    entry = catalog.model(path.stem) if path.parent == MODELS_DIR else catalog.sku(path.stem)
+    assert entry.name == path.stem
+    assert entry.source.startswith("https://")
+
+
+REQUIRED_MODELS = [
+    "llama-2-7b", "gpt2", "llama-3.1-405b", "qwen2.5-7b", "qwen3-8b", "mistral-nemo-12b", "yi-34b",
+    "command-r", "falcon-7b", "deepseek-v2-lite", "deepseek-v3", "mistral-7b-v0.1", "gemma-2-9b",
+    "gemma-3-27b", "gpt-oss-20b", "gpt-oss-120b", "phi-3-mini-4k", "starcoder2-3b", "llama-4-scout",
+    "llama-4-maverick", "mixtral-8x7b", "qwen3-30b-a3b", "qwen3-next-80b-a3b", "jamba-1.5-mini",
+]
+REQUIRED_SKUS = [
+    "a10g", "l4", "l40s", "a100-40gb", "a100-80gb", "h100-pcie", "h100-sxm", "h100-nvl", "h200",
+    "h20", "b200", "b300", "rtx-4090", "rtx-5090", "rtx-6000-ada", "mi300x", "mi325x", "mi355x", "gaudi3",
+]
+
+
+@pytest.mark.parametrize("name", REQUIRED_MODELS)
+def test_required_model_present(name, catalog):
+    assert catalog.model(name).name == name
+
+
+@pytest.mark.parametrize("name", REQUIRED_SKUS)
+def test_required_sku_present(name, catalog):
+    assert catalog.sku(name).memory_bytes > 0
+
+
+def _published(catalog) -> list[ModelSpec]:
+    return [m for m in catalog.models() if m.params]
+
+
+def test_computed_params_within_one_percent_of_published(catalog):
+    # `params` is the count each YAML cites in params_source (model card / safetensors metadata).
+    off = {
+        m.name: round(param_counts(m).total / m.params - 1, 4)
+        for m in _published(catalog)
+        if abs(param_counts(m).total / m.params - 1) > 0.01
+    }
+    assert len(_published(catalog)) >= 25
+    assert off == {}
+
+
+def test_aliases_and_case(catalog):
+    assert catalog.model("META-LLAMA/Llama-3.1-8B-Instruct").name == "llama-3.1-8b"
+    assert catalog.sku("NVIDIA H100 80GB HBM3").name == "h100-sxm"
+
+
+def test_unknown_name_suggests(catalog):
+    with pytest.raises(KvplanError, match=r"unknown model 'lama-3.1-8b'; did you mean .*llama-3.1-8b"):
+        catalog.model("lama-3.1-8b")
+    with pytest.raises(KvplanError, match=r"unknown sku 'h100-sxn'; did you mean .*h100-sxm"):
+        catalog.sku("h100-sxn")
+
+
+def test_family_filter(catalog):
+    names = {s.name for s in catalog.skus_matching("h100")}
+    assert {"h100-sxm", "h100-pcie", "h100-nvl"} <= names
+
+
+GOOD_MODEL = (MODELS_DIR / "llama-3.1-8b.yaml").read_text()
+
+
+def _write(tmp_path: Path, name: str, text: str) -> Path:
+    folder = tmp_path / "cat"
+    folder.mkdir(exist_ok=True)
+    (folder / name).write_text(text)
+    return folder
+
+
+def _errors(folder: Path) -> list[str]:
+    with pytest.raises(KvplanError) as info:
+        Catalog((folder,)).models()
+    return str(info.value).splitlines()
+
+
+def test_malformed_yaml_line_and_column(tmp_path):
+    folder = _write(tmp_path, "bad.yaml", "name: x\nattention: [unclosed\n")
+    (line,) = _errors(folder)
+    assert line.startswith(f"{folder / 'bad.yaml'}:3:1: malformed YAML")
+
+
+def test_unknown_key_named_with_line(tmp_path):
+    text = GOOD_MODEL.replace("name: llama-3.1-8b", "name: mine").replace(
+        "  num_kv_heads: 8\n", "  num_kv_heads: 8\n  head_dims: 64\n")
+    folder = _write(tmp_path, "mine.yaml", text)
+    (line,) = _errors(folder)
+    line_no = text.splitlines().index("  head_dims: 64") + 1
+    assert line == f"{folder / 'mine.yaml'}:{line_no}: attention.head_dims: unknown field (value 64)"
+
+
+def test_zero_and_negative_sizes(tmp_path):
+    text = GOOD_MODEL.replace("name: llama-3.1-8b", "name: mine").replace(
+        "num_layers: 32", "num_layers: 0").replace("  num_kv_heads: 8", "  num_kv_heads: -8")
+    folder = _write(tmp_path, "mine.yaml", text)
+    lines = _errors(folder)
+    assert any(": num_layers: value 0: Input should be greater than 0" in x for x in lines)
+    assert any(": attention.num_kv_heads: value -8: Input should be greater than 0" in x for x in lines)
+
+
+def test_window_larger_than_context(tmp_path):
+    text = (MODELS_DIR / "mistral-7b-v0.1.yaml").read_text()
+    text = text.replace("name: mistral-7b-v0.1", "name: mine")
+    text = "\n".join(
+        "  sliding_window: 65536" if line.strip().startswith("sliding_window:") else line
+        for line in text.splitlines()
+    )
+    folder = _write(tmp_path, "mine.yaml", text)
+    (line,) = _errors(folder)
+    assert "layers.sliding_window 65536 is larger than max_context 32768" in line
+
+
+def test_every_bad_file_reported(tmp_path):
+    folder = _write(tmp_path, "a.yaml", "name: [")
+    _write(tmp_path, "b.yaml", "just a string")
+    lines = _errors(folder)
+    assert len(lines) == 2
+    assert "a.yaml" in lines[0] and "b.yaml" in lines[1]
+
+
+def test_user_entry_overrides_shipped(tmp_path):
+    text = GOOD_MODEL.replace("num_layers: 32", "num_layers: 16")
+    folder = _write(tmp_path, "llama-3.1-8b.yaml", text)
+    assert Catalog((folder,)).model("llama-3.1-8b").num_layers == 16
+
+
+def test_user_sku(tmp_path):
+    text = (SKUS_DIR / "h100-sxm.yaml").read_text().replace("name: h100-sxm", "name: my-gpu")
+    text = text.replace('aliases: ["NVIDIA H100 80GB HBM3", "H100 SXM5 80GB", "H100 SXM"]', "aliases: []")
+    folder = _write(tmp_path, "my-gpu.yaml", text)
+    assert isinstance(Catalog((folder,)).sku("my-gpu"), SkuSpec)
+
+
+def test_missing_catalog_folder(tmp_path):
+    with pytest.raises(KvplanError, match="not a folder"):
+        Catalog((tmp_path / "nope",)).models()
