@@ -40,7 +40,17 @@ _EXPORTS = {
     "choose_num_splits": "splits",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = [
+    "CacheStats",
+    "KernelError",
+    "OutOfBlocksError",
+    "PagedKVCache",
+    "choose_num_splits",
+    "paged_decode",
+    "paged_decode_mla",
+    "paged_decode_reference",
+    "pool_bytes",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -1,0 +1,12 @@
+"""Exceptions raised by the kernels package (kept free of kvplan imports)."""
+
+
+class KernelError(Exception):
+    """Base class for errors a caller of ``kvplan.kernels`` can act on."""
+
+
+class OutOfBlocksError(KernelError):
+    """The paged KV cache has fewer free blocks than a request needs.
+
+    Raised before any block is taken, so the cache is unchanged.
+    """

@@ -1,0 +1,170 @@
+"""`kvplan report`: one row per model × SKU × TP, and vLLM's own log lines to compare with."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from kvplan.plan.capacity import Capacity
+from kvplan.report.render import (
+    Format,
+    Table,
+    bar,
+    gib,
+    human_bytes,
+    markdown,
+    print_table,
+    write_csv,
+    write_json,
+)
+
+SORT_KEYS = ("model", "sku", "tp", "max_context_tokens", "max_concurrency", "kv_capacity_tokens",
+             "decode_tokens_per_s", "kv_budget_bytes_per_gpu")
+
+
+def capacity_record(row: Capacity) -> dict[str, Any]:
+    """One row of the JSON contract (docs/commands/report.md); exact integers, bytes per GPU."""
+    d, budget = row.deployment, row.budget
+    decode = row.decode() if row.verdict == "fits" else None
+    record: dict[str, Any] = {
+        "model": d.model.name,
+        "sku": row.sku.name,
+        "engine": d.engine.name,
+        "tp": d.tp,
+        "pp": d.pp,
+        "kv_dtype": d.kv_dtype,
+        "batch": row.request.batch,
+        "context": row.context_tokens,
+        "memory_bytes": row.sku.memory_bytes,
+        "weights_bytes_per_gpu": row.weights_bytes_per_gpu,
+        "kv_budget_bytes_per_gpu": budget.kv_bytes,
+        "budget": {
+            "utilization": budget.utilization,
+            "requested_bytes": budget.requested_bytes,
+            "activation_bytes": budget.activation_bytes,
+            "non_torch_bytes": budget.non_torch_bytes,
+            "cudagraph_bytes": budget.cudagraph_bytes,
+            "fixed_kv_memory": budget.fixed,
+        },
+        "kv_capacity_tokens": row.kv_capacity_tokens,
+        "max_context_tokens": row.max_context_tokens,
+        "native_limit_binds": row.native_limit_binds,
+        "max_concurrency": row.max_concurrency(),
+        "kv_bytes_per_token_per_gpu": decode.kv_bytes_per_token if decode else None,
+        "decode_tokens_per_s": round(decode.tokens_per_s, 1) if decode else None,
+        "decode_step_s": decode.step_s if decode else None,
+        "verdict": row.verdict,
+    }
+    if row.is_vllm and budget.kv_bytes > 0:
+        cache = row.vllm_cache()
+        record["vllm"] = {
+            "version": row.request.vllm_version.text,
+            "num_gpu_blocks": cache.num_blocks,
+            "block_tokens": cache.block_tokens,
+            "kv_cache_groups": len(cache.groups),
+            "padding_layers": cache.padding_layers,
+            "gpu_kv_cache_tokens": cache.gpu_kv_cache_tokens,
+            "max_concurrency": round(cache.max_concurrency, 2),
+            "needed_bytes": cache.needed_bytes,
+            "estimated_max_model_len": None if cache.fits_one_request else row.vllm_estimated_max_model_len(),
+            "max_num_batched_tokens": budget.max_num_batched_tokens,
+        }
+    return record
+
+
+def vllm_log_lines(row: Capacity) -> list[str]:
+    """The startup lines vLLM prints for this budget, in that version's wording."""
+    budget, version = row.budget, row.request.vllm_version
+    lines = [f"Available KV cache memory: {budget.kv_bytes / 2**30:.2f} GiB"]
+    if budget.kv_bytes <= 0:
+        return lines + ["No available memory for the cache blocks."]
+    cache = row.vllm_cache()
+    mml = cache.max_model_len
+    if cache.padding_layers:
+        waste = cache.padding_layers / sum(g.layers for g in cache.groups) * 100
+        lines.append(f"Add {cache.padding_layers} padding layers, may waste at most {waste:.2f}% KV cache memory")
+    concurrency = f"Maximum concurrency for {mml:,} tokens per request: {cache.max_concurrency:.2f}x"
+    if version.era == "v0":
+        lines += [f"# GPU blocks: {cache.num_blocks}", concurrency]
+    elif version.era == "v1":
+        lines += [f"GPU KV cache size: {cache.gpu_kv_cache_tokens:,} tokens", concurrency]
+    else:
+        lines.append(f"GPU KV cache size: {cache.gpu_kv_cache_tokens:,} tokens, {concurrency}")
+    if not cache.fits_one_request:
+        lines.append(
+            f"To serve at least one request with the models's max seq len ({mml}), "
+            f"({cache.needed_bytes / 2**30:.2f} GiB KV cache is needed, which is larger than the "
+            f"available KV cache memory ({budget.kv_bytes / 2**30:.2f} GiB). Based on the available "
+            f"memory, the estimated maximum model length is {row.vllm_estimated_max_model_len()}."
+        )
+    return lines
+
+
+def capacity_table(rows: list[Capacity]) -> Table:
+    """The per-SKU table; exact values in the records, rounded strings on screen."""
+    first = rows[0]
+    batch, context = first.request.batch, first.context_tokens
+    table = Table(
+        f"engine {first.deployment.engine.name} · KV {first.deployment.kv_dtype} · "
+        f"longest context at batch {batch} · concurrency at {context:,} tokens",
+        ["model", "sku", "tp", "weights/GPU", "KV budget/GPU", "KV tokens", f"max ctx @{batch}",
+         f"max conc @{context:,}", "decode tok/s", "KV/token", "verdict", "weights|KV|free"],
+        ["model", "sku", "tp", "weights_bytes_per_gpu", "kv_budget_bytes_per_gpu", "kv_capacity_tokens",
+         "max_context_tokens", "max_concurrency", "decode_tokens_per_s", "kv_bytes_per_token_per_gpu",
+         "verdict", "bar"],
+    )
+    for row in rows:
+        record = capacity_record(row)
+        budget = max(record["kv_budget_bytes_per_gpu"], 0)
+        used_kv = 0
+        if record["verdict"] == "fits":
+            used_kv = min(budget, row.seq_bytes_per_gpu(context) * batch)
+        picture = bar(
+            [(row.weights_bytes_per_gpu, "█"), (used_kv, "▒"),
+             (row.sku.memory_bytes - row.weights_bytes_per_gpu - used_kv, "░")],
+            max(row.sku.memory_bytes, row.weights_bytes_per_gpu), width=12,
+        )
+        cap_mark = "*" if record["native_limit_binds"] else ""
+        tokens_per_s = record["decode_tokens_per_s"]
+        per_token = record["kv_bytes_per_token_per_gpu"]
+        table.add(
+            [record[k] for k in table.keys[:-1]] + [picture],
+            [
+                row.deployment.model.name, row.sku.name,
+                f"{row.deployment.tp}" + (f"×{row.deployment.pp}" if row.deployment.pp > 1 else ""),
+                gib(row.weights_bytes_per_gpu), gib(record["kv_budget_bytes_per_gpu"]),
+                f"{record['kv_capacity_tokens']:,}", f"{record['max_context_tokens']:,}{cap_mark}",
+                f"{record['max_concurrency']:,}", f"{tokens_per_s:,.0f}" if tokens_per_s else "—",
+                human_bytes(per_token) if per_token else "—", record["verdict"], picture,
+            ],
+        )
+    table.notes.append("* the model's native context limit binds, not memory")
+    table.notes.append(
+        "decode tok/s: roofline (weights + KV bytes read per step / bandwidth × efficiency), "
+        "at the batch and context above; KV/token is per GPU"
+    )
+    return table
+
+
+def render_report(rows: list[Capacity], fmt: Format, log_lines: bool) -> None:
+    """Print the report; with `log_lines`, vLLM's startup lines for each distinct plan."""
+    if fmt == "json":
+        write_json([capacity_record(r) for r in rows])
+        return
+    if fmt == "csv":
+        write_csv([{k: v for k, v in capacity_record(r).items() if not isinstance(v, dict)} for r in rows])
+        return
+    table = capacity_table(rows)
+    if log_lines:
+        seen: dict[tuple[str, ...], list[str]] = {}
+        for row in rows:
+            key = tuple(vllm_log_lines(row))
+            seen.setdefault(key, []).append(f"{row.deployment.model.name} tp{row.deployment.tp} {row.sku.name}")
+        for lines, labels in seen.items():
+            table.notes.append(f"vLLM {rows[0].request.vllm_version.text} log lines for {', '.join(labels[:3])}"
+                               + (f" (+{len(labels) - 3} more)" if len(labels) > 3 else "") + ":")
+            table.notes += [f"    {line}" for line in lines]
+    if fmt == "md":
+        sys.stdout.write(markdown(table))
+    else:
+        print_table(table)

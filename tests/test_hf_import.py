@@ -1,0 +1,466 @@
+"""Hugging Face config.json import: one published config per family, KV bytes worked by hand.
+
+Every expected number below is computed in its comment from the fixture's own fields
+(tests/fixtures/hf/<case>/config.json; where it came from is in SOURCE next to it), never by
+running kvplan. Per-token KV bytes are those of a context inside every window: each full,
+sliding or chunked layer holds 2 (K and V) x num_kv_heads x head_dim elements, an MLA layer
+one latent of kv_lora_rank + qk_rope_head_dim, a state layer nothing per token. bf16 is 2 bytes.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kvplan.catalog.hf import SUPPORTED_MODEL_TYPES, HfImport, import_hf, spec_from_hf_config
+from kvplan.errors import KvplanError
+from kvplan.kvmath import kv_bytes_per_token
+
+FIXTURES = Path(__file__).parent / "fixtures" / "hf"
+
+
+def load(case: str) -> HfImport:
+    return import_hf(FIXTURES / case)
+
+
+def config_of(case: str) -> dict:
+    return json.loads((FIXTURES / case / "config.json").read_text())
+
+
+def kinds_count(result: HfImport) -> dict[str, int]:
+    kinds = result.spec.layer_kinds
+    return {kind: kinds.count(kind) for kind in set(kinds)}
+
+
+def has_warning(result: HfImport, *parts: str) -> bool:
+    return any(all(part in w for part in parts) for w in result.warnings)
+
+
+# --- every family: per-token KV bytes from the published numbers ------------------------------
+
+
+# Llama-3.1-8B: 2 x 32 layers x 8 KV heads x 128 x 2 bytes = 131_072.
+def test_llama_3_1_8b():
+    result = load("llama-3.1-8b")
+    attention = result.spec.attention
+    assert (attention.num_kv_heads, attention.head_dim) == (8, 128)
+    assert kinds_count(result) == {"full": 32}
+    assert kv_bytes_per_token(result.spec, kv_dtype="bf16") == 131_072
+    assert result.warnings == ()
+    # No _name_or_path: named after the folder, sourced from the file itself.
+    assert result.spec.name == "llama-3.1-8b"
+    assert result.spec.source == str((FIXTURES / "llama-3.1-8b" / "config.json").resolve())
+
+
+# Mistral-7B-v0.1: sliding_window 4096 on all 32 layers; inside the window
+# 2 x 32 x 8 x 128 x 2 = 131_072 (at 32k context a full-cache reading would be 8x too much).
+def test_mistral_7b_v0_1_windows_every_layer():
+    result = load("mistral-7b-v0.1")
+    assert kinds_count(result) == {"sliding": 32}
+    assert result.spec.layers.sliding_window == 4096
+    assert kv_bytes_per_token(result.spec, kv_dtype="bf16") == 131_072
+    assert has_warning(result, "sliding_window 4096", "every layer read as windowed")
+    assert result.spec.aliases == ("mistralai/Mistral-7B-v0.1",)
+
+
+# Mixtral-8x7B: sliding_window null -> full; 2 x 32 x 8 x 128 x 2 = 131_072; 8 experts, top 2.
+def test_mixtral_8x7b():
+    result = load("mixtral-8x7b-instruct-v0.1")
+    assert kinds_count(result) == {"full": 32}
+    assert kv_bytes_per_token(result.spec, kv_dtype="bf16") == 131_072
+    moe = result.spec.moe
+    assert (moe.num_experts, moe.experts_per_token, moe.expert_intermediate_size) == (8, 2, 14336)
+
+
+# Qwen2-72B-Instruct: sliding_window 131072 but use_sliding_window false -> 80 full layers;
+# 2 x 80 x 8 x 128 x 2 = 327_680.
+def test_qwen2_72b_ignores_window_when_switched_off():
+    result = load("qwen2-72b-instruct")
+    assert kinds_count(result) == {"full": 80}
+    assert result.spec.attention.qkv_bias
+    assert kv_bytes_per_token(result.spec, kv_dtype="bf16") == 327_680
+    assert has_warning(result, "sliding_window 131072 ignored", "use_sliding_window is false")
+
+
+# Qwen1.5-MoE-A2.7B with use_sliding_window switched on and a 4096 window (the value
+# Qwen1.5-72B-Chat states): transformers keeps the first max_window_layers (21) layers full and
+# windows layers 21..23. Its own 32768 window exceeds max_position_embeddings 8192: never binds.
+def test_qwen2_use_sliding_window_true_windows_the_top_layers():
+    config = config_of("qwen1.5-moe-a2.7b") | {"use_sliding_window": True, "sliding_window": 4096}
+    spec, warnings = spec_from_hf_config(config, name="qwen-swa", source="test")
+    assert spec.layer_kinds == ("full",) * 21 + ("sliding",) * 3
+    assert spec.layers.sliding_window == 4096
+    assert any("layers 21..23 windowed" in w for w in warnings)
+    own_window = config_of("qwen1.5-moe-a2.7b") | {"use_sliding_window": True}
+    spec, warnings = spec_from_hf_config(own_window, name="qwen-swa", source="test")
+    assert set(spec.layer_kinds) == {"full"}
+    assert any("never binds" in w for w in warnings)
+
+
+# Qwen1.5-MoE-A2.7B: MHA, 16 KV heads; 2 x 24 x 16 x 128 x 2 = 196_608.
+# 60 experts top 4 of width 1408, one gated shared expert of width 5632.
+def test_qwen2_moe():
+    result = load("qwen1.5-moe-a2.7b")
+    assert kv_bytes_per_token(result.spec, kv_dtype="bf16") == 196_608
+    moe = result.spec.moe
+    assert (moe.num_experts, moe.experts_per_token, moe.expert_intermediate_size) == (60, 4, 1408)
+    assert (moe.num_shared_experts, moe.shared_expert_intermediate_size) == (1, 5632)
+    assert moe.shared_expert_gate
+
+
+# Qwen3-8B: 2 x 36 x 8 x 128 x 2 = 147_456; per-head q/k RMSNorm.
+def test_qwen3_8b():
+    result = load("qwen3-8b")
+    assert result.spec.attention.qk_norm
+    assert kv_bytes_per_token(result.spec, kv_dtype="bf16") == 147_456
+
+
+# Qwen3-Coder-30B-A3B: head_dim 128 stated, hidden/heads = 2048/32 = 64;
+# 2 x 48 x 4 x 128 x 2 = 98_304 (the hidden/heads reading would halve it).
+def test_qwen3_moe_head_dim_as_stated():
+    result = load("qwen3-coder-30b-a3b")
+    assert result.spec.attention.head_dim == 128
+    assert kv_bytes_per_token(result.spec, kv_dtype="bf16") == 98_304
+    assert has_warning(result, "head_dim 128 used as stated", "would give 64")
+    assert (result.spec.moe.num_experts, result.spec.moe.experts_per_token) == (128, 8)
+
+
+# Qwen3-Next (tiny test checkpoint): layer_types puts full attention on layers 3 and 7 only;
+# 2 layers x 2 x 2 KV heads x 128 x 2 = 2_048; the 8 linear-attention layers hold a constant
+# gated-delta-net state instead (16 value heads x 128 x 128 each).
+def test_qwen3_next_hybrid():
+    result = load("qwen3-next-tiny-test")
+    assert kinds_count(result) == {"state": 8, "full": 2}
+    assert kv_bytes_per_token(result.spec, kv_dtype="bf16") == 2_048
+    state = result.spec.state
+    assert (state.ssm_heads, state.ssm_head_dim, state.ssm_state_size) == (16, 128, 128)
+    # conv over q, k, v: 2 x 8 x 128 + 16 x 128 = 4096 channels
+    assert state.conv_channels == 4096
+    assert result.spec.attention.output_gate
+
+
+# Gemma-7B: head_dim 256 stated, hidden/heads = 3072/16 = 192;
+# 2 x 28 x 16 x 256 x 2 = 458_752.
+def test_gemma_7b_head_dim():
+    result = load("gemma-7b")
+    assert result.spec.attention.head_dim == 256
+    assert result.spec.tie_word_embeddings
+    assert kv_bytes_per_token(result.spec, kv_dtype="bf16") == 458_752
+    assert has_warning(result, "head_dim 256 used as stated", "would give 192")
+
+
+# Gemma-2-9B-it: 21 local (window 4096) + 21 global layers, local first; head_dim 256 (not 224);
+# 2 x 42 x 8 x 256 x 2 = 344_064.
+def test_gemma_2_9b_alternating_and_head_dim():
+    result = load("gemma-2-9b-it")
+    assert result.spec.layer_kinds[:2] == ("sliding", "full")
+    assert kinds_count(result) == {"sliding": 21, "full": 21}
+    assert result.spec.layers.sliding_window == 4096
+    assert kv_bytes_per_token(result.spec, kv_dtype="bf16") == 344_064
+    assert has_warning(result, "head_dim 256 used as stated", "would give 224")
+    assert result.spec.norms_per_layer == 4
+
+
+# Gemma-3-4B-it (multimodal wrapper): the text_config leaves heads, KV heads and head_dim to
+# Gemma3TextConfig defaults (8, 4, 256); 34 layers, 5 local (window 1024) : 1 global;
+# 2 x 34 x 4 x 256 x 2 = 139_264.
+def test_gemma3_multimodal_reads_text_config_and_defaults():
+    result = load("gemma-3-4b-it")
+    attention = result.spec.attention
+    assert (attention.num_heads, attention.num_kv_heads, attention.head_dim) == (8, 4, 256)
+    assert kinds_count(result) == {"sliding": 29, "full": 5}
+    assert result.spec.layer_kinds[5] == "full"
+    assert kv_bytes_per_token(result.spec, kv_dtype="bf16") == 139_264
+    assert has_warning(result, "num_key_value_heads absent", "Gemma3TextConfig default")
+    assert result.spec.weight_dtype == "bf16"  # from the wrapper's torch_dtype
+
+
+# FunctionGemma-270M (gemma3_text): layer_types 15 sliding (512) + 3 full; 1 KV head of 256;
+# 2 x 18 x 1 x 256 x 2 = 18_432.
+def test_gemma3_text_layer_types():
+    result = load("functiongemma-270m")
+    assert kinds_count(result) == {"sliding": 15, "full": 3}
+    assert result.spec.layers.sliding_window == 512
+    assert kv_bytes_per_token(result.spec, kv_dtype="bf16") == 18_432
+
+
+# Phi-3-mini-4k: MHA 32 x 96 (3072/32), sliding_window 2047 on every layer;
+# 2 x 32 x 32 x 96 x 2 = 393_216.
+def test_phi3_mini_window_as_given():
+    result = load("phi-3-mini-4k-instruct")
+    assert kinds_count(result) == {"sliding": 32}
+    assert result.spec.layers.sliding_window == 2047
+    assert kv_bytes_per_token(result.spec, kv_dtype="bf16") == 393_216
+
+
+# Phi-3-mini-128k states sliding_window 262144 with max_position_embeddings 131072: a window
+# longer than any context never binds, so the layers are read as full.
+def test_phi3_window_longer_than_context_is_full():
+    config = config_of("phi-3-mini-4k-instruct") | {
+        "sliding_window": 262144,
+        "max_position_embeddings": 131072,
+    }
+    spec, warnings = spec_from_hf_config(config, name="phi-3-mini-128k", source="test")
+    assert set(spec.layer_kinds) == {"full"}
+    assert any("never binds" in w for w in warnings)
+
+
+# Falcon-7B: multi_query true and no KV head count -> 1 KV head of 4544/71 = 64;
+# 2 x 32 x 1 x 64 x 2 = 8_192 (reading 71 KV heads would be 71x too much).
+def test_falcon_7b_multi_query():
+    result = load("falcon-7b")
+    attention = result.spec.attention
+    assert (attention.num_heads, attention.num_kv_heads, attention.head_dim) == (71, 1, 64)
+    assert kv_bytes_per_token(result.spec, kv_dtype="bf16") == 8_192
+    assert has_warning(result, "multi_query true with no num_kv_heads", "1 KV head")
+    assert result.spec.max_context == 2048  # FalconConfig default, said so
+    assert has_warning(result, "max_position_embeddings absent", "2048")
+    # _name_or_path names the Hub repo: name, alias and source follow it.
+    assert result.spec.name == "falcon-7b"
+    assert result.spec.aliases == ("tiiuae/falcon-7b",)
+    assert result.spec.source == "https://huggingface.co/tiiuae/falcon-7b/blob/main/config.json"
+
+
+# Re-saved falcon-7b configs carry "num_kv_heads": 71 next to "multi_query": true
+# (e.g. huggingface.co/kvasYA/test_785435432526); FalconAttention still builds one KV head.
+def test_falcon_multi_query_contradicting_count():
+    config = config_of("falcon-7b") | {"num_kv_heads": 71}
+    spec, warnings = spec_from_hf_config(config, name="falcon-7b", source="test")
+    assert spec.attention.num_kv_heads == 1
+    assert any("contradicts num_kv_heads 71" in w for w in warnings)
+
+
+# GPT-2 large: MHA, 20 heads of 1280/20 = 64, learned positions (n_positions 1024);
+# 2 x 36 x 20 x 64 x 2 = 184_320.
+def test_gpt2_large():
+    result = load("gpt2-large")
+    assert result.spec.max_context == 1024
+    assert result.spec.learned_positions == 1024
+    assert (result.spec.mlp, result.spec.norm) == ("plain", "layer")
+    assert kv_bytes_per_token(result.spec, kv_dtype="bf16") == 184_320
+    assert result.spec.weight_dtype == "fp32"  # no torch_dtype: said so
+    assert has_warning(result, "no torch_dtype")
+
+
+# StarCoder2-3B: 2 KV heads of 3072/24 = 128, sliding_window 4096 on all 30 layers;
+# 2 x 30 x 2 x 128 x 2 = 30_720.
+def test_starcoder2_3b():
+    result = load("starcoder2-3b")
+    assert kinds_count(result) == {"sliding": 30}
+    assert kv_bytes_per_token(result.spec, kv_dtype="bf16") == 30_720
+    assert result.spec.attention.qkv_bias and result.spec.mlp_bias
+
+
+# Command-R v01 (AWQ 4-bit): MHA 64 KV heads of 8192/64 = 128;
+# 2 x 40 x 64 x 128 x 2 = 1_310_720. Weights int4; the KV cache stays fp16.
+def test_cohere_awq_int4_weights():
+    result = load("c4ai-command-r-v01-awq")
+    assert kv_bytes_per_token(result.spec, kv_dtype="bf16") == 1_310_720
+    assert result.spec.weight_dtype == "int4"
+    assert has_warning(result, "awq", "KV cache stays in the activation dtype (fp16)")
+    assert result.spec.norms_per_layer == 1
+
+
+# DeepSeek-V2.5: MLA, one latent of 512 + 64 per layer; 60 x 576 x 2 = 69_120
+# (128 KV heads x (192 + 128) would be 27x more).
+def test_deepseek_v2_mla():
+    result = load("deepseek-v2.5")
+    assert kinds_count(result) == {"mla": 60}
+    mla = result.spec.mla
+    assert (mla.kv_lora_rank, mla.qk_rope_head_dim, mla.q_lora_rank) == (512, 64, 1536)
+    assert kv_bytes_per_token(result.spec, kv_dtype="bf16") == 69_120
+    assert has_warning(result, "num_key_value_heads 128 is not the cached head count")
+    assert result.spec.moe.dense_layers == 1
+
+
+# DeepSeek-V3: 61 x (512 + 64) x 2 = 70_272; fp8 weights with 128x128 block scales;
+# the MTP layer (num_nextn_predict_layers 1) is not counted.
+def test_deepseek_v3():
+    result = load("deepseek-v3")
+    assert kv_bytes_per_token(result.spec, kv_dtype="bf16") == 70_272
+    assert result.spec.weight_dtype == "fp8_block"
+    assert has_warning(result, "quantization_config fp8", "fp8_block", "KV cache stays")
+    assert has_warning(result, "num_nextn_predict_layers 1")
+    assert has_warning(result, "num_key_value_heads 128 is not the cached head count")
+    moe = result.spec.moe
+    assert (moe.num_experts, moe.experts_per_token, moe.dense_layers) == (256, 8, 3)
+    assert moe.router_bias  # noaux_tc: e_score_correction_bias, 256 per MoE layer
+
+
+# Kimi K2 ships DeepseekV3ForCausalLM under model_type "kimi_k2". No complete Kimi-K2 config
+# was in the stored copies; the DeepSeek-V3 fixture relabelled checks the routing only:
+# 61 x 576 x 2 = 70_272.
+def test_kimi_k2_reads_as_deepseek_v3():
+    config = config_of("deepseek-v3") | {"model_type": "kimi_k2"}
+    spec, _ = spec_from_hf_config(config, name="kimi-k2", source="test")
+    assert spec.family == "kimi_k2"
+    assert kv_bytes_per_token(spec, kv_dtype="bf16") == 70_272
+
+
+# GPT-OSS (tiny test checkpoint): layer_types sliding (window 64) then full, 2 KV heads of 16;
+# 2 layers x 2 x 2 x 16 x 2 = 256; sinks, attention and expert biases.
+def test_gpt_oss_layer_types():
+    result = load("tiny-random-gpt-oss")
+    assert result.spec.layer_kinds == ("sliding", "full")
+    assert result.spec.layers.sliding_window == 64
+    assert kv_bytes_per_token(result.spec, kv_dtype="bf16") == 256
+    assert result.spec.attention.sinks
+    assert result.spec.moe.router_bias and result.spec.moe.expert_bias
+
+
+# openai/gpt-oss-20b states {"quant_method": "mxfp4", "modules_to_not_convert": [attention,
+# router, embeddings, lm_head]}: routed experts in MXFP4, the rest (and the KV cache) not.
+def test_gpt_oss_mxfp4_experts():
+    config = config_of("tiny-random-gpt-oss") | {
+        "quantization_config": {
+            "modules_to_not_convert": [
+                "model.layers.*.self_attn",
+                "model.layers.*.mlp.router",
+                "model.embed_tokens",
+                "lm_head",
+            ],
+            "quant_method": "mxfp4",
+        }
+    }
+    spec, warnings = spec_from_hf_config(config, name="gpt-oss", source="test")
+    assert spec.moe.expert_weight_dtype == "mxfp4"
+    assert spec.weight_dtype == "fp32"  # dtype float32 in this checkpoint
+    assert any("mxfp4" in w and "KV cache stays" in w for w in warnings)
+
+
+# Llama-4-Scout: no_rope_layers marks every 4th layer NoPE (global, full); the other 36 use
+# chunked attention of 8192 tokens. Inside one chunk every layer holds the token:
+# 2 x 48 x 8 x 128 x 2 = 196_608. 16 experts top 1 on every layer, plus a shared expert.
+def test_llama4_scout_chunked():
+    result = load("llama-4-scout-17b-16e")
+    assert kinds_count(result) == {"chunked": 36, "full": 12}
+    assert result.spec.layer_kinds[:4] == ("chunked", "chunked", "chunked", "full")
+    assert result.spec.layers.chunk_size == 8192
+    assert kv_bytes_per_token(result.spec, kv_dtype="bf16") == 196_608
+    moe = result.spec.moe
+    assert (moe.num_experts, moe.experts_per_token, moe.layer_step) == (16, 1, 1)
+    assert result.spec.intermediate_size == 16384  # intermediate_size_mlp (dense width)
+
+
+# Jamba-v0.1: attention every 8th layer from layer 4 (4, 12, 20, 28), Mamba elsewhere;
+# 4 x 2 x 8 x 128 x 2 = 16_384. Experts on odd layers (period 2, offset 1).
+def test_jamba_hybrid():
+    result = load("jamba-v0.1")
+    assert kinds_count(result) == {"state": 28, "full": 4}
+    assert [i for i, k in enumerate(result.spec.layer_kinds) if k == "full"] == [4, 12, 20, 28]
+    assert kv_bytes_per_token(result.spec, kv_dtype="bf16") == 16_384
+    state = result.spec.state
+    assert (state.kind, state.conv_kernel, state.ssm_state_size, state.inner_size) == (
+        "mamba1",
+        4,
+        16,
+        8192,
+    )
+    assert (result.spec.moe.layer_step, result.spec.moe.layer_offset) == (2, 1)
+
+
+def test_every_family_is_supported():
+    families = {
+        "llama",
+        "mistral",
+        "mixtral",
+        "qwen2",
+        "qwen2_moe",
+        "qwen3",
+        "qwen3_moe",
+        "qwen3_next",
+        "gemma",
+        "gemma2",
+        "gemma3",
+        "gemma3_text",
+        "phi3",
+        "falcon",
+        "gpt2",
+        "starcoder2",
+        "cohere",
+        "deepseek_v2",
+        "deepseek_v3",
+        "kimi_k2",
+        "gpt_oss",
+        "llama4",
+        "jamba",
+    }
+    assert families <= set(SUPPORTED_MODEL_TYPES)
+
+
+def test_readings_travel_in_the_spec_notes():
+    result = load("gemma-2-9b-it")
+    assert result.spec.notes == result.warnings
+
+
+# --- weights from the safetensors index ------------------------------------------------------
+
+
+def test_index_total_size_is_the_weight_bytes():
+    # falcon-7b/model.safetensors.index.json: metadata.total_size 13_843_441_408.
+    assert load("falcon-7b").weights_bytes == 13_843_441_408
+    assert import_hf(FIXTURES / "falcon-7b" / "config.json").weights_bytes == 13_843_441_408
+    assert load("llama-3.1-8b").weights_bytes is None
+
+
+# --- bad input: one line, the file, the field, what is allowed --------------------------------
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "config.json"
+    path.write_text(text)
+    return path
+
+
+def test_unknown_model_type_names_supported_types(tmp_path):
+    path = write(tmp_path, json.dumps(config_of("llama-3.1-8b") | {"model_type": "lama"}))
+    with pytest.raises(KvplanError) as caught:
+        import_hf(path)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert str(path) in message and "'lama'" in message
+    assert "did you mean 'llama'?" in message
+    assert all(family in message for family in SUPPORTED_MODEL_TYPES)
+
+
+def test_missing_field_names_the_field(tmp_path):
+    config = config_of("llama-3.1-8b")
+    del config["num_hidden_layers"]
+    path = write(tmp_path, json.dumps(config))
+    with pytest.raises(KvplanError, match="num_hidden_layers") as caught:
+        import_hf(path)
+    assert str(path) in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def test_wrong_type_names_field_and_value(tmp_path):
+    path = write(tmp_path, json.dumps(config_of("llama-3.1-8b") | {"num_key_value_heads": "8"}))
+    with pytest.raises(KvplanError, match="'num_key_value_heads' is '8'; expected a positive"):
+        import_hf(path)
+
+
+def test_non_json_file(tmp_path):
+    path = write(tmp_path, '{"model_type": "llama",')
+    with pytest.raises(KvplanError, match="not valid JSON") as caught:
+        import_hf(path)
+    assert str(path) in str(caught.value)
+
+
+def test_missing_file_and_folder_without_config(tmp_path):
+    with pytest.raises(KvplanError, match="no such file"):
+        import_hf(tmp_path / "nope.json")
+    with pytest.raises(KvplanError, match=r"no config\.json in this folder"):
+        import_hf(tmp_path)
+
+
+def test_validation_error_is_one_line_without_url(tmp_path):
+    # 32 query heads cannot share 5 KV heads evenly: the spec's own check fails.
+    path = write(tmp_path, json.dumps(config_of("llama-3.1-8b") | {"num_key_value_heads": 5}))
+    with pytest.raises(KvplanError) as caught:
+        import_hf(path)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert "attention" in message and "num_kv_heads 5" in message
+    assert "errors.pydantic.dev" not in message
