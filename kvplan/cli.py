@@ -51,7 +51,8 @@ ModelArg = Annotated[
 ContextOpt = Annotated[
     str,
     typer.Option(
-        "--context", "-c",
+        "--context",
+        "-c",
         help="tokens per sequence; accepts 8k, 128k, 1M (k = 1024, so 128k = 131,072)",
     ),
 ]
@@ -83,7 +84,8 @@ WeightDtypeOpt = Annotated[
 EngineOpt = Annotated[
     str,
     typer.Option(
-        "--engine", "-e",
+        "--engine",
+        "-e",
         help="KV accounting: exact (physics), vllm (16-token blocks, MLA 64), sglang "
         "(token pool), hf (transformers caches), naive (textbook MHA)",
     ),
@@ -121,7 +123,7 @@ def _format(value: str) -> Format:
     return value  # type: ignore[return-value]
 
 
-def _catalog(dirs: list[Path] | None):  # noqa: ANN202 - the Catalog type is imported lazily
+def _catalog(dirs: list[Path] | None):
     from kvplan.catalog import Catalog
 
     return Catalog(tuple(dirs or ()))
@@ -137,7 +139,7 @@ def _lengths(context: str, batch: int, lengths: str | None) -> list[int]:
     return [parse_tokens(context, "--context")] * batch
 
 
-def _model(catalog, name: str):  # noqa: ANN001, ANN202
+def _model(catalog, name: str):
     """A catalogue model, or an imported HF config (path); warnings printed."""
     path = Path(name)
     if path.suffix == ".json" or path.is_dir() or path.exists():
@@ -263,22 +265,32 @@ RepeatOpt = list[str] | None
 def report(
     model: Annotated[
         RepeatOpt,
-        typer.Option("--model", "-m", help="model name (repeatable), or 'all' for the whole catalogue"),
+        typer.Option(
+            "--model", "-m", help="model name (repeatable), or 'all' for the whole catalogue"
+        ),
     ] = None,
     sku: Annotated[
         RepeatOpt,
-        typer.Option("--sku", "-s", help="SKU name or family such as h100 (repeatable); default: every SKU"),
+        typer.Option(
+            "--sku", "-s", help="SKU name or family such as h100 (repeatable); default: every SKU"
+        ),
     ] = None,
     tp: Annotated[
         list[int] | None,
         typer.Option("--tp", help="TP degrees (repeatable); default 1, 2, 4, 8 that fit the node"),
     ] = None,
     pp: PpOpt = 1,
-    batch: Annotated[int, typer.Option("--batch", "-b", help="sequences for the longest-context column")] = 1,
+    batch: Annotated[
+        int, typer.Option("--batch", "-b", help="sequences for the longest-context column")
+    ] = 1,
     context: Annotated[
         str | None,
-        typer.Option("--context", "-c", help="tokens per request for the concurrency column (8k, 128k); "
-                     "default: each model's native limit; vLLM's max_model_len"),
+        typer.Option(
+            "--context",
+            "-c",
+            help="tokens per request for the concurrency column (8k, 128k); "
+            "default: each model's native limit; vLLM's max_model_len",
+        ),
     ] = None,
     kv_dtype: KvDtypeOpt = "bf16",
     weight_dtype: WeightDtypeOpt = None,
@@ -287,39 +299,60 @@ def report(
     ] = "vllm",
     utilization: Annotated[
         float | None,
-        typer.Option(help="fraction of GPU memory the engine may use (vLLM gpu_memory_utilization, "
-                     "default 0.9, 0.92 from 0.20; SGLang mem_fraction_static, default by TP; exact 1.0)",
-                     show_default=False),
+        typer.Option(
+            help="fraction of GPU memory the engine may use (vLLM gpu_memory_utilization, "
+            "default 0.9, 0.92 from 0.20; SGLang mem_fraction_static, default by TP; exact 1.0)",
+            show_default=False,
+        ),
     ] = None,
     kv_memory: Annotated[
         str | None,
-        typer.Option(help="fixed KV budget per GPU, like vLLM --kv-cache-memory (e.g. 51.38GiB)",
-                     show_default=False),
+        typer.Option(
+            help="fixed KV budget per GPU, like vLLM --kv-cache-memory (e.g. 51.38GiB)",
+            show_default=False,
+        ),
     ] = None,
     vllm_version: Annotated[
         str, typer.Option(help="vLLM version whose accounting and log wording to follow (0.6–0.33)")
     ] = "0.11",
     max_num_batched_tokens: Annotated[
-        int | None, typer.Option(help="vLLM max_num_batched_tokens (default 8192 on ≥70 GiB non-A100 GPUs, else 2048)", show_default=False)
+        int | None,
+        typer.Option(
+            help="vLLM max_num_batched_tokens (default 8192 on ≥70 GiB non-A100 GPUs, else 2048)",
+            show_default=False,
+        ),
     ] = None,
     max_num_seqs: Annotated[
-        int | None, typer.Option(help="vLLM max_num_seqs (default 1024 / 256 as above)", show_default=False)
+        int | None,
+        typer.Option(help="vLLM max_num_seqs (default 1024 / 256 as above)", show_default=False),
     ] = None,
     activation_memory: Annotated[
-        str | None, typer.Option(help="override vLLM's activation peak estimate (bytes or GiB)", show_default=False)
+        str | None,
+        typer.Option(
+            help="override vLLM's activation peak estimate (bytes or GiB)", show_default=False
+        ),
     ] = None,
     non_torch_memory: Annotated[
-        str | None, typer.Option(help="override the non-torch overhead (default 0.13 GiB)", show_default=False)
+        str | None,
+        typer.Option(help="override the non-torch overhead (default 0.13 GiB)", show_default=False),
     ] = None,
     cudagraph_memory: Annotated[
-        str | None, typer.Option(help="CUDA-graph memory vLLM ≥ 0.20 subtracts (default 0)", show_default=False)
+        str | None,
+        typer.Option(
+            help="CUDA-graph memory vLLM ≥ 0.20 subtracts (default 0)", show_default=False
+        ),
     ] = None,
     block_size: BlockSizeOpt = None,
     no_hybrid_allocator: Annotated[
-        bool, typer.Option("--no-hybrid-allocator", help="windowed layers reserve full length (vLLM --disable-hybrid-kv-cache-manager)")
+        bool,
+        typer.Option(
+            "--no-hybrid-allocator",
+            help="windowed layers reserve full length (vLLM --disable-hybrid-kv-cache-manager)",
+        ),
     ] = False,
     draft_layers: Annotated[
-        int, typer.Option(help="speculative-decoding draft layers that share the KV cache (EAGLE: 1)")
+        int,
+        typer.Option(help="speculative-decoding draft layers that share the KV cache (EAGLE: 1)"),
     ] = 0,
     bandwidth_efficiency: Annotated[
         float, typer.Option(help="fraction of datasheet bandwidth decode reaches (roofline)")
@@ -328,12 +361,19 @@ def report(
         float, typer.Option(help="fraction of dense peak FLOP/s prefill reaches (roofline)")
     ] = 0.5,
     sort: Annotated[
-        str | None, typer.Option(help="sort rows by: model, sku, tp, max_context_tokens, max_concurrency, "
-                                 "kv_capacity_tokens, decode_tokens_per_s, kv_budget_bytes_per_gpu", show_default=False)
+        str | None,
+        typer.Option(
+            help="sort rows by: model, sku, tp, max_context_tokens, max_concurrency, "
+            "kv_capacity_tokens, decode_tokens_per_s, kv_budget_bytes_per_gpu",
+            show_default=False,
+        ),
     ] = None,
     plot: Annotated[
-        Path | None, typer.Option(help="also draw the report to FILE.svg or FILE.png (needs kvplan[plot])",
-                                  show_default=False)
+        Path | None,
+        typer.Option(
+            help="also draw the report to FILE.svg or FILE.png (needs kvplan[plot])",
+            show_default=False,
+        ),
     ] = None,
     fmt: FormatOpt = "table",
     catalog_dirs: CatalogOpt = None,
@@ -360,13 +400,18 @@ def report(
             raise KvplanError(f"--draft-layers: {draft_layers} must not be negative")
         catalog = _catalog(catalog_dirs)
         specs = catalog.models() if model == ["all"] else [_model(catalog, m)[0] for m in model]
-        skus_list = catalog.skus() if not sku else [s for name in sku for s in catalog.skus_matching(name)]
+        skus_list = (
+            catalog.skus() if not sku else [s for name in sku for s in catalog.skus_matching(name)]
+        )
         profile = engine_profile(engine)
         dtype = kv_dtype_info(kv_dtype).name
         deployments = [
-            Deployment(m, profile, dtype, weight_dtype, 1, pp, EngineOptions(tokens_per_block=block_size))
+            Deployment(
+                m, profile, dtype, weight_dtype, 1, pp, EngineOptions(tokens_per_block=block_size)
+            )
             for m in specs
         ]
+
         def size_or_none(text: str | None, what: str) -> int | None:
             return parse_bytes(text, what) if text is not None else None
 
@@ -389,9 +434,14 @@ def report(
         )
         rows = capacity_grid(deployments, skus_list, request, tuple(tp) if tp else None)
         if not rows:
-            raise KvplanError("no (model, SKU, TP) combination to report; check --tp against the SKUs' node size")
+            raise KvplanError(
+                "no (model, SKU, TP) combination to report; check --tp against the SKUs' node size"
+            )
         if sort is not None:
-            rows.sort(key=lambda r: _sort_key(capacity_record(r)[sort]), reverse=sort not in ("model", "sku", "tp"))
+            rows.sort(
+                key=lambda r: _sort_key(capacity_record(r)[sort]),
+                reverse=sort not in ("model", "sku", "tp"),
+            )
         render_report(rows, output, log_lines=profile.name == "vllm" and len(rows) <= 16)
         if plot is not None:
             from kvplan.report.plot import plot_report

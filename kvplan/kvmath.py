@@ -66,7 +66,7 @@ class ChunkedCache(FullCache):
 
 @dataclass(frozen=True)
 class MlaCache(FullCache):
-    """One latent of kv_lora_rank + qk_rope_head_dim per token; no ×2, no heads, whole on every TP rank."""
+    """One latent (kv_lora_rank + qk_rope_head_dim) per token: no ×2, no heads, whole per rank."""
 
     kind: str = "mla"
 
@@ -127,7 +127,9 @@ def layer_caches(
         if kind == "full" or (full_reservation and kind in ("sliding", "chunked")):
             caches.append(FullCache(attention_token_bytes))
         elif kind == "sliding":
-            caches.append(SlidingCache(attention_token_bytes, window_tokens=plan.sliding_window or 0))
+            caches.append(
+                SlidingCache(attention_token_bytes, window_tokens=plan.sliding_window or 0)
+            )
         elif kind == "chunked":
             caches.append(ChunkedCache(attention_token_bytes, chunk_tokens=plan.chunk_size or 0))
         elif kind == "mla":
@@ -197,8 +199,13 @@ class ParamCounts:
     @property
     def total(self) -> int:
         return (
-            self.embedding + self.lm_head + self.attention + self.dense_ffn
-            + self.routed_experts + self.shared_experts + self.norms
+            self.embedding
+            + self.lm_head
+            + self.attention
+            + self.dense_ffn
+            + self.routed_experts
+            + self.shared_experts
+            + self.norms
         )
 
     @property
@@ -245,22 +252,36 @@ def _state_params(model: ModelSpec) -> int:
     if s.kind == "mamba1":
         n = s.ssm_state_size
         return (
-            hidden * 2 * inner + inner * s.conv_kernel + inner
-            + inner * (s.dt_rank + 2 * n) + s.dt_rank * inner + inner
-            + inner * n + inner + inner * hidden
+            hidden * 2 * inner
+            + inner * s.conv_kernel
+            + inner
+            + inner * (s.dt_rank + 2 * n)
+            + s.dt_rank * inner
+            + inner
+            + inner * n
+            + inner
+            + inner * hidden
         )
     if s.kind == "mamba2":
         heads, n = s.ssm_heads, s.ssm_state_size
         conv = inner + 2 * s.num_groups * n
         return (
-            hidden * (2 * inner + 2 * s.num_groups * n + heads) + conv * s.conv_kernel + conv
-            + 3 * heads + inner + inner * hidden
+            hidden * (2 * inner + 2 * s.num_groups * n + heads)
+            + conv * s.conv_kernel
+            + conv
+            + 3 * heads
+            + inner
+            + inner * hidden
         )
     # gated delta net (Qwen3-Next): q,k,v,z and beta,alpha projections, conv, dt/A, norm, out.
     key_width = s.num_key_heads * s.key_head_dim
     return (
-        hidden * (2 * key_width + 2 * inner) + hidden * 2 * s.ssm_heads
-        + s.conv_channels * s.conv_kernel + 2 * s.ssm_heads + s.ssm_state_size + inner * hidden
+        hidden * (2 * key_width + 2 * inner)
+        + hidden * 2 * s.ssm_heads
+        + s.conv_channels * s.conv_kernel
+        + 2 * s.ssm_heads
+        + s.ssm_state_size
+        + inner * hidden
     )
 
 

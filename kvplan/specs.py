@@ -35,7 +35,9 @@ class DtypeInfo:
     def row_bytes(self, elements: int) -> int:
         """Bytes of one row of `elements` values (one token of one KV head), metadata included."""
         groups = 1 if self.group_elements == 0 else -(-elements // self.group_elements)
-        total_bits = elements * self.bits + (groups * self.metadata_bits if self.metadata_bits else 0)
+        total_bits = elements * self.bits + (
+            groups * self.metadata_bits if self.metadata_bits else 0
+        )
         return -(-total_bits // 8)
 
     @property
@@ -53,7 +55,7 @@ KV_DTYPES: dict[str, DtypeInfo] = {
         DtypeInfo("fp8_e5m2", 8, description="FP8 E5M2 with per-tensor scales"),
         # vLLM int8_per_token_head: one fp32 scale per token per KV head, carved from the page.
         DtypeInfo("int8", 8, 0, 32, "int8 + one fp32 scale per token per head"),
-        # transformers QuantizedCache defaults (nbits=4, q_group_size=64): bf16 scale + zero per group.
+        # transformers QuantizedCache defaults (nbits=4, q_group_size=64): bf16 scale + zero.
         DtypeInfo("int4", 4, 64, 32, "int4 + bf16 scale and zero point per 64 values"),
         DtypeInfo("nvfp4", 4, 16, 8, "FP4 E2M1 + one fp8 E4M3 scale per 16 values"),
         DtypeInfo("mxfp4", 4, 32, 8, "FP4 E2M1 + one E8M0 scale per 32 values (OCP MX)"),
@@ -90,9 +92,11 @@ KV_DTYPE_ALIASES: dict[str, str] = {
 }
 
 
-
 WEIGHT_DTYPE_ALIASES: dict[str, str] = {
-    "float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "half": "fp16",
+    "float32": "fp32",
+    "bfloat16": "bf16",
+    "float16": "fp16",
+    "half": "fp16",
 }
 
 
@@ -117,7 +121,9 @@ def weight_dtype_info(name: str) -> DtypeInfo:
     return _dtype_info(WEIGHT_DTYPES, WEIGHT_DTYPE_ALIASES, name, "weight dtype")
 
 
-KvDtypeName = Literal["fp32", "bf16", "fp16", "fp8_e4m3", "fp8_e5m2", "int8", "int4", "nvfp4", "mxfp4"]
+KvDtypeName = Literal[
+    "fp32", "bf16", "fp16", "fp8_e4m3", "fp8_e5m2", "int8", "int4", "nvfp4", "mxfp4"
+]
 WeightDtypeName = Literal[
     "fp32", "bf16", "fp16", "fp8", "fp8_block", "int8", "int4", "nvfp4", "mxfp4"
 ]
@@ -189,7 +195,9 @@ class MoeSpec(_Spec):
     shared_expert_intermediate_size: PositiveInt | None = Field(
         None, description="FFN width of one shared expert; null = expert_intermediate_size"
     )
-    shared_expert_gate: bool = Field(False, description="sigmoid gate on the shared expert (Qwen2-MoE)")
+    shared_expert_gate: bool = Field(
+        False, description="sigmoid gate on the shared expert (Qwen2-MoE)"
+    )
     dense_layers: NonNegativeInt = Field(
         0, description="leading layers with a dense FFN (DeepSeek first_k_dense_replace)"
     )
@@ -221,9 +229,13 @@ class StateSpec(_Spec):
     """
 
     kind: Literal["mamba1", "mamba2", "gated_delta_net"] = Field(description="recurrence type")
-    conv_kernel: PositiveInt = Field(description="causal conv width (d_conv / linear_conv_kernel_dim)")
+    conv_kernel: PositiveInt = Field(
+        description="causal conv width (d_conv / linear_conv_kernel_dim)"
+    )
     conv_channels: PositiveInt = Field(description="channels of the conv state")
-    ssm_heads: PositiveInt = Field(description="heads of the SSM/delta-rule state (mamba1: d_inner)")
+    ssm_heads: PositiveInt = Field(
+        description="heads of the SSM/delta-rule state (mamba1: d_inner)"
+    )
     ssm_head_dim: PositiveInt = Field(description="rows of each head's state (mamba1: 1)")
     ssm_state_size: PositiveInt = Field(description="columns of each head's state (d_state / Dv)")
     # Parameter counting only (projections of the recurrent block).
@@ -301,7 +313,9 @@ class ModelSpec(_Spec):
         "gated", description="gated (SwiGLU/GeGLU: 3 matrices) or plain (2 matrices) FFN"
     )
     mlp_bias: bool = Field(False, description="FFN projections carry biases")
-    norm: Literal["rms", "layer"] = Field("rms", description="RMSNorm (weight) or LayerNorm (+bias)")
+    norm: Literal["rms", "layer"] = Field(
+        "rms", description="RMSNorm (weight) or LayerNorm (+bias)"
+    )
     norms_per_layer: PositiveInt = Field(2, description="norm modules per decoder layer")
     learned_positions: NonNegativeInt = Field(
         0, description="rows of a learned position embedding (GPT-2 n_positions); 0 = RoPE"
@@ -329,7 +343,10 @@ class ModelSpec(_Spec):
             raise ValueError("an mla section is given but no layer is mla")
         if "state" in used and self.state is None:
             raise ValueError("state layers need a state section")
-        for field, value in (("sliding_window", plan.sliding_window), ("chunk_size", plan.chunk_size)):
+        for field, value in (
+            ("sliding_window", plan.sliding_window),
+            ("chunk_size", plan.chunk_size),
+        ):
             if value is not None and value > self.max_context:
                 raise ValueError(
                     f"layers.{field} {value} is larger than max_context {self.max_context}"
@@ -363,7 +380,8 @@ class SkuSpec(_Spec):
     memory_type: str = Field(min_length=1, description="HBM3, HBM3e, GDDR6, ...")
     bandwidth_bytes_per_s: PositiveInt = Field(description="datasheet memory bandwidth, bytes/s")
     peak_flop_per_s: dict[str, PositiveInt] = Field(
-        description="dense (not sparse) peak FLOP/s per dtype: bf16, fp16, fp8, int8, fp4, tf32, fp32"
+        description="dense (not sparse) peak FLOP/s per dtype: bf16, fp16, fp8, int8, fp4, tf32, "
+        "fp32, fp64"
     )
     interconnect: str | None = Field(None, description="GPU-to-GPU link, e.g. NVLink 4 900 GB/s")
     max_gpus_per_node: PositiveInt = Field(8, description="largest TP degree in one node")
@@ -378,6 +396,7 @@ class SkuSpec(_Spec):
         unknown = set(self.peak_flop_per_s) - allowed
         if unknown:
             raise ValueError(
-                f"peak_flop_per_s has unknown dtype(s) {sorted(unknown)}; allowed: {sorted(allowed)}"
+                f"peak_flop_per_s has unknown dtype(s) {sorted(unknown)}; "
+                f"allowed: {sorted(allowed)}"
             )
         return self

@@ -11,9 +11,16 @@ TIB = 2**40
 
 _TOKEN_SUFFIX = {"": 1, "k": 1024, "m": 1024**2}
 _BYTE_SUFFIX = {
-    "": 1, "b": 1,
-    "kib": KIB, "mib": MIB, "gib": GIB, "tib": TIB,
-    "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+    "": 1,
+    "b": 1,
+    "kib": KIB,
+    "mib": MIB,
+    "gib": GIB,
+    "tib": TIB,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": 10**9,
+    "tb": 10**12,
 }
 
 

@@ -10,5 +10,3 @@ from kvplan.catalog import Catalog
 @pytest.fixture(scope="session")
 def catalog() -> Catalog:
     return Catalog()
-
-

@@ -20,8 +20,11 @@ def test_catalogue_sizes(catalog):
     assert len(catalog.skus()) >= 24
 
 
-@pytest.mark.parametrize("path", sorted(MODELS_DIR.glob("*.yaml")) + sorted(SKUS_DIR.glob("*.yaml")),
-                         ids=lambda p: p.stem)
+@pytest.mark.parametrize(
+    "path",
+    sorted(MODELS_DIR.glob("*.yaml")) + sorted(SKUS_DIR.glob("*.yaml")),
+    ids=lambda p: p.stem,
+)
 def test_shipped_entry_named_after_its_file_and_sourced(path, catalog):
     entry = catalog.model(path.stem) if path.parent == MODELS_DIR else catalog.sku(path.stem)
     assert entry.name == path.stem
@@ -29,14 +32,51 @@ def test_shipped_entry_named_after_its_file_and_sourced(path, catalog):
 
 
 REQUIRED_MODELS = [
-    "llama-2-7b", "gpt2", "llama-3.1-405b", "qwen2.5-7b", "qwen3-8b", "mistral-nemo-12b", "yi-34b",
-    "command-r", "falcon-7b", "deepseek-v2-lite", "deepseek-v3", "mistral-7b-v0.1", "gemma-2-9b",
-    "gemma-3-27b", "gpt-oss-20b", "gpt-oss-120b", "phi-3-mini-4k", "starcoder2-3b", "llama-4-scout",
-    "llama-4-maverick", "mixtral-8x7b", "qwen3-30b-a3b", "qwen3-next-80b-a3b", "jamba-1.5-mini",
+    "llama-2-7b",
+    "gpt2",
+    "llama-3.1-405b",
+    "qwen2.5-7b",
+    "qwen3-8b",
+    "mistral-nemo-12b",
+    "yi-34b",
+    "command-r",
+    "falcon-7b",
+    "deepseek-v2-lite",
+    "deepseek-v3",
+    "mistral-7b-v0.1",
+    "gemma-2-9b",
+    "gemma-3-27b",
+    "gpt-oss-20b",
+    "gpt-oss-120b",
+    "phi-3-mini-4k",
+    "starcoder2-3b",
+    "llama-4-scout",
+    "llama-4-maverick",
+    "mixtral-8x7b",
+    "qwen3-30b-a3b",
+    "qwen3-next-80b-a3b",
+    "jamba-1.5-mini",
 ]
 REQUIRED_SKUS = [
-    "a10g", "l4", "l40s", "a100-40gb", "a100-80gb", "h100-pcie", "h100-sxm", "h100-nvl", "h200",
-    "h20", "b200", "b300", "rtx-4090", "rtx-5090", "rtx-6000-ada", "mi300x", "mi325x", "mi355x", "gaudi3",
+    "a10g",
+    "l4",
+    "l40s",
+    "a100-40gb",
+    "a100-80gb",
+    "h100-pcie",
+    "h100-sxm",
+    "h100-nvl",
+    "h200",
+    "h20",
+    "b200",
+    "b300",
+    "rtx-4090",
+    "rtx-5090",
+    "rtx-6000-ada",
+    "mi300x",
+    "mi325x",
+    "mi355x",
+    "gaudi3",
 ]
 
 
@@ -71,7 +111,9 @@ def test_aliases_and_case(catalog):
 
 
 def test_unknown_name_suggests(catalog):
-    with pytest.raises(KvplanError, match=r"unknown model 'lama-3.1-8b'; did you mean .*llama-3.1-8b"):
+    with pytest.raises(
+        KvplanError, match=r"unknown model 'lama-3.1-8b'; did you mean .*llama-3.1-8b"
+    ):
         catalog.model("lama-3.1-8b")
     with pytest.raises(KvplanError, match=r"unknown sku 'h100-sxn'; did you mean .*h100-sxm"):
         catalog.sku("h100-sxn")
@@ -106,20 +148,28 @@ def test_malformed_yaml_line_and_column(tmp_path):
 
 def test_unknown_key_named_with_line(tmp_path):
     text = GOOD_MODEL.replace("name: llama-3.1-8b", "name: mine").replace(
-        "  num_kv_heads: 8\n", "  num_kv_heads: 8\n  head_dims: 64\n")
+        "  num_kv_heads: 8\n", "  num_kv_heads: 8\n  head_dims: 64\n"
+    )
     folder = _write(tmp_path, "mine.yaml", text)
     (line,) = _errors(folder)
     line_no = text.splitlines().index("  head_dims: 64") + 1
-    assert line == f"{folder / 'mine.yaml'}:{line_no}: attention.head_dims: unknown field (value 64)"
+    assert (
+        line == f"{folder / 'mine.yaml'}:{line_no}: attention.head_dims: unknown field (value 64)"
+    )
 
 
 def test_zero_and_negative_sizes(tmp_path):
-    text = GOOD_MODEL.replace("name: llama-3.1-8b", "name: mine").replace(
-        "num_layers: 32", "num_layers: 0").replace("  num_kv_heads: 8", "  num_kv_heads: -8")
+    text = (
+        GOOD_MODEL.replace("name: llama-3.1-8b", "name: mine")
+        .replace("num_layers: 32", "num_layers: 0")
+        .replace("  num_kv_heads: 8", "  num_kv_heads: -8")
+    )
     folder = _write(tmp_path, "mine.yaml", text)
     lines = _errors(folder)
     assert any(": num_layers: value 0: Input should be greater than 0" in x for x in lines)
-    assert any(": attention.num_kv_heads: value -8: Input should be greater than 0" in x for x in lines)
+    assert any(
+        ": attention.num_kv_heads: value -8: Input should be greater than 0" in x for x in lines
+    )
 
 
 def test_window_larger_than_context(tmp_path):
@@ -150,7 +200,9 @@ def test_user_entry_overrides_shipped(tmp_path):
 
 def test_user_sku(tmp_path):
     text = (SKUS_DIR / "h100-sxm.yaml").read_text().replace("name: h100-sxm", "name: my-gpu")
-    text = text.replace('aliases: ["NVIDIA H100 80GB HBM3", "H100 SXM5 80GB", "H100 SXM"]', "aliases: []")
+    text = text.replace(
+        'aliases: ["NVIDIA H100 80GB HBM3", "H100 SXM5 80GB", "H100 SXM"]', "aliases: []"
+    )
     folder = _write(tmp_path, "my-gpu.yaml", text)
     assert isinstance(Catalog((folder,)).sku("my-gpu"), SkuSpec)
 

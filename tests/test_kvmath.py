@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from factories import make_model
+
 from kvplan.kvmath import (
     ChunkedCache,
     SlidingCache,
@@ -15,8 +17,6 @@ from kvplan.kvmath import (
 from kvplan.plan.engines import engine
 from kvplan.plan.sizing import Deployment, size
 from kvplan.specs import kv_dtype_info
-
-from factories import make_model
 
 GIB = 2**30
 
@@ -42,7 +42,7 @@ def test_llama_2_70b_textbook_vs_gqa(catalog):
 
 
 def test_deepseek_v3_latent_per_token(catalog):
-    # MLA: (kv_lora_rank 512 + qk_rope_head_dim 64) x 61 layers x 2 bytes = 70_272 (no x2, no heads).
+    # MLA: (kv_lora_rank 512 + qk_rope_head_dim 64) x 61 layers x 2 B = 70_272 (no x2, no heads).
     assert kv_bytes_per_token(catalog.model("deepseek-v3"), "bf16") == 70_272
 
 
@@ -110,7 +110,7 @@ def _blocks(tokens: int):
 
 
 def test_mla_uses_64_token_blocks_in_vllm(catalog):
-    # DeepSeek-V3 in vLLM on Hopper: FlashMLA blocks of 64 tokens. 100 tokens -> 2 blocks = 128 tokens.
+    # DeepSeek-V3 in vLLM on Hopper: FlashMLA blocks of 64 tokens; 100 tokens -> 2 blocks = 128.
     model = catalog.model("deepseek-v3")
     result = size(Deployment(model, engine("vllm")), [100])
     assert result.kv_bytes == 128 * 70_272
@@ -149,7 +149,10 @@ def test_quantised_kv_metadata_counted():
     # head_dim 64: int8 row = 64 + 4 (fp32 scale per token-head) = 68 B;
     # nvfp4 row = 32 + 4 scales (one fp8 per 16) = 36 B; mxfp4 = 32 + 2 = 34 B;
     # int4 (group 64, bf16 scale + zero) = 32 + 4 = 36 B; fp8 = 64 B.
-    rows = {name: kv_dtype_info(name).row_bytes(64) for name in ("int8", "nvfp4", "mxfp4", "int4", "fp8")}
+    rows = {
+        name: kv_dtype_info(name).row_bytes(64)
+        for name in ("int8", "nvfp4", "mxfp4", "int4", "fp8")
+    }
     assert rows == {"int8": 68, "nvfp4": 36, "mxfp4": 34, "int4": 36, "fp8": 64}
 
 

@@ -53,7 +53,9 @@ def _outcomes(case: dict, model_name: str, version_text: str, draft: int, catalo
     dtype = kv_dtype_info("fp8" if case["kv_cache_dtype"] == "fp8" else "bf16")
     stages = []
     for layers in stage_layer_ranges(model.num_layers, case.get("pp") or 1):
-        specs = page_specs(model, dtype, case["tp"], layers, case.get("block_size"), version.era != "v0")
+        specs = page_specs(
+            model, dtype, case["tp"], layers, case.get("block_size"), version.era != "v0"
+        )
         stages.append(specs + [specs[0]] * draft)
     mml = case["max_model_len"]
     mnbt = case.get("max_num_batched_tokens") or 8192
@@ -67,8 +69,14 @@ def _outcomes(case: dict, model_name: str, version_text: str, draft: int, catalo
         if not cache.fits_one_request:
             estimate = estimated_max_model_len(stages, available, mml, mnbt)
         outcomes.add(
-            (cache.num_blocks, cache.gpu_kv_cache_tokens, round(cache.max_concurrency, 2),
-             estimate, round(cache.needed_bytes / GIB, 2), cache.padding_layers)
+            (
+                cache.num_blocks,
+                cache.gpu_kv_cache_tokens,
+                round(cache.max_concurrency, 2),
+                estimate,
+                round(cache.needed_bytes / GIB, 2),
+                cache.padding_layers,
+            )
         )
     return outcomes
 

@@ -81,12 +81,16 @@ class Catalog:
     def _files(self) -> list[tuple[Path, str | None]]:
         """(file, kind) pairs; kind None means "tell from the content" (user folders)."""
         models_dir, skus_dir = shipped_dirs()
-        files: list[tuple[Path, str | None]] = [(p, "model") for p in sorted(models_dir.glob("*.yaml"))]
+        files: list[tuple[Path, str | None]] = [
+            (p, "model") for p in sorted(models_dir.glob("*.yaml"))
+        ]
         files += [(p, "sku") for p in sorted(skus_dir.glob("*.yaml"))]
         for folder in self.user_dirs:
             if not folder.is_dir():
                 raise KvplanError(f"--catalog {folder}: not a folder")
-            files += [(p, None) for p in sorted(folder.rglob("*.yaml")) + sorted(folder.rglob("*.yml"))]
+            files += [
+                (p, None) for p in sorted(folder.rglob("*.yaml")) + sorted(folder.rglob("*.yml"))
+            ]
         return files
 
     def _load(self) -> None:
@@ -172,7 +176,4 @@ def _kind_of(path: Path) -> str:
         return "model"
     if isinstance(data, dict) and "memory_bytes" in data:
         return "sku"
-    raise KvplanError(
-        f"{path}: neither a model (needs num_layers) nor a SKU (needs memory_bytes)"
-    )
-
+    raise KvplanError(f"{path}: neither a model (needs num_layers) nor a SKU (needs memory_bytes)")

@@ -32,7 +32,7 @@ def read_yaml(path: Path) -> Any:
     except (OSError, UnicodeDecodeError) as error:
         raise KvplanError(f"{path}: cannot read: {error}") from None
     try:
-        return yaml.load(text, Loader=_SafeLoader)  # noqa: S506 - a safe loader
+        return yaml.load(text, Loader=_SafeLoader)
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f":{mark.line + 1}:{mark.column + 1}" if mark else ""

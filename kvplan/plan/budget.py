@@ -45,7 +45,9 @@ class MemoryOverrides:
         for name in ("kv_memory_bytes", "activation_bytes", "non_torch_bytes", "cudagraph_bytes"):
             value = getattr(self, name)
             if value is not None and value < 0:
-                raise KvplanError(f"--{name.replace('_bytes', '').replace('_', '-')}: must not be negative")
+                raise KvplanError(
+                    f"--{name.replace('_bytes', '').replace('_', '-')}: must not be negative"
+                )
         for name in ("max_num_batched_tokens", "max_num_seqs"):
             value = getattr(self, name)
             if value is not None and value < 1:
@@ -113,19 +115,43 @@ def vllm_budget(
     activation = overrides.activation_bytes
     if activation is None:
         activation = vllm_activation_bytes(model, tp, mnbt, seqs)
-    non_torch = VLLM_NON_TORCH_BYTES if overrides.non_torch_bytes is None else overrides.non_torch_bytes
+    non_torch = (
+        VLLM_NON_TORCH_BYTES if overrides.non_torch_bytes is None else overrides.non_torch_bytes
+    )
     cudagraph = overrides.cudagraph_bytes or 0
     if not version.subtracts_cudagraph_estimate:
         cudagraph = 0
     if overrides.kv_memory_bytes is not None:
         return Budget(
-            sku.memory_bytes, utilization, weights_bytes_per_gpu, 0, 0, 0, True,
-            overrides.kv_memory_bytes, mnbt, seqs,
+            sku.memory_bytes,
+            utilization,
+            weights_bytes_per_gpu,
+            0,
+            0,
+            0,
+            True,
+            overrides.kv_memory_bytes,
+            mnbt,
+            seqs,
         )
-    kv = int(sku.memory_bytes * utilization) - weights_bytes_per_gpu - activation - non_torch - cudagraph
+    kv = (
+        int(sku.memory_bytes * utilization)
+        - weights_bytes_per_gpu
+        - activation
+        - non_torch
+        - cudagraph
+    )
     return Budget(
-        sku.memory_bytes, utilization, weights_bytes_per_gpu, activation, non_torch, cudagraph,
-        False, kv, mnbt, seqs,
+        sku.memory_bytes,
+        utilization,
+        weights_bytes_per_gpu,
+        activation,
+        non_torch,
+        cudagraph,
+        False,
+        kv,
+        mnbt,
+        seqs,
     )
 
 
@@ -140,7 +166,7 @@ def sglang_mem_fraction_static(tp: int) -> float:
 def simple_budget(
     sku: SkuSpec, weights_bytes_per_gpu: int, utilization: float, overrides: MemoryOverrides
 ) -> Budget:
-    """total · utilization − weights (exact/hf/naive: utilization 1; SGLang: mem_fraction_static)."""
+    """total · utilization − weights (exact/hf/naive: 1; SGLang: mem_fraction_static)."""
     utilization = overrides.utilization or utilization
     fixed = overrides.kv_memory_bytes is not None
     kv = (

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 from kvplan.errors import KvplanError
@@ -53,11 +53,11 @@ class CapacityRequest:
 
     batch: int = 1
     context_tokens: int | None = None  # None: the model's native limit
-    overrides: MemoryOverrides = MemoryOverrides()
+    overrides: MemoryOverrides = field(default_factory=MemoryOverrides)
     vllm_version: VllmVersion = DEFAULT_VERSION
     hybrid_allocator: bool | None = None  # None: the engine/version default
     draft_layers: int = 0  # speculative-decoding draft layers sharing the cache (EAGLE: 1)
-    efficiency: Efficiency = Efficiency()
+    efficiency: Efficiency = field(default_factory=Efficiency)
 
 
 class Capacity:
@@ -72,7 +72,9 @@ class Capacity:
         self.budget = self._budget()
         # Distinct layer caches per stage with their layer counts: a handful of terms per
         # length instead of one per layer keeps whole-catalogue reports fast.
-        self._stage_terms = [Counter(caches) for caches in deployment.stage_caches(self._full_reservation)]
+        self._stage_terms = [
+            Counter(caches) for caches in deployment.stage_caches(self._full_reservation)
+        ]
 
     @property
     def _full_reservation(self) -> bool:
@@ -86,7 +88,12 @@ class Capacity:
         d, overrides = self.deployment, self.request.overrides
         if self.is_vllm:
             return vllm_budget(
-                d.model, self.sku, self.weights_bytes_per_gpu, d.tp, self.request.vllm_version, overrides
+                d.model,
+                self.sku,
+                self.weights_bytes_per_gpu,
+                d.tp,
+                self.request.vllm_version,
+                overrides,
             )
         utilization = sglang_mem_fraction_static(d.tp) if d.engine.name == "sglang" else 1.0
         return simple_budget(self.sku, self.weights_bytes_per_gpu, utilization, overrides)
@@ -136,11 +143,16 @@ class Capacity:
     def seq_bytes_per_gpu(self, tokens: int) -> int:
         """Bytes one sequence of `tokens` holds on the binding GPU under this engine."""
         d = self.deployment
-        options = d.options if not self._full_reservation else type(d.options)(
-            d.options.tokens_per_block, True
+        options = (
+            d.options
+            if not self._full_reservation
+            else type(d.options)(d.options.tokens_per_block, True)
         )
         return max(
-            sum(count * d.engine.seq_bytes(d.model, (cache,), tokens, options) for cache, count in terms.items())
+            sum(
+                count * d.engine.seq_bytes(d.model, (cache,), tokens, options)
+                for cache, count in terms.items()
+            )
             for terms in self._stage_terms
         )
 
@@ -160,13 +172,14 @@ class Capacity:
 
     @cached_property
     def kv_capacity_tokens(self) -> int:
-        """Tokens of KV the budget holds (vLLM: its "GPU KV cache size"; others: budget / bytes per token)."""
+        """KV tokens the budget holds (vLLM: "GPU KV cache size"; else budget / per-token bytes)."""
         if self.budget.kv_bytes <= 0:
             return 0
         if self.is_vllm:
             return self.vllm_cache().gpu_kv_cache_tokens
         per_token = max(
-            sum(count * cache.token_bytes for cache, count in terms.items()) for terms in self._stage_terms
+            sum(count * cache.token_bytes for cache, count in terms.items())
+            for terms in self._stage_terms
         )
         return self.budget.kv_bytes // per_token if per_token else 0
 
@@ -178,7 +191,9 @@ class Capacity:
             return 0
         if self.is_vllm:
             return largest_fitting(lambda n: self.vllm_cache(n).max_concurrency >= batch, native)
-        return largest_fitting(lambda n: batch * self.seq_bytes_per_gpu(n) <= self.budget.kv_bytes, native)
+        return largest_fitting(
+            lambda n: batch * self.seq_bytes_per_gpu(n) <= self.budget.kv_bytes, native
+        )
 
     @property
     def native_limit_binds(self) -> bool:
@@ -200,7 +215,7 @@ class Capacity:
 
 
 def tp_degrees(deployment_heads: int, sku: SkuSpec, requested: tuple[int, ...] | None) -> list[int]:
-    """TP degrees to report: the requested ones, else 1, 2, 4, 8 that fit the node and divide the heads."""
+    """TP degrees to report: those requested, else 1, 2, 4, 8 that fit the node and divide heads."""
     if requested:
         return list(requested)
     return [t for t in (1, 2, 4, 8) if t <= sku.max_gpus_per_node and deployment_heads % t == 0]
@@ -218,8 +233,13 @@ def capacity_grid(
         for sku in skus:
             for tp in tp_degrees(base.model.attention.num_heads, sku, tps):
                 deployment = Deployment(
-                    model=base.model, engine=base.engine, kv_dtype=base.kv_dtype,
-                    weight_dtype=base.weight_dtype, tp=tp, pp=base.pp, options=base.options,
+                    model=base.model,
+                    engine=base.engine,
+                    kv_dtype=base.kv_dtype,
+                    weight_dtype=base.weight_dtype,
+                    tp=tp,
+                    pp=base.pp,
+                    options=base.options,
                     exact_weights_bytes=base.exact_weights_bytes,
                 )
                 rows.append(Capacity(deployment, sku, request))

@@ -119,7 +119,9 @@ def _naive_caches(
     )
 
 
-EXACT = Engine("exact", "the physics: exactly the bytes the tokens need", _exact_caches, _exact_seq_bytes)
+EXACT = Engine(
+    "exact", "the physics: exactly the bytes the tokens need", _exact_caches, _exact_seq_bytes
+)
 VLLM = Engine(
     "vllm",
     "paged blocks per layer (16 tokens; MLA 64), window-aware, one state slot per request",

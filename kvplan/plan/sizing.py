@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from kvplan.errors import KvplanError
 from kvplan.kvmath import (
     LayerCache,
-    kv_bytes_per_seq,
     layer_caches,
     naive_kv_bytes_per_token,
     num_kv_heads_per_gpu,
@@ -52,7 +51,9 @@ class Deployment:
         """The layer caches one GPU of each pipeline stage holds."""
         options = self._options(full_reservation)
         caches = self.engine.caches(self.model, kv_dtype_info(self.kv_dtype), self.tp, options)
-        return [tuple(caches[i] for i in r) for r in stage_layer_ranges(self.model.num_layers, self.pp)]
+        return [
+            tuple(caches[i] for i in r) for r in stage_layer_ranges(self.model.num_layers, self.pp)
+        ]
 
     def kv_bytes_per_gpu(self, lengths: list[int], full_reservation: bool | None = None) -> int:
         """KV bytes on the binding GPU for a batch of sequences of `lengths` tokens."""
@@ -70,7 +71,9 @@ class Deployment:
         return self.tp * sum(self._stage_kv_bytes(lengths, full_reservation))
 
     def weights(self) -> WeightBytes:
-        return weight_bytes(self.model, self.weight_dtype, self.tp, self.pp, self.exact_weights_bytes)
+        return weight_bytes(
+            self.model, self.weight_dtype, self.tp, self.pp, self.exact_weights_bytes
+        )
 
 
 @dataclass(frozen=True)
@@ -147,9 +150,12 @@ def size(deployment: Deployment, lengths: list[int], sku: SkuSpec | None = None)
     context = max(lengths)
     if context > model.max_context:
         notes.append(
-            f"context {context:,} exceeds {model.name}'s native limit of {model.max_context:,} tokens"
+            f"context {context:,} exceeds {model.name}'s native limit of "
+            f"{model.max_context:,} tokens"
         )
-    if tp > model.attention.num_kv_heads and any(k in ("full", "sliding", "chunked") for k in kinds):
+    if tp > model.attention.num_kv_heads and any(
+        k in ("full", "sliding", "chunked") for k in kinds
+    ):
         notes.append(
             f"tp {tp} > {model.attention.num_kv_heads} KV heads: each GPU holds one replicated "
             "KV head, so KV per GPU stops shrinking"
@@ -208,8 +214,12 @@ def formula_terms(result: SizeResult) -> list[FormulaTerm]:
         elif kind == "mla":
             mla = model.mla
             assert mla is not None
-            factors = [("latent bytes (kv_lora_rank + qk_rope_head_dim)",
-                        dtype.row_bytes(mla.kv_lora_rank + mla.qk_rope_head_dim))]
+            factors = [
+                (
+                    "latent bytes (kv_lora_rank + qk_rope_head_dim)",
+                    dtype.row_bytes(mla.kv_lora_rank + mla.qk_rope_head_dim),
+                )
+            ]
         else:
             factors = [("state bytes per sequence", sample.bytes_per_seq(1))]
         terms.append(

@@ -1,4 +1,6 @@
-"""vLLM's KV-cache startup arithmetic, version by version (../shared/reference/vllm_kv_accounting.md).
+"""vLLM's KV-cache startup arithmetic, version by version.
+
+See ../shared/reference/vllm_kv_accounting.md.
 
 Given the bytes one rank has for KV ("Available KV cache memory"), reproduce what vLLM
 prints: the number of blocks, "GPU KV cache size: N tokens", "Maximum concurrency for
@@ -193,14 +195,14 @@ class VllmKvCache:
 
     @property
     def max_concurrency(self) -> float:
-        """"Maximum concurrency for L tokens per request: X" (V1; V0: N·B/L)."""
+        """ "Maximum concurrency for L tokens per request: X" (V1; V0: N·B/L)."""
         if self.version.era == "v0":
             return self.num_blocks * self.block_tokens / self.max_model_len
         return self.num_blocks / self.blocks_per_request
 
     @property
     def gpu_kv_cache_tokens(self) -> int:
-        """"GPU KV cache size: N tokens" as this version defines it.
+        """ "GPU KV cache size: N tokens" as this version defines it.
 
         0.8–0.21: the pool of one group, (num_blocks // groups) · block tokens;
         ≥ 0.22: tokens of context at peak concurrency, int(X · max_model_len).
@@ -235,13 +237,18 @@ def kv_cache_for_budget(
             per_block = page * group_size
         num_blocks = available_bytes // per_block
         padding = sum(group_size - g.layers for g in groups) if len(groups) > 1 else 0
-        needed = sum(
-            s.max_memory_usage_bytes(max_model_len, max_num_batched_tokens) for s in specs
-        )
+        needed = sum(s.max_memory_usage_bytes(max_model_len, max_num_batched_tokens) for s in specs)
         results.append(
             VllmKvCache(
-                available_bytes, max_model_len, max_num_batched_tokens, tuple(groups),
-                group_size, num_blocks, padding, needed, version,
+                available_bytes,
+                max_model_len,
+                max_num_batched_tokens,
+                tuple(groups),
+                group_size,
+                num_blocks,
+                padding,
+                needed,
+                version,
             )
         )
     return min(results, key=lambda r: r.num_blocks)

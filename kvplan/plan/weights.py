@@ -5,7 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from kvplan.kvmath import ParamCounts, ceil_div, layer_params, param_counts, stage_layer_ranges, tensor_bytes
+from kvplan.kvmath import (
+    ParamCounts,
+    ceil_div,
+    layer_params,
+    param_counts,
+    stage_layer_ranges,
+    tensor_bytes,
+)
 from kvplan.specs import DtypeInfo, ModelSpec, weight_dtype_info
 
 # Checkpoints keep embeddings, lm_head and norms unquantised (AWQ/GPTQ/FP8/MXFP4 releases).

@@ -18,8 +18,16 @@ from kvplan.report.render import (
     write_json,
 )
 
-SORT_KEYS = ("model", "sku", "tp", "max_context_tokens", "max_concurrency", "kv_capacity_tokens",
-             "decode_tokens_per_s", "kv_budget_bytes_per_gpu")
+SORT_KEYS = (
+    "model",
+    "sku",
+    "tp",
+    "max_context_tokens",
+    "max_concurrency",
+    "kv_capacity_tokens",
+    "decode_tokens_per_s",
+    "kv_budget_bytes_per_gpu",
+)
 
 
 def capacity_record(row: Capacity) -> dict[str, Any]:
@@ -66,7 +74,9 @@ def capacity_record(row: Capacity) -> dict[str, Any]:
             "gpu_kv_cache_tokens": cache.gpu_kv_cache_tokens,
             "max_concurrency": round(cache.max_concurrency, 2),
             "needed_bytes": cache.needed_bytes,
-            "estimated_max_model_len": None if cache.fits_one_request else row.vllm_estimated_max_model_len(),
+            "estimated_max_model_len": None
+            if cache.fits_one_request
+            else row.vllm_estimated_max_model_len(),
             "max_num_batched_tokens": budget.max_num_batched_tokens,
         }
     return record
@@ -77,13 +87,18 @@ def vllm_log_lines(row: Capacity) -> list[str]:
     budget, version = row.budget, row.request.vllm_version
     lines = [f"Available KV cache memory: {budget.kv_bytes / 2**30:.2f} GiB"]
     if budget.kv_bytes <= 0:
-        return lines + ["No available memory for the cache blocks."]
+        return [*lines, "No available memory for the cache blocks."]
     cache = row.vllm_cache()
     mml = cache.max_model_len
     if cache.padding_layers:
         waste = cache.padding_layers / sum(g.layers for g in cache.groups) * 100
-        lines.append(f"Add {cache.padding_layers} padding layers, may waste at most {waste:.2f}% KV cache memory")
-    concurrency = f"Maximum concurrency for {mml:,} tokens per request: {cache.max_concurrency:.2f}x"
+        lines.append(
+            f"Add {cache.padding_layers} padding layers, may waste at most {waste:.2f}% "
+            "KV cache memory"
+        )
+    concurrency = (
+        f"Maximum concurrency for {mml:,} tokens per request: {cache.max_concurrency:.2f}x"
+    )
     if version.era == "v0":
         lines += [f"# GPU blocks: {cache.num_blocks}", concurrency]
     elif version.era == "v1":
@@ -94,7 +109,8 @@ def vllm_log_lines(row: Capacity) -> list[str]:
         lines.append(
             f"To serve at least one request with the models's max seq len ({mml}), "
             f"({cache.needed_bytes / 2**30:.2f} GiB KV cache is needed, which is larger than the "
-            f"available KV cache memory ({budget.kv_bytes / 2**30:.2f} GiB). Based on the available "
+            f"available KV cache memory ({budget.kv_bytes / 2**30:.2f} GiB). "
+            "Based on the available "
             f"memory, the estimated maximum model length is {row.vllm_estimated_max_model_len()}."
         )
     return lines
@@ -107,11 +123,34 @@ def capacity_table(rows: list[Capacity]) -> Table:
     table = Table(
         f"engine {first.deployment.engine.name} · KV {first.deployment.kv_dtype} · "
         f"longest context at batch {batch} · concurrency at {context:,} tokens",
-        ["model", "sku", "tp", "weights/GPU", "KV budget/GPU", "KV tokens", f"max ctx @{batch}",
-         f"max conc @{context:,}", "decode tok/s", "KV/token", "verdict", "weights|KV|free"],
-        ["model", "sku", "tp", "weights_bytes_per_gpu", "kv_budget_bytes_per_gpu", "kv_capacity_tokens",
-         "max_context_tokens", "max_concurrency", "decode_tokens_per_s", "kv_bytes_per_token_per_gpu",
-         "verdict", "bar"],
+        [
+            "model",
+            "sku",
+            "tp",
+            "weights/GPU",
+            "KV budget/GPU",
+            "KV tokens",
+            f"max ctx @{batch}",
+            f"max conc @{context:,}",
+            "decode tok/s",
+            "KV/token",
+            "verdict",
+            "weights|KV|free",
+        ],
+        [
+            "model",
+            "sku",
+            "tp",
+            "weights_bytes_per_gpu",
+            "kv_budget_bytes_per_gpu",
+            "kv_capacity_tokens",
+            "max_context_tokens",
+            "max_concurrency",
+            "decode_tokens_per_s",
+            "kv_bytes_per_token_per_gpu",
+            "verdict",
+            "bar",
+        ],
     )
     for row in rows:
         record = capacity_record(row)
@@ -120,9 +159,13 @@ def capacity_table(rows: list[Capacity]) -> Table:
         if record["verdict"] == "fits":
             used_kv = min(budget, row.seq_bytes_per_gpu(context) * batch)
         picture = bar(
-            [(row.weights_bytes_per_gpu, "█"), (used_kv, "▒"),
-             (row.sku.memory_bytes - row.weights_bytes_per_gpu - used_kv, "░")],
-            max(row.sku.memory_bytes, row.weights_bytes_per_gpu), width=12,
+            [
+                (row.weights_bytes_per_gpu, "█"),
+                (used_kv, "▒"),
+                (row.sku.memory_bytes - row.weights_bytes_per_gpu - used_kv, "░"),
+            ],
+            max(row.sku.memory_bytes, row.weights_bytes_per_gpu),
+            width=12,
         )
         cap_mark = "*" if record["native_limit_binds"] else ""
         tokens_per_s = record["decode_tokens_per_s"]
@@ -130,12 +173,18 @@ def capacity_table(rows: list[Capacity]) -> Table:
         table.add(
             [record[k] for k in table.keys[:-1]] + [picture],
             [
-                row.deployment.model.name, row.sku.name,
+                row.deployment.model.name,
+                row.sku.name,
                 f"{row.deployment.tp}" + (f"×{row.deployment.pp}" if row.deployment.pp > 1 else ""),
-                gib(row.weights_bytes_per_gpu), gib(record["kv_budget_bytes_per_gpu"]),
-                f"{record['kv_capacity_tokens']:,}", f"{record['max_context_tokens']:,}{cap_mark}",
-                f"{record['max_concurrency']:,}", f"{tokens_per_s:,.0f}" if tokens_per_s else "—",
-                human_bytes(per_token) if per_token else "—", record["verdict"], picture,
+                gib(row.weights_bytes_per_gpu),
+                gib(record["kv_budget_bytes_per_gpu"]),
+                f"{record['kv_capacity_tokens']:,}",
+                f"{record['max_context_tokens']:,}{cap_mark}",
+                f"{record['max_concurrency']:,}",
+                f"{tokens_per_s:,.0f}" if tokens_per_s else "—",
+                human_bytes(per_token) if per_token else "—",
+                record["verdict"],
+                picture,
             ],
         )
     table.notes.append("* the model's native context limit binds, not memory")
@@ -152,17 +201,24 @@ def render_report(rows: list[Capacity], fmt: Format, log_lines: bool) -> None:
         write_json([capacity_record(r) for r in rows])
         return
     if fmt == "csv":
-        write_csv([{k: v for k, v in capacity_record(r).items() if not isinstance(v, dict)} for r in rows])
+        write_csv(
+            [{k: v for k, v in capacity_record(r).items() if not isinstance(v, dict)} for r in rows]
+        )
         return
     table = capacity_table(rows)
     if log_lines:
         seen: dict[tuple[str, ...], list[str]] = {}
         for row in rows:
             key = tuple(vllm_log_lines(row))
-            seen.setdefault(key, []).append(f"{row.deployment.model.name} tp{row.deployment.tp} {row.sku.name}")
+            seen.setdefault(key, []).append(
+                f"{row.deployment.model.name} tp{row.deployment.tp} {row.sku.name}"
+            )
         for lines, labels in seen.items():
-            table.notes.append(f"vLLM {rows[0].request.vllm_version.text} log lines for {', '.join(labels[:3])}"
-                               + (f" (+{len(labels) - 3} more)" if len(labels) > 3 else "") + ":")
+            table.notes.append(
+                f"vLLM {rows[0].request.vllm_version.text} log lines for {', '.join(labels[:3])}"
+                + (f" (+{len(labels) - 3} more)" if len(labels) > 3 else "")
+                + ":"
+            )
             table.notes += [f"    {line}" for line in lines]
     if fmt == "md":
         sys.stdout.write(markdown(table))

@@ -40,8 +40,24 @@ def models_table(models: list[ModelSpec]) -> Table:
     """One row per model: geometry and bf16 KV bytes per token."""
     table = Table(
         f"{len(models)} models",
-        ["model", "family", "layers", "q/kv heads × dim", "KV per token (bf16)", "max context", "params"],
-        ["model", "family", "layers", "attention", "kv_bytes_per_token_bf16", "max_context", "params"],
+        [
+            "model",
+            "family",
+            "layers",
+            "q/kv heads × dim",
+            "KV per token (bf16)",
+            "max context",
+            "params",
+        ],
+        [
+            "model",
+            "family",
+            "layers",
+            "attention",
+            "kv_bytes_per_token_bf16",
+            "max_context",
+            "params",
+        ],
     )
     for model in models:
         facts = model_facts(model)
@@ -52,11 +68,24 @@ def models_table(models: list[ModelSpec]) -> Table:
             else f"{a.num_heads}/{a.num_kv_heads} × {a.head_dim}"
         )
         table.add(
-            [model.name, model.family, dict(Counter(model.layer_kinds)), geometry,
-             facts.kv_bytes_per_token_bf16, model.max_context, facts.params],
-            [model.name, model.family, _kinds(model), geometry,
-             human_bytes(facts.kv_bytes_per_token_bf16), f"{model.max_context:,}",
-             f"{facts.params / 1e9:,.2f} B"],
+            [
+                model.name,
+                model.family,
+                dict(Counter(model.layer_kinds)),
+                geometry,
+                facts.kv_bytes_per_token_bf16,
+                model.max_context,
+                facts.params,
+            ],
+            [
+                model.name,
+                model.family,
+                _kinds(model),
+                geometry,
+                human_bytes(facts.kv_bytes_per_token_bf16),
+                f"{model.max_context:,}",
+                f"{facts.params / 1e9:,.2f} B",
+            ],
         )
     return table
 
@@ -71,14 +100,27 @@ def skus_table(skus: list[SkuSpec]) -> Table:
     table = Table(
         f"{len(skus)} GPU SKUs",
         ["sku", "vendor", "memory", "bandwidth", "bf16 dense", "fp8 dense"],
-        ["sku", "vendor", "memory_bytes", "bandwidth_bytes_per_s", "bf16_flop_per_s", "fp8_flop_per_s"],
+        [
+            "sku",
+            "vendor",
+            "memory_bytes",
+            "bandwidth_bytes_per_s",
+            "bf16_flop_per_s",
+            "fp8_flop_per_s",
+        ],
     )
     for sku in skus:
         bf16, fp8 = sku.peak_flop_per_s.get("bf16"), sku.peak_flop_per_s.get("fp8")
         table.add(
             [sku.name, sku.vendor, sku.memory_bytes, sku.bandwidth_bytes_per_s, bf16, fp8],
-            [sku.name, sku.vendor, gib(sku.memory_bytes), f"{sku.bandwidth_bytes_per_s / 1e12:.2f} TB/s",
-             f"{bf16 / 1e12:,.0f} TFLOP/s" if bf16 else "—", f"{fp8 / 1e12:,.0f} TFLOP/s" if fp8 else "—"],
+            [
+                sku.name,
+                sku.vendor,
+                gib(sku.memory_bytes),
+                f"{sku.bandwidth_bytes_per_s / 1e12:.2f} TB/s",
+                f"{bf16 / 1e12:,.0f} TFLOP/s" if bf16 else "—",
+                f"{fp8 / 1e12:,.0f} TFLOP/s" if fp8 else "—",
+            ],
         )
     return table
 
@@ -114,7 +156,10 @@ def render_entry(entry: ModelSpec | SkuSpec, fmt: Format) -> None:
     _flatten("", record, rows)
     table = Table(entry.name, ["field", "value"], ["field", "value"])
     for key, value in rows:
-        table.add([key, value], [key, ", ".join(map(str, value)) if isinstance(value, list) else str(value)])
+        table.add(
+            [key, value],
+            [key, ", ".join(map(str, value)) if isinstance(value, list) else str(value)],
+        )
     _emit(table, fmt)
 
 

@@ -78,11 +78,18 @@ def _title(result: SizeResult) -> str:
 def size_table(result: SizeResult) -> Table:
     """Rows a capacity planner reads: per token, per request, batch, weights, comparisons."""
     d = result.deployment
-    table = Table(_title(result), ["quantity", "per GPU", "whole deployment"], ["quantity", "per_gpu", "total"])
+    table = Table(
+        _title(result),
+        ["quantity", "per GPU", "whole deployment"],
+        ["quantity", "per_gpu", "total"],
+    )
 
     def row(label: str, per_gpu: int | None, total: int, exact: bool = False) -> None:
         show = human_bytes if exact else gib
-        table.add([label, per_gpu, total], [label, show(per_gpu) if per_gpu is not None else "—", show(total)])
+        table.add(
+            [label, per_gpu, total],
+            [label, show(per_gpu) if per_gpu is not None else "—", show(total)],
+        )
 
     row("KV per token", result.kv_bytes_per_token_per_gpu, result.kv_bytes_per_token, exact=True)
     per_request_gpu = result.kv_bytes_per_request // d.tp if d.pp == 1 else None
@@ -91,12 +98,20 @@ def size_table(result: SizeResult) -> Table:
     for kind, count in result.layers.items():
         total = result.kv_bytes_by_kind.get(kind, 0)
         row(f"  {kind} layers × {count}", None, total)
-    row(f"weights ({result.weights.weight_dtype})", result.weights.per_gpu_bytes, result.weights.total_bytes)
+    row(
+        f"weights ({result.weights.weight_dtype})",
+        result.weights.per_gpu_bytes,
+        result.weights.total_bytes,
+    )
     params = result.weights.params
     table.add(
         ["params", None, params.total],
-        ["params (computed)", "—", f"{params.total / 1e9:,.2f} B"
-         + (f" (active {params.active / 1e9:,.2f} B)" if params.active != params.total else "")],
+        [
+            "params (computed)",
+            "—",
+            f"{params.total / 1e9:,.2f} B"
+            + (f" (active {params.active / 1e9:,.2f} B)" if params.active != params.total else ""),
+        ],
     )
     if result.full_reservation_kv_bytes is not None:
         table.notes.append(
@@ -114,7 +129,11 @@ def size_table(result: SizeResult) -> Table:
     fit = result.sku_fit
     if fit is not None:
         picture = bar(
-            [(fit.weights_bytes_per_gpu, "█"), (fit.kv_bytes_per_gpu, "▒"), (max(fit.free_bytes, 0), "░")],
+            [
+                (fit.weights_bytes_per_gpu, "█"),
+                (fit.kv_bytes_per_gpu, "▒"),
+                (max(fit.free_bytes, 0), "░"),
+            ],
             max(fit.memory_bytes, fit.weights_bytes_per_gpu + fit.kv_bytes_per_gpu),
         )
         verdict = "fits" if fit.fits else f"does NOT fit: short by {gib(-fit.free_bytes)}"
@@ -134,15 +153,20 @@ def size_table(result: SizeResult) -> Table:
 def explain_lines(result: SizeResult) -> list[str]:
     """The KV formula with this model's numbers substituted, one line per layer kind."""
     d = result.deployment
-    lines = [f"KV bytes = Σ_layers Σ_sequences bytes_per_token(layer) × tokens_kept(layer, L), × tp {d.tp}"]
+    lines = [
+        "KV bytes = Σ_layers Σ_sequences bytes_per_token(layer) × tokens_kept(layer, L)"
+        f" × tp {d.tp}"
+    ]
     for term in formula_terms(result):
         factors = " × ".join(f"{value:,} ({label})" for label, value in term.factors)
         if term.kind == "state":
             tokens = "1 state per sequence"
         else:
             kept = sorted(set(term.tokens_kept))
-            tokens = " + ".join(f"{n:,}" for n in term.tokens_kept) if len(kept) > 1 else (
-                f"{kept[0]:,} tokens kept × {len(term.tokens_kept)} sequences"
+            tokens = (
+                " + ".join(f"{n:,}" for n in term.tokens_kept)
+                if len(kept) > 1
+                else (f"{kept[0]:,} tokens kept × {len(term.tokens_kept)} sequences")
             )
         rule = {
             "full": "all L tokens",
