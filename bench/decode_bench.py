@@ -24,14 +24,16 @@ import argparse
 import csv
 import itertools
 import math
+import os
 import statistics
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 NUM_HEADS = 32  # Llama-3.1-8B config.json: num_attention_heads
 NUM_KV_HEADS = 8  # num_key_value_heads
-HEAD_DIM = 128  # hidden_size 4096 / 32 heads (the config gives no explicit head_dim)
+HEAD_DIM = 128  # head_dim (= hidden_size 4096 / 32 heads)
 DEFAULT_CASES = "1x32768,8x8192,32x4096,128x1024,64x256"
 H200_BANDWIDTH_BYTES_PER_S = 4.8e12  # NVIDIA H200 SXM datasheet: 4.8 TB/s
 COPY_BYTES = 2 * 10**9  # ≥ 2 GB so the copy is far past L2 and launch overhead
@@ -71,33 +73,43 @@ def _parse_cases(text: str) -> list[tuple[int, int]]:
     return cases
 
 
-def _time_us(torch, launch: Callable[[int], object], count: int, repeats: int, warmup: int):
-    """Median, p10 and p90 in µs of ``launch(i)``, rotating i over ``count`` inputs."""
+def _time_us(torch, device, launch: Callable[[int], object], count: int, repeats: int, warmup: int):
+    """Median, p10 and p90 in µs of ``launch(i)``, rotating i over ``count`` inputs.
+
+    CUDA events on the current stream; on the CPU (``--cpu-smoke``) a wall clock.
+    """
+    on_gpu = device.type == "cuda"
     for i in range(warmup + count):  # JIT compile, allocator, every input touched once
         launch(i % count)
-    torch.cuda.synchronize()
-    events = []
-    for i in range(repeats):
-        start = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
-        start.record()
-        launch(i % count)
-        end.record()
-        events.append((start, end))
-    torch.cuda.synchronize()
-    times = sorted(start.elapsed_time(end) * 1e3 for start, end in events)
-    quantiles = statistics.quantiles(times, n=10)
+    times = []
+    if on_gpu:
+        torch.cuda.synchronize()
+        events = []
+        for i in range(repeats):
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            start.record()
+            launch(i % count)
+            end.record()
+            events.append((start, end))
+        torch.cuda.synchronize()
+        times = [start.elapsed_time(end) * 1e3 for start, end in events]
+    else:
+        for i in range(repeats):
+            start_s = time.perf_counter()
+            launch(i % count)
+            times.append((time.perf_counter() - start_s) * 1e6)
+    times.sort()
+    quantiles = statistics.quantiles(times, n=10) if len(times) > 1 else times * 9
     return statistics.median(times), quantiles[0], quantiles[-1]
 
 
-def _copy_bytes_per_s(torch, repeats: int) -> float:
+def _copy_bytes_per_s(torch, device, copy_bytes: int, repeats: int) -> float:
     """Device-to-device copy bandwidth, bytes read + written per second."""
-    src = torch.empty(COPY_BYTES, dtype=torch.uint8, device="cuda")
+    src = torch.empty(copy_bytes, dtype=torch.uint8, device=device)
     dst = torch.empty_like(src)
-    median_us, _, _ = _time_us(torch, lambda _: dst.copy_(src), 1, repeats, warmup=3)
-    del src, dst
-    torch.cuda.empty_cache()
-    return 2 * COPY_BYTES / (median_us * 1e-6)
+    median_us, _, _ = _time_us(torch, device, lambda _: dst.copy_(src), 1, repeats, warmup=3)
+    return 2 * copy_bytes / (median_us * 1e-6)
 
 
 @dataclass
@@ -113,8 +125,8 @@ class Problem:
     v_scale: float
 
 
-def _make_problem(torch, batch, context, kv_dtype, tokens_per_page, pools, seed) -> Problem:
-    generator = torch.Generator(device="cuda").manual_seed(seed)
+def _make_problem(torch, device, batch, context, kv_dtype, tokens_per_page, pools, seed) -> Problem:
+    generator = torch.Generator(device=device).manual_seed(seed)
     pages_per_seq = math.ceil(context / tokens_per_page)
     num_pages = batch * pages_per_seq
     shape = (num_pages, tokens_per_page, NUM_KV_HEADS, HEAD_DIM)
@@ -125,20 +137,20 @@ def _make_problem(torch, batch, context, kv_dtype, tokens_per_page, pools, seed)
     for _ in range(pools):
         pools_kv = []
         for _ in range(2):
-            pool = torch.empty(shape, dtype=kv_dtype, device="cuda")
+            pool = torch.empty(shape, dtype=kv_dtype, device=device)
             for page in range(0, num_pages, 4096):  # in chunks: no fp32 copy of a whole pool
                 chunk = torch.randn(
-                    (min(4096, num_pages - page), *shape[1:]), device="cuda", generator=generator
+                    (min(4096, num_pages - page), *shape[1:]), device=device, generator=generator
                 )
                 pool[page : page + chunk.shape[0]] = (chunk / scale).to(kv_dtype)
             pools_kv.append(pool)
         problem.k_pools.append(pools_kv[0])
         problem.v_pools.append(pools_kv[1])
-        order = torch.randperm(num_pages, device="cuda", generator=generator)
+        order = torch.randperm(num_pages, device=device, generator=generator)
         problem.block_tables.append(order.view(batch, pages_per_seq).to(torch.int32))
-        problem.seq_lens.append(torch.full((batch,), context, dtype=torch.int32, device="cuda"))
+        problem.seq_lens.append(torch.full((batch,), context, dtype=torch.int32, device=device))
         problem.q.append(
-            torch.randn(batch, NUM_HEADS, HEAD_DIM, device="cuda", generator=generator).to(
+            torch.randn(batch, NUM_HEADS, HEAD_DIM, device=device, generator=generator).to(
                 torch.bfloat16
             )
         )
@@ -166,12 +178,12 @@ def _sdpa_baseline(torch, problem: Problem, i: int):
     def gather(pool, scale):
         dense = pool[table.long()].flatten(1, 2)[:, :context]  # [B, L, Hkv, D]
         dense = dense.to(torch.bfloat16) * scale if pool.dtype != torch.bfloat16 else dense
-        dense = dense.repeat_interleave(NUM_HEADS // NUM_KV_HEADS, dim=2)  # [B, L, Hq, D]
-        return dense.transpose(1, 2)  # [B, Hq, L, D]
+        return dense.transpose(1, 2)  # [B, Hkv, L, D]
 
     k = gather(problem.k_pools[i], problem.k_scale)
     v = gather(problem.v_pools[i], problem.v_scale)
-    return F.scaled_dot_product_attention(q.view(batch, NUM_HEADS, 1, HEAD_DIM), k, v)
+    q = q.view(batch, NUM_HEADS, 1, HEAD_DIM)
+    return F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
 
 
 def _flashinfer_launcher(torch, problem: Problem, tokens_per_page: int):
@@ -216,6 +228,113 @@ def _flashinfer_launcher(torch, problem: Problem, tokens_per_page: int):
         return None, f"flashinfer failed: {type(error).__name__}: {error}"
 
 
+@dataclass(frozen=True)
+class Case:
+    """One workload: B sequences of ``context`` tokens each."""
+
+    batch: int
+    context: int
+    kv_name: str
+    kv_dtype: object  # torch.dtype; torch is imported lazily
+    tokens_per_page: int
+
+
+def _describe(r: Row) -> str:
+    return (
+        f"B {r.batch:4d} L {r.context_tokens:6d} {r.kv_dtype:4s} {r.kernel:17s} "
+        f"S {r.num_splits:2d} w{r.num_warps} s{r.num_stages} n{r.tokens_per_tile:<3d} "
+        f"{r.median_us:9.1f} us  {r.useful_bytes_per_s / 1e12:6.3f} TB/s  "
+        f"{r.fraction_of_datasheet:6.1%} of datasheet  {r.fraction_of_copy:6.1%} of copy  "
+        f"err {r.max_abs_err:.1e}  (+{r.partial_bytes / 1e6:.2f} MB partials)"
+    )
+
+
+def _bench_case(torch, args, device, case: Case, configs, l2_bytes, copy_bytes_per_s):
+    """Rows for one workload: the Triton kernel per config, then the baselines."""
+    from kvplan.kernels import paged_decode, paged_decode_reference
+    from kvplan.kernels.config import default_num_splits
+
+    batch, context, tokens_per_page = case.batch, case.context, case.tokens_per_page
+    kv_dtype_bytes = torch.empty(0, dtype=case.kv_dtype).element_size()
+    kv_bytes = batch * context * NUM_KV_HEADS * HEAD_DIM * kv_dtype_bytes * 2
+    # Rotate over enough copies that the KV read between two uses of one copy is ≥ 4 × L2.
+    pools = max(1, math.ceil(args.l2_multiple * l2_bytes / kv_bytes))
+    problem = _make_problem(
+        torch, device, batch, context, case.kv_dtype, tokens_per_page, pools, args.seed
+    )
+    num_splits = args.num_splits or default_num_splits(
+        batch, NUM_HEADS, NUM_KV_HEADS, HEAD_DIM, context, tokens_per_page, device
+    )
+    useful = _useful_bytes(batch, context, kv_dtype_bytes, tokens_per_page)
+    # Preallocated outside the timed region.
+    out = torch.empty(batch, NUM_HEADS, HEAD_DIM, dtype=torch.bfloat16, device=device)
+    mid_o = torch.empty(batch, NUM_HEADS, num_splits, HEAD_DIM, device=device)
+    mid_lse = torch.empty(batch, NUM_HEADS, num_splits, device=device)
+    datasheet = args.bandwidth_bytes_per_s
+
+    def row(kernel, times, err, num_warps=0, num_stages=0, tile=0, splits=0, extra=0):
+        median_us, p10_us, p90_us = times
+        rate = useful / (median_us * 1e-6)
+        return Row(
+            kernel, batch, context, case.kv_name, splits, num_warps, num_stages, tile, pools,
+            median_us, p10_us, p90_us, useful, extra, rate, rate / datasheet,
+            rate / copy_bytes_per_s, err, "",
+        )  # fmt: skip
+
+    rows = []
+    for num_warps, num_stages, tile in configs:
+
+        def launch(i, num_warps=num_warps, num_stages=num_stages, tile=tile):
+            return paged_decode(
+                problem.q[i],
+                problem.k_pools[i],
+                problem.v_pools[i],
+                problem.block_tables[i],
+                problem.seq_lens[i],
+                k_scale=problem.k_scale,
+                v_scale=problem.v_scale,
+                num_splits=num_splits,
+                out=out,
+                mid_o=mid_o,
+                mid_lse=mid_lse,
+                num_warps=num_warps,
+                num_stages=num_stages,
+                tokens_per_tile=tile,
+            )
+
+        try:
+            launch(0)
+        except Exception as error:  # e.g. out of shared memory at one sweep point
+            print(f"  skip warps {num_warps} stages {num_stages} tile {tile}: {error}")
+            continue
+        # Correctness on the first sequences only: the float64 reference is slow.
+        check = slice(0, min(batch, 4))
+        want = paged_decode_reference(
+            problem.q[0][check],
+            problem.k_pools[0],
+            problem.v_pools[0],
+            problem.block_tables[0][check],
+            problem.seq_lens[0][check],
+            k_scale=problem.k_scale,
+            v_scale=problem.v_scale,
+        )
+        err = (out[check].double() - want).abs().max().item()
+        times = _time_us(torch, device, launch, pools, args.repeats, args.warmup)
+        partial = _partial_bytes(batch, num_splits)
+        rows.append(row("triton", times, err, num_warps, num_stages, tile, num_splits, partial))
+
+    if not args.no_baselines:
+        times = _time_us(torch, device, lambda i: _sdpa_baseline(torch, problem, i), pools, 20, 2)
+        rows.append(row("torch_sdpa_gather", times, float("nan")))
+        launch_flashinfer, reason = _flashinfer_launcher(torch, problem, tokens_per_page)
+        if launch_flashinfer is None:
+            print(f"  {reason}")
+        else:
+            times = _time_us(torch, device, launch_flashinfer, pools, args.repeats, args.warmup)
+            rows.append(row("flashinfer", times, float("nan")))
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the sweep; returns the process exit code."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -240,6 +359,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="also time num_warps {2,4,8} × num_stages {1,2,3} × tokens_per_tile {16,32,64}",
     )
+    parser.add_argument(
+        "--cpu-smoke",
+        action="store_true",
+        help="no GPU: run the whole path once on tiny cases in the Triton interpreter "
+        "(checks the script; its timings mean nothing)",
+    )
     args = parser.parse_args(argv)
 
     try:
@@ -247,22 +372,34 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError:
         print("decode_bench: torch is not installed; nothing to measure.")
         return 0
-    if not torch.cuda.is_available():
+    if args.cpu_smoke:
+        # Read when the kernels are decorated, i.e. at their import below.
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+        args.repeats, args.warmup = 3, 1
+        if args.cases == DEFAULT_CASES:
+            args.cases = "2x40"
+        args.num_splits = args.num_splits or 2  # exercise the reduce stage too
+        copy_bytes = 2**20
+    elif not torch.cuda.is_available():
         print("decode_bench: no CUDA GPU here; timings need one. Nothing measured.")
         return 0
+    else:
+        copy_bytes = COPY_BYTES
     import triton
 
-    from kvplan.kernels import paged_decode, paged_decode_reference
-    from kvplan.kernels.decode import _heads_per_program, _sm_count, _tokens_per_tile
-    from kvplan.kernels.splits import choose_num_splits
+    from kvplan.kernels.config import default_tokens_per_tile
 
-    device = torch.device("cuda")
-    properties = torch.cuda.get_device_properties(device)
-    l2_bytes = getattr(properties, "L2_cache_size", 0) or FALLBACK_L2_BYTES
-    gpu = properties.name
-    print(f"{gpu}: {properties.multi_processor_count} SMs, L2 {l2_bytes / 2**20:.0f} MiB")
+    if args.cpu_smoke:
+        device, gpu, l2_bytes = torch.device("cpu"), "cpu (interpreter)", 2**16
+        print("decode_bench: CPU smoke run in the Triton interpreter; timings mean nothing.")
+    else:
+        device = torch.device("cuda")
+        properties = torch.cuda.get_device_properties(device)
+        l2_bytes = getattr(properties, "L2_cache_size", 0) or FALLBACK_L2_BYTES
+        gpu = properties.name
+        print(f"{gpu}: {properties.multi_processor_count} SMs, L2 {l2_bytes / 2**20:.0f} MiB")
     print(f"torch {torch.__version__}, triton {triton.__version__}")
-    copy_bytes_per_s = _copy_bytes_per_s(torch, repeats=20)
+    copy_bytes_per_s = _copy_bytes_per_s(torch, device, copy_bytes, repeats=20)
     datasheet = args.bandwidth_bytes_per_s
     print(
         f"device-to-device copy: {copy_bytes_per_s / 1e12:.3f} TB/s "
@@ -271,115 +408,25 @@ def main(argv: list[str] | None = None) -> int:
 
     dtypes = {"bf16": torch.bfloat16, "fp8": torch.float8_e4m3fn}
     rows: list[Row] = [
-        Row("d2d_copy", 0, 0, "", 0, 0, 0, 0, 1, 2 * COPY_BYTES / copy_bytes_per_s * 1e6, 0, 0,
-            2 * COPY_BYTES, 0, copy_bytes_per_s, copy_bytes_per_s / datasheet, 1.0, 0.0, gpu)
+        Row("d2d_copy", 0, 0, "", 0, 0, 0, 0, 1, 2 * copy_bytes / copy_bytes_per_s * 1e6, 0, 0,
+            2 * copy_bytes, 0, copy_bytes_per_s, copy_bytes_per_s / datasheet, 1.0, 0.0, gpu)
     ]  # fmt: skip
     configs = (
         list(itertools.product([2, 4, 8], [1, 2, 3], [16, 32, 64]))
         if args.sweep_config
-        else [(4, 2, _tokens_per_tile(HEAD_DIM))]
+        else [(4, 2, default_tokens_per_tile(HEAD_DIM))]
     )
-    tokens_per_page = args.tokens_per_page
     for (batch, context), kv_name in itertools.product(
         _parse_cases(args.cases), args.kv_dtypes.split(",")
     ):
-        kv_dtype = dtypes[kv_name]
-        kv_dtype_bytes = torch.empty(0, dtype=kv_dtype).element_size()
-        kv_bytes = batch * context * NUM_KV_HEADS * HEAD_DIM * kv_dtype_bytes * 2
-        pools = max(1, math.ceil(args.l2_multiple * l2_bytes / kv_bytes))
-        problem = _make_problem(
-            torch, batch, context, kv_dtype, tokens_per_page, pools, args.seed
-        )
-        group_size = NUM_HEADS // NUM_KV_HEADS
-        num_splits = args.num_splits or choose_num_splits(
-            batch,
-            NUM_KV_HEADS,
-            group_size,
-            context,
-            _sm_count(device),
-            heads_per_program=_heads_per_program(group_size, HEAD_DIM),
-            tokens_per_block=tokens_per_page,
-        )
-        useful = _useful_bytes(batch, context, kv_dtype_bytes, tokens_per_page)
-        partial = _partial_bytes(batch, num_splits)
-        out = torch.empty(batch, NUM_HEADS, HEAD_DIM, dtype=torch.bfloat16, device=device)
-        mid_o = torch.empty(batch, NUM_HEADS, num_splits, HEAD_DIM, device=device)
-        mid_lse = torch.empty(batch, NUM_HEADS, num_splits, device=device)
-
-        def row(kernel, times, err, num_warps=0, num_stages=0, tile=0, splits=0, extra=0):
-            median_us, p10_us, p90_us = times
-            rate = useful / (median_us * 1e-6)
-            return Row(
-                kernel, batch, context, kv_name, splits, num_warps, num_stages, tile, pools,
-                median_us, p10_us, p90_us, useful, extra, rate, rate / datasheet,
-                rate / copy_bytes_per_s, err, gpu,
-            )  # fmt: skip
-
-        for num_warps, num_stages, tile in configs:
-
-            def launch(i, num_warps=num_warps, num_stages=num_stages, tile=tile):
-                return paged_decode(
-                    problem.q[i],
-                    problem.k_pools[i],
-                    problem.v_pools[i],
-                    problem.block_tables[i],
-                    problem.seq_lens[i],
-                    k_scale=problem.k_scale,
-                    v_scale=problem.v_scale,
-                    num_splits=num_splits,
-                    out=out,
-                    mid_o=mid_o,
-                    mid_lse=mid_lse,
-                    num_warps=num_warps,
-                    num_stages=num_stages,
-                    tokens_per_tile=tile,
-                )
-
-            try:
-                launch(0)
-            except Exception as error:  # e.g. out of shared memory for one sweep point
-                print(f"  skip warps {num_warps} stages {num_stages} tile {tile}: {error}")
-                continue
-            # Correctness on the first sequences (the float64 reference is slow).
-            check = slice(0, min(batch, 4))
-            want = paged_decode_reference(
-                problem.q[0][check],
-                problem.k_pools[0],
-                problem.v_pools[0],
-                problem.block_tables[0][check],
-                problem.seq_lens[0][check],
-                k_scale=problem.k_scale,
-                v_scale=problem.v_scale,
-            )
-            err = (out[check].double() - want).abs().max().item()
-            times = _time_us(torch, launch, pools, args.repeats, args.warmup)
-            rows.append(
-                row("triton", times, err, num_warps, num_stages, tile, num_splits, partial)
-            )
-
-        if not args.no_baselines:
-            times = _time_us(
-                torch, lambda i: _sdpa_baseline(torch, problem, i), pools, 20, warmup=2
-            )
-            rows.append(row("torch_sdpa_gather", times, float("nan")))
-            launch_fi, reason = _flashinfer_launcher(torch, problem, tokens_per_page)
-            if launch_fi is None:
-                print(f"  {reason}")
-            else:
-                times = _time_us(torch, launch_fi, pools, args.repeats, args.warmup)
-                rows.append(row("flashinfer", times, float("nan")))
-        for r in rows[-(len(configs) + 2) :]:
-            if r.batch == batch and r.context_tokens == context and r.kv_dtype == kv_name:
-                print(
-                    f"B {batch:4d} L {context:6d} {kv_name:4s} {r.kernel:17s} S {r.num_splits:2d} "
-                    f"w{r.num_warps} s{r.num_stages} n{r.tokens_per_tile:<3d} "
-                    f"{r.median_us:9.1f} us  {r.useful_bytes_per_s / 1e12:6.3f} TB/s  "
-                    f"{r.fraction_of_datasheet:6.1%} of datasheet  "
-                    f"{r.fraction_of_copy:6.1%} of copy  err {r.max_abs_err:.1e}  "
-                    f"(+{r.partial_bytes / 1e6:.2f} MB partials)"
-                )
-        del problem
-        torch.cuda.empty_cache()
+        case = Case(batch, context, kv_name, dtypes[kv_name], args.tokens_per_page)
+        case_rows = _bench_case(torch, args, device, case, configs, l2_bytes, copy_bytes_per_s)
+        for r in case_rows:
+            r.gpu = gpu
+            print(_describe(r))
+        rows.extend(case_rows)
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
 
     with open(args.csv, "w", newline="") as file:
         writer = csv.DictWriter(file, fieldnames=list(asdict(rows[0])))

@@ -11,6 +11,7 @@ import random
 from dataclasses import dataclass
 
 import torch
+
 from kvplan.kernels.errors import OutOfBlocksError
 
 KV_DTYPES: tuple[torch.dtype, ...] = (

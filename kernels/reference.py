@@ -68,9 +68,7 @@ def paged_decode_reference(
         k_stored = _gather_tokens(k_pool, pages, seq_len)  # [L, Hkv, Dk]
         # MLA: V is a view of the latent's first Dv columns, not a second tensor.
         v_stored = (
-            k_stored[..., :head_dim_v]
-            if v_pool is None
-            else _gather_tokens(v_pool, pages, seq_len)
+            k_stored[..., :head_dim_v] if v_pool is None else _gather_tokens(v_pool, pages, seq_len)
         )  # [L, Hkv, Dv]
         k, v = k_stored * k_scale, v_stored * v_scale
         first = 0 if window is None else max(seq_len - window, 0)

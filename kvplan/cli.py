@@ -454,6 +454,84 @@ def _sort_key(value: object) -> tuple[int, object]:
     return (0, value) if value is not None else (1, 0)
 
 
+@app.command()
+def check(
+    file: Annotated[
+        Path,
+        typer.Argument(
+            help="deployment YAML listing products: model, sku, tp/pp, engine, kv_dtype, "
+            "context (tokens; 8k, 128k) and concurrency or requests_per_s + duration_s",
+            show_default=False,
+        ),
+    ],
+    fmt: FormatOpt = "table",
+    catalog_dirs: CatalogOpt = None,
+) -> None:
+    """Check each product's promised context × concurrency against its SKU (exit 1 if over)."""
+    with user_errors():
+        from kvplan.catalog.deployments import load_deployments
+        from kvplan.plan.guardrail import DeploymentFile, check_products
+        from kvplan.report.check_report import render_check
+
+        output = _format(fmt)
+        loaded = load_deployments(file, DeploymentFile, _catalog(catalog_dirs))
+        result = check_products(loaded)
+        render_check(result, output)
+    # A failed promise is a result, not an error: rendered above, then exit 1 (STYLE).
+    if not result.ok:
+        raise typer.Exit(1)
+
+
+@app.command()
+def claim(
+    model: ModelArg,
+    sku: Annotated[
+        str, typer.Option("--sku", "-s", help="GPU SKU the claim is made for (see `kvplan skus`)")
+    ],
+    context: ContextOpt = "128k",
+    batch: BatchOpt = 1,
+    kv_dtype: KvDtypeOpt = "bf16",
+    weight_dtype: WeightDtypeOpt = None,
+    engine: Annotated[
+        str,
+        typer.Option(
+            "--engine", "-e",
+            help="exact (physics, no reserve), vllm or sglang (add the engine's reserve: "
+            "activations, non-torch memory, the unused utilization share), hf or naive",
+        ),
+    ] = "exact",
+    tp: TpOpt = 1,
+    pp: PpOpt = 1,
+    fmt: FormatOpt = "table",
+    catalog_dirs: CatalogOpt = None,
+) -> None:
+    """The bytes behind a "long context" claim: KV, weights and total per GPU; does it fit."""
+    with user_errors():
+        from kvplan.plan.engines import engine as engine_profile
+        from kvplan.plan.guardrail import claim_sheet
+        from kvplan.plan.sizing import Deployment
+        from kvplan.report.claim_report import render_claim
+        from kvplan.specs import kv_dtype_info
+        from kvplan.units import parse_tokens
+
+        output = _format(fmt)
+        catalog = _catalog(catalog_dirs)
+        spec, exact_weights = _model(catalog, model)
+        deployment = Deployment(
+            model=spec,
+            engine=engine_profile(engine),
+            kv_dtype=kv_dtype_info(kv_dtype).name,
+            weight_dtype=weight_dtype,
+            tp=tp,
+            pp=pp,
+            exact_weights_bytes=exact_weights if weight_dtype is None else None,
+        )
+        sheet = claim_sheet(
+            deployment, catalog.sku(sku), parse_tokens(context, "--context"), batch
+        )
+        render_claim(sheet, output)
+
+
 @app.command("import-hf")
 def import_hf_command(
     config: Annotated[

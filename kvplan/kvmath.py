@@ -9,6 +9,7 @@ Engines (kvplan.plan.engines) decide how those tokens become allocated bytes.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from kvplan.errors import KvplanError
 from kvplan.specs import DtypeInfo, ModelSpec, kv_dtype_info
@@ -37,6 +38,10 @@ class FullCache:
         """Tokens of a sequence of `tokens` that this layer holds."""
         return tokens - self.first_kept_token(tokens)
 
+    def peak_length(self, tokens: int) -> int:
+        """The length ≤ `tokens` at which this layer holds the most (the request passes it)."""
+        return tokens
+
     def bytes_per_seq(self, tokens: int) -> int:
         """Bytes this layer holds for one sequence of `tokens` tokens, one GPU."""
         return self.token_bytes * self.tokens_kept(tokens)
@@ -63,6 +68,10 @@ class ChunkedCache(FullCache):
     def first_kept_token(self, tokens: int) -> int:
         return (tokens - 1) // self.chunk_tokens * self.chunk_tokens if tokens > 0 else 0
 
+    def peak_length(self, tokens: int) -> int:
+        # Not monotone: at L = C the layer holds C tokens, at L = C + 1 only one.
+        return min(tokens, self.chunk_tokens)
+
 
 @dataclass(frozen=True)
 class MlaCache(FullCache):
@@ -84,6 +93,9 @@ class StateCache:
 
     def tokens_kept(self, tokens: int) -> int:
         return 0
+
+    def peak_length(self, tokens: int) -> int:
+        return tokens
 
     def bytes_per_seq(self, tokens: int) -> int:
         return self.state_bytes if tokens > 0 else 0
@@ -110,6 +122,7 @@ def state_dtype_name(model: ModelSpec) -> str:
     return model.weight_dtype if model.weight_dtype in ("fp32", "fp16") else "bf16"
 
 
+@lru_cache(maxsize=4096)  # specs and dtypes are frozen: reports reuse one tuple per SKU row
 def layer_caches(
     model: ModelSpec, kv_dtype: DtypeInfo, tp: int = 1, full_reservation: bool = False
 ) -> tuple[LayerCache, ...]:

@@ -9,6 +9,7 @@ communication is counted; docs/roofline.md gives the formulas and the limits.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 from kvplan.errors import KvplanError
@@ -18,16 +19,12 @@ from kvplan.kvmath import (
     SharedCache,
     SlidingCache,
     StateCache,
-    ceil_div,
     kv_bytes_per_seq,
     layer_caches,
-    layer_params,
     param_counts,
-    stage_layer_ranges,
-    tensor_bytes,
 )
 from kvplan.plan.sizing import Deployment
-from kvplan.plan.weights import _base_dtype, weight_bytes
+from kvplan.plan.weights import weight_bytes
 from kvplan.specs import ModelSpec, SkuSpec, kv_dtype_info, weight_dtype_info
 
 
@@ -50,7 +47,7 @@ class Efficiency:
             ("--compute-efficiency", self.compute_fraction),
         ):
             if not 0 < value <= 1:  # also rejects NaN
-                raise KvplanError(f"{option}: {value} must be a fraction in (0, 1]")
+                raise KvplanError(f"{option}: {value} must be in (0, 1]; a fraction, 0.5 = 50 %")
 
 
 DEFAULT_EFFICIENCY = Efficiency()
@@ -85,6 +82,7 @@ class DecodeEstimate:
     kv_bytes_per_token: int  # whole model, all GPUs of the replica
     kv_bytes_per_token_per_gpu: int  # largest stage
     experts_touched_per_layer: float | None  # None for dense models
+    notes: tuple[str, ...]  # assumptions the user sees next to the numbers
 
 
 def decode_step(
@@ -107,11 +105,23 @@ def decode_step(
     # The tokens attention visits: the engine's layout (HF keeps MLA decompressed) but no
     # block padding, since masked tail slots are not fetched, and windows honoured even
     # where the engine reserves full length (that changes allocation, not reads).
-    kv = [sum(kv_bytes_per_seq(caches, n) for n in lengths) for caches in stage_caches]
+    counts = Counter(lengths)  # a uniform batch is one length: size it once
+    kv = [
+        sum(kv_bytes_per_seq(caches, n) * k for n, k in counts.items()) for caches in stage_caches
+    ]
     bytes_per_step = sum(weights) + sum(kv)
     step_s = bytes_per_step / (sku.bandwidth_bytes_per_s * efficiency.bandwidth_fraction)
     token_bytes = [sum(cache.token_bytes for cache in caches) for caches in stage_caches]
     moe = deployment.model.moe
+    touched, notes = None, []
+    if moe:
+        touched = expected_experts_touched(moe.num_experts, moe.experts_per_token, batch)
+        notes.append(
+            f"MoE: {touched:.2f} of {moe.num_experts} routed experts read per layer at batch "
+            f"{batch} (uniform routing)"
+        )
+    if deployment.pp > 1:
+        notes.append(f"pp {deployment.pp}: stage times add up (no micro-batch overlap)")
     return DecodeEstimate(
         batch=batch,
         weight_bytes_read_per_gpu=max(weights),
@@ -121,9 +131,8 @@ def decode_step(
         tokens_per_s=batch / step_s,
         kv_bytes_per_token=deployment.tp * sum(token_bytes),
         kv_bytes_per_token_per_gpu=max(token_bytes),
-        experts_touched_per_layer=(
-            expected_experts_touched(moe.num_experts, moe.experts_per_token, batch) if moe else None
-        ),
+        experts_touched_per_layer=touched,
+        notes=tuple(notes),
     )
 
 
@@ -139,46 +148,23 @@ def _stage_weight_bytes_read(deployment: Deployment, batch: int) -> list[int]:
     """Weight bytes one GPU of each pipeline stage reads per decode step.
 
     Every weight of the stage once, except that each MoE layer reads only the expected
-    touched experts: the layer's routed-expert bytes × touched / E (nearest byte). Under
+    touched experts: the stage's routed-expert bytes × touched / E (nearest byte). Under
     expert parallelism the expectation per GPU is the same (its E/tp experts × the same
-    hit probability), so dividing by tp holds for both layouts.
-
-    Mirrors plan/weights.weight_bytes stage by stage (dtypes, embedding on the first
-    stage, lm_head on the last); TODO(#3): take the stage split from weights.py instead.
+    hit probability), so dividing by tp holds for both layouts. The whole embedding table
+    counts as read (gpt-fast's "bandwidth achieved"), although a lookup gathers `batch` rows.
     """
-    model, tp, pp = deployment.model, deployment.tp, deployment.pp
-    linear = weight_dtype_info(deployment.weight_dtype or model.weight_dtype)
-    expert_name = deployment.weight_dtype or (model.moe.expert_weight_dtype if model.moe else None)
-    expert = weight_dtype_info(expert_name) if expert_name else linear
-    base = _base_dtype(linear)
-    moe = model.moe
-    touched_fraction = (
-        expected_experts_touched(moe.num_experts, moe.experts_per_token, batch) / moe.num_experts
-        if moe
-        else 1.0
+    model = deployment.model
+    weights = weight_bytes(
+        model, deployment.weight_dtype, deployment.tp, deployment.pp, deployment.exact_weights_bytes
     )
-    stages = []
-    for stage, layers in enumerate(stage_layer_ranges(model.num_layers, pp)):
-        sharded = replicated = 0
-        for layer in layers:
-            p = layer_params(model, layer)
-            sharded += tensor_bytes(p.mixer + p.dense_ffn + p.shared, linear)
-            sharded += round(tensor_bytes(p.routed_experts, expert) * touched_fraction)
-            replicated += tensor_bytes(p.norms, base)
-        # Convention: the whole embedding table counts as read (as in gpt-fast's "bandwidth
-        # achieved"), although a lookup gathers only `batch` rows; see docs/roofline.md.
-        if stage == 0:
-            sharded += tensor_bytes(param_counts(model).embedding, base)
-        if stage == pp - 1:
-            replicated += tensor_bytes(model.hidden_size * (1 if model.norm == "rms" else 2), base)
-            if not model.tie_word_embeddings or pp > 1:
-                sharded += tensor_bytes(model.vocab_size * model.hidden_size, base)
-        stages.append(ceil_div(sharded, tp) + replicated)
-    if deployment.exact_weights_bytes is not None:
-        # Same rescaling as weight_bytes: computed figures scaled to the checkpoint's total.
-        computed_total = weight_bytes(model, deployment.weight_dtype, tp, pp).total_bytes
-        stages = [s * deployment.exact_weights_bytes // computed_total for s in stages]
-    return stages
+    moe, fraction = model.moe, 1.0
+    if moe:
+        fraction = expected_experts_touched(moe.num_experts, moe.experts_per_token, batch)
+        fraction /= moe.num_experts
+    return [
+        int(stage.per_gpu_bytes(deployment.tp, fraction) * weights.scale)
+        for stage in weights.stages
+    ]
 
 
 # --- prefill ----------------------------------------------------------------------
@@ -217,6 +203,7 @@ class PrefillEstimate:
     attention_flops: int  # QKᵀ and PV over the causal prompt
     flops: int  # matmul_flops + attention_flops
     time_s: float
+    notes: tuple[str, ...]
 
 
 def prefill(
@@ -236,12 +223,16 @@ def prefill(
     if prompt_tokens < 1:
         raise KvplanError(f"--context: {prompt_tokens} must be at least 1 token")
     model = deployment.model
-    key = _compute_dtype(sku, dtype, deployment.weight_dtype or model.weight_dtype)
+    weights_dtype = weight_dtype_info(deployment.weight_dtype or model.weight_dtype).name
+    key = _compute_dtype(sku, dtype, weights_dtype)
     matmul_flops = 2 * matmul_params_per_token(model) * prompt_tokens
     attention_flops = causal_attention_flops(model, prompt_tokens)
     flops = matmul_flops + attention_flops
     time_s = flops / deployment.tp / (sku.peak_flop_per_s[key] * efficiency.compute_fraction)
-    return PrefillEstimate(prompt_tokens, key, matmul_flops, attention_flops, flops, time_s)
+    notes = [] if dtype or key == weights_dtype else [f"{weights_dtype} weights: {key} peak"]
+    return PrefillEstimate(
+        prompt_tokens, key, matmul_flops, attention_flops, flops, time_s, tuple(notes)
+    )
 
 
 def matmul_params_per_token(model: ModelSpec) -> int:
@@ -301,7 +292,7 @@ def _triangle(n: int) -> int:
 
 
 def _compute_dtype(sku: SkuSpec, dtype: str | None, weight_dtype: str) -> str:
-    wanted = (dtype,) if dtype else COMPUTE_DTYPES[weight_dtype_info(weight_dtype).name]
+    wanted = (dtype,) if dtype else COMPUTE_DTYPES[weight_dtype]
     for key in wanted:
         if key in sku.peak_flop_per_s:
             return key

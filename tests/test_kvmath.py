@@ -194,3 +194,24 @@ def test_gated_and_plain_mlp_params():
     assert param_counts(make_model()).total == 9_941_504
     plain = param_counts(make_model(mlp="plain")).total
     assert plain == 9_941_504 - 4 * 512 * 1024
+
+
+def test_paged_sliding_window_oscillates_but_peak_is_kept():
+    # Window 20 over 16-token blocks: at L = 35 tokens 15..34 span blocks 0, 1, 2 (3 blocks);
+    # at L = 36 tokens 16..35 span blocks 1, 2 (2 blocks). The peak up to 36 is 3 blocks.
+    model = make_model(layers={"pattern": ["sliding"], "sliding_window": 20}, num_layers=1)
+    deployment = Deployment(model, engine("vllm"))
+    page = 16 * 512
+    assert size(deployment, [35]).kv_bytes == 3 * page
+    assert size(deployment, [36]).kv_bytes == 2 * page
+    caches = deployment.stage_caches()[0]
+    assert deployment.engine.peak_seq_bytes(model, caches, 36, deployment.options) == 3 * page
+
+
+def test_chunked_peak_is_a_full_chunk():
+    model = make_model(layers={"pattern": ["chunked"], "chunk_size": 8}, num_layers=1)
+    deployment = Deployment(model, engine("exact"))
+    caches = deployment.stage_caches()[0]
+    # At L = 9 the layer holds 1 token, but the request passed L = 8 holding 8 (512 B each).
+    assert size(deployment, [9]).kv_bytes == 512
+    assert deployment.engine.peak_seq_bytes(model, caches, 9, deployment.options) == 8 * 512

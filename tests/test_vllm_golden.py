@@ -20,6 +20,7 @@ from kvplan.plan.vllm import (
     kv_cache_for_budget,
     page_specs,
     parse_version,
+    stage_layout,
 )
 from kvplan.specs import kv_dtype_info
 
@@ -51,23 +52,23 @@ def _outcomes(case: dict, model_name: str, version_text: str, draft: int, catalo
     model = catalog.model(model_name)
     version = parse_version(version_text)
     dtype = kv_dtype_info("fp8" if case["kv_cache_dtype"] == "fp8" else "bf16")
-    stages = []
+    stages: list = []
     for layers in stage_layer_ranges(model.num_layers, case.get("pp") or 1):
         specs = page_specs(
             model, dtype, case["tp"], layers, case.get("block_size"), version.era != "v0"
         )
-        stages.append(specs + [specs[0]] * draft)
+        stages.append(stage_layout(specs + [specs[0]] * draft, version))
     mml = case["max_model_len"]
     mnbt = case.get("max_num_batched_tokens") or 8192
-    smallest_block = min(s.page_bytes for specs in stages for s in specs)
+    smallest_block = min(spec.page_bytes for layout in stages for spec, _ in layout.spec_counts)
     low = int((case["available_kv_gib"] - 0.005) * GIB)
     high = int((case["available_kv_gib"] + 0.005) * GIB)
     outcomes = set()
     for available in range(low, high + 1, smallest_block // 2):
-        cache = kv_cache_for_budget(stages, available, mml, mnbt, version)
+        cache = kv_cache_for_budget(tuple(stages), available, mml, mnbt, version)
         estimate = None
         if not cache.fits_one_request:
-            estimate = estimated_max_model_len(stages, available, mml, mnbt)
+            estimate = estimated_max_model_len(tuple(stages), available, mml, mnbt)
         outcomes.add(
             (
                 cache.num_blocks,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 from kvplan.errors import KvplanError
 from kvplan.kvmath import stage_layer_ranges
@@ -25,14 +25,45 @@ from kvplan.plan.budget import (
 from kvplan.plan.sizing import Deployment
 from kvplan.plan.vllm import (
     DEFAULT_VERSION,
-    PageSpec,
+    StageLayout,
     VllmKvCache,
     VllmVersion,
     estimated_max_model_len,
     kv_cache_for_budget,
     page_specs,
+    stage_layout,
 )
-from kvplan.specs import SkuSpec, kv_dtype_info
+from kvplan.specs import ModelSpec, SkuSpec, kv_dtype_info
+
+
+@lru_cache(maxsize=4096)  # one layout per (model, tp, ...) serves every SKU of a report
+def vllm_layouts(
+    model: ModelSpec,
+    kv_dtype: str,
+    tp: int,
+    pp: int,
+    tokens_per_block: int | None,
+    hybrid_allocator: bool,
+    draft_layers: int,
+    version: VllmVersion,
+) -> tuple[StageLayout, ...]:
+    """vLLM's grouped page specs for every pipeline stage (speculative draft layers added)."""
+    dtype = kv_dtype_info(kv_dtype)
+    layouts = []
+    for layers in stage_layer_ranges(model.num_layers, pp):
+        specs = page_specs(model, dtype, tp, layers, tokens_per_block, hybrid_allocator)
+        if draft_layers and specs:
+            # EAGLE's draft layer joins the target's cache group (vllm#19996: 32 + 1 layers).
+            draft = next((s for s in specs if s.kind in ("full", "mla")), specs[0])
+            specs = specs + [draft] * draft_layers
+        layouts.append(stage_layout(specs, version))
+    return tuple(layouts)
+
+
+@lru_cache(maxsize=4096)
+def _stage_terms(deployment: Deployment, full_reservation: bool) -> tuple[Counter, ...]:
+    """Distinct layer caches per stage with their layer counts (shared by every SKU row)."""
+    return tuple(Counter(caches) for caches in deployment.stage_caches(full_reservation))
 
 
 def largest_fitting(fits: Callable[[int], bool], upper: int) -> int:
@@ -72,9 +103,7 @@ class Capacity:
         self.budget = self._budget()
         # Distinct layer caches per stage with their layer counts: a handful of terms per
         # length instead of one per layer keeps whole-catalogue reports fast.
-        self._stage_terms = [
-            Counter(caches) for caches in deployment.stage_caches(self._full_reservation)
-        ]
+        self._stage_terms = _stage_terms(deployment, self._full_reservation)
 
     @property
     def _full_reservation(self) -> bool:
@@ -101,38 +130,37 @@ class Capacity:
     # --- vLLM ----------------------------------------------------------------------------
 
     @cached_property
-    def _vllm_specs(self) -> list[list[PageSpec]]:
+    def _vllm_layouts(self) -> tuple[StageLayout, ...]:
         d, request = self.deployment, self.request
         hybrid = request.hybrid_allocator
         if hybrid is None:
             # vLLM 0.11 config/__init__.py: chunked local attention turns the hybrid manager off
             # unless VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1; V0 has none at all.
             hybrid = "chunked" not in d.model.layer_kinds and request.vllm_version.era != "v0"
-        block = d.options.tokens_per_block
-        dtype = kv_dtype_info(d.kv_dtype)
-        stages = []
-        for layers in stage_layer_ranges(d.model.num_layers, d.pp):
-            specs = page_specs(d.model, dtype, d.tp, layers, block, hybrid)
-            if request.draft_layers and specs:
-                draft = next((s for s in specs if s.kind in ("full", "mla")), specs[0])
-                specs = specs + [draft] * request.draft_layers
-            stages.append(specs)
-        return stages
+        return vllm_layouts(
+            d.model, d.kv_dtype, d.tp, d.pp, d.options.tokens_per_block, hybrid,
+            request.draft_layers, request.vllm_version,
+        )
 
     def vllm_cache(self, max_model_len: int | None = None) -> VllmKvCache:
         """vLLM's startup numbers for this budget at `max_model_len` (default: the context)."""
         return kv_cache_for_budget(
-            self._vllm_specs,
+            self._vllm_layouts,
             max(self.budget.kv_bytes, 0),
             max_model_len or self.context_tokens,
             self.budget.max_num_batched_tokens,
             self.request.vllm_version,
         )
 
+    @cached_property
+    def _vllm_pool(self) -> VllmKvCache:
+        """The pool at the requested context; its block count does not depend on the length."""
+        return self.vllm_cache()
+
     def vllm_estimated_max_model_len(self) -> int:
         """The startup check's "estimated maximum model length" for this budget."""
         return estimated_max_model_len(
-            self._vllm_specs,
+            self._vllm_layouts,
             max(self.budget.kv_bytes, 0),
             self.context_tokens,
             self.budget.max_num_batched_tokens,
@@ -141,7 +169,7 @@ class Capacity:
     # --- engine-generic ------------------------------------------------------------------
 
     def seq_bytes_per_gpu(self, tokens: int) -> int:
-        """Bytes one sequence of `tokens` holds on the binding GPU under this engine."""
+        """Peak bytes one sequence growing to `tokens` holds on the binding GPU (this engine)."""
         d = self.deployment
         options = (
             d.options
@@ -150,7 +178,7 @@ class Capacity:
         )
         return max(
             sum(
-                count * d.engine.seq_bytes(d.model, (cache,), tokens, options)
+                count * d.engine.peak_seq_bytes(d.model, (cache,), tokens, options)
                 for cache, count in terms.items()
             )
             for terms in self._stage_terms
@@ -161,7 +189,7 @@ class Capacity:
         if self.budget.kv_bytes <= 0:
             return 0.0
         if self.is_vllm:
-            return self.vllm_cache(tokens).max_concurrency
+            return self._vllm_pool.concurrency_at(tokens)
         per_seq = self.seq_bytes_per_gpu(tokens)
         return float("inf") if per_seq == 0 else self.budget.kv_bytes / per_seq
 
@@ -190,7 +218,8 @@ class Capacity:
         if self.budget.kv_bytes <= 0:
             return 0
         if self.is_vllm:
-            return largest_fitting(lambda n: self.vllm_cache(n).max_concurrency >= batch, native)
+            pool = self._vllm_pool
+            return largest_fitting(lambda n: n > 0 and pool.concurrency_at(n) >= batch, native)
         return largest_fitting(
             lambda n: batch * self.seq_bytes_per_gpu(n) <= self.budget.kv_bytes, native
         )

@@ -48,6 +48,23 @@ class Engine:
     seq_bytes: SeqBytesFn  # bytes one sequence of L tokens holds on one GPU
     paged: bool = False
 
+    def peak_seq_bytes(
+        self, model: ModelSpec, caches: tuple[LayerCache, ...], tokens: int, options: EngineOptions
+    ) -> int:
+        """The most one sequence holds at any length up to `tokens` (what admission must allow).
+
+        Chunked layers peak at a full chunk; paged sliding layers hold one block more or
+        less as the window crosses block boundaries, so the last block's worth is scanned.
+        """
+        block = self.tokens_per_block(model, options)
+        total = 0
+        for cache in caches:
+            candidates = {tokens, cache.peak_length(tokens)}
+            if block > 1 and cache.kind == "sliding":
+                candidates |= set(range(max(1, tokens - block + 1), tokens + 1))
+            total += max(self.seq_bytes(model, (cache,), n, options) for n in candidates)
+        return total
+
     def tokens_per_block(self, model: ModelSpec, options: EngineOptions) -> int:
         """Tokens per KV block (1 for token-granular engines)."""
         if not self.paged:

@@ -168,18 +168,62 @@ def group_layers(specs: list[PageSpec], version: VllmVersion) -> tuple[list[KvGr
 
 
 @dataclass(frozen=True)
+class StageLayout:
+    """One pipeline stage's specs, grouped once; independent of the memory budget."""
+
+    spec_counts: tuple[tuple[PageSpec, int], ...]  # each distinct spec and its layer count
+    groups: tuple[KvGroup, ...]
+    group_size: int
+    bytes_per_block: int  # one block id across the layers that share it
+    padding_layers: int
+
+    def needed_bytes(self, max_model_len: int, max_num_batched_tokens: int) -> int:
+        """The startup check's Σ_layers max_memory_usage_bytes(max_model_len)."""
+        return sum(
+            count * spec.max_memory_usage_bytes(max_model_len, max_num_batched_tokens)
+            for spec, count in self.spec_counts
+        )
+
+
+def stage_layout(specs: list[PageSpec], version: VllmVersion) -> StageLayout:
+    """Group one stage's specs the way `version` does and price one block id.
+
+    One group (or V0): get_num_blocks divides by Σ pages of all layers. Hybrids share
+    one pool: a block id costs one page in each of the group_size layers of a group.
+    """
+    groups, group_size = group_layers(specs, version)
+    if version.era == "v0" or len(groups) == 1:
+        per_block = sum(g.spec.page_bytes * g.layers for g in groups)
+        padding = 0
+    else:
+        per_block = groups[0].spec.page_bytes * group_size
+        padding = sum(group_size - g.layers for g in groups)
+    counts = tuple(Counter(specs).items())
+    return StageLayout(counts, tuple(groups), group_size, per_block, padding)
+
+
+@dataclass(frozen=True)
 class VllmKvCache:
     """What vLLM logs at startup for one rank's KV budget."""
 
     available_bytes: int
     max_model_len: int
     max_num_batched_tokens: int
-    groups: tuple[KvGroup, ...]
-    group_size: int
+    layout: StageLayout  # the binding stage's
     num_blocks: int
-    padding_layers: int
-    needed_bytes: int  # the startup check's Σ max_memory_usage_bytes(max_model_len)
     version: VllmVersion
+
+    @property
+    def groups(self) -> tuple[KvGroup, ...]:
+        return self.layout.groups
+
+    @property
+    def padding_layers(self) -> int:
+        return self.layout.padding_layers
+
+    @property
+    def needed_bytes(self) -> int:
+        return self.layout.needed_bytes(self.max_model_len, self.max_num_batched_tokens)
 
     @property
     def block_tokens(self) -> int:
@@ -195,14 +239,19 @@ class VllmKvCache:
 
     @property
     def max_concurrency(self) -> float:
-        """ "Maximum concurrency for L tokens per request: X" (V1; V0: N·B/L)."""
+        """"Maximum concurrency for L tokens per request: X" (V1; V0: N·B/L)."""
+        return self.concurrency_at(self.max_model_len)
+
+    def concurrency_at(self, tokens: int) -> float:
+        """The concurrency figure this pool would print for requests of `tokens` tokens."""
         if self.version.era == "v0":
-            return self.num_blocks * self.block_tokens / self.max_model_len
-        return self.num_blocks / self.blocks_per_request
+            return self.num_blocks * self.block_tokens / tokens
+        mnbt = self.max_num_batched_tokens
+        return self.num_blocks / sum(g.spec.blocks_per_request(tokens, mnbt) for g in self.groups)
 
     @property
     def gpu_kv_cache_tokens(self) -> int:
-        """ "GPU KV cache size: N tokens" as this version defines it.
+        """"GPU KV cache size: N tokens" as this version defines it.
 
         0.8–0.21: the pool of one group, (num_blocks // groups) · block tokens;
         ≥ 0.22: tokens of context at peak concurrency, int(X · max_model_len).
@@ -217,61 +266,34 @@ class VllmKvCache:
 
 
 def kv_cache_for_budget(
-    specs_per_stage: list[list[PageSpec]],
+    layouts: tuple[StageLayout, ...],
     available_bytes: int,
     max_model_len: int,
     max_num_batched_tokens: int,
     version: VllmVersion = DEFAULT_VERSION,
 ) -> VllmKvCache:
-    """vLLM's KV cache on the binding rank: the minimum number of blocks over stages."""
+    """vLLM's KV cache on the binding rank: every rank takes the minimum number of blocks."""
     if available_bytes < 0:
         raise KvplanError(f"available KV memory is negative ({available_bytes:,} bytes)")
-    results = []
-    for specs in specs_per_stage:
-        groups, group_size = group_layers(specs, version)
-        page = groups[0].spec.page_bytes
-        if version.era == "v0" or len(groups) == 1:
-            # get_num_blocks: avail // page // layers (uniform) — V0: avail // (page · layers).
-            per_block = sum(g.spec.page_bytes * g.layers for g in groups)
-        else:
-            per_block = page * group_size
-        num_blocks = available_bytes // per_block
-        padding = sum(group_size - g.layers for g in groups) if len(groups) > 1 else 0
-        needed = sum(s.max_memory_usage_bytes(max_model_len, max_num_batched_tokens) for s in specs)
-        results.append(
-            VllmKvCache(
-                available_bytes,
-                max_model_len,
-                max_num_batched_tokens,
-                tuple(groups),
-                group_size,
-                num_blocks,
-                padding,
-                needed,
-                version,
-            )
-        )
-    return min(results, key=lambda r: r.num_blocks)
+    binding = min(layouts, key=lambda layout: available_bytes // layout.bytes_per_block)
+    return VllmKvCache(
+        available_bytes, max_model_len, max_num_batched_tokens, binding,
+        available_bytes // binding.bytes_per_block, version,
+    )
 
 
 def estimated_max_model_len(
-    specs_per_stage: list[list[PageSpec]],
+    layouts: tuple[StageLayout, ...],
     available_bytes: int,
     max_model_len: int,
     max_num_batched_tokens: int,
 ) -> int:
     """The startup check's estimate: the longest length whose reservation fits (binary search)."""
-
-    def needed(length: int) -> int:
-        return max(
-            sum(s.max_memory_usage_bytes(length, max_num_batched_tokens) for s in specs)
-            for specs in specs_per_stage
-        )
-
     low, high = 0, max_model_len
     while low < high:
         mid = (low + high + 1) // 2
-        if needed(mid) <= available_bytes:
+        needed = max(layout.needed_bytes(mid, max_num_batched_tokens) for layout in layouts)
+        if needed <= available_bytes:
             low = mid
         else:
             high = mid - 1

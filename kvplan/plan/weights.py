@@ -20,6 +20,20 @@ _UNQUANTISED = ("fp32", "fp16", "bf16")
 
 
 @dataclass(frozen=True)
+class StageWeights:
+    """Weight bytes of one pipeline stage, split by how TP and MoE routing treat them."""
+
+    sharded_bytes: int  # split over TP ranks: matrices, embedding, lm_head, shared experts
+    routed_expert_bytes: int  # split over TP ranks too; a decode step reads only touched ones
+    replicated_bytes: int  # on every rank: norms
+
+    def per_gpu_bytes(self, tp: int, routed_fraction: float = 1.0) -> int:
+        """Bytes on (or, with a fraction of routed experts, read by) one TP rank."""
+        routed = round(self.routed_expert_bytes * routed_fraction)
+        return ceil_div(self.sharded_bytes + routed, tp) + self.replicated_bytes
+
+
+@dataclass(frozen=True)
 class WeightBytes:
     """Weight bytes of the deployment; per GPU is the largest (binding) rank."""
 
@@ -28,6 +42,8 @@ class WeightBytes:
     total_bytes: int
     per_gpu_bytes: int
     active_bytes: int  # what one token reads at batch 1 (MoE: only routed-to experts)
+    stages: tuple[StageWeights, ...]
+    scale: float = 1.0  # exact checkpoint bytes / computed bytes (1 unless imported from HF)
 
 
 def _base_dtype(linear: DtypeInfo) -> DtypeInfo:
@@ -60,13 +76,13 @@ def weight_bytes(
     lm_head_bytes = tensor_bytes(model.vocab_size * hidden, base)
     final_norm_bytes = tensor_bytes(hidden * (1 if model.norm == "rms" else 2), base)
 
-    stage_bytes = []
+    stages = []
     for stage, layers in enumerate(stage_layer_ranges(model.num_layers, pp)):
-        sharded = replicated = 0
+        sharded = routed = replicated = 0
         for layer in layers:
             p = layer_params(model, layer)
             sharded += tensor_bytes(p.mixer + p.dense_ffn + p.shared, linear)
-            sharded += tensor_bytes(p.routed_experts, expert)
+            routed += tensor_bytes(p.routed_experts, expert)
             replicated += tensor_bytes(p.norms, base)
         if stage == 0:
             sharded += embedding_bytes
@@ -74,16 +90,18 @@ def weight_bytes(
             replicated += final_norm_bytes
             if not model.tie_word_embeddings or pp > 1:
                 sharded += lm_head_bytes
-        stage_bytes.append((sharded, replicated))
+        stages.append(StageWeights(sharded, routed, replicated))
 
-    total = sum(s + r for s, r in stage_bytes)
+    total = sum(s.sharded_bytes + s.routed_expert_bytes + s.replicated_bytes for s in stages)
     if model.tie_word_embeddings and pp > 1:
         total -= lm_head_bytes  # the last stage's copy is not a parameter of its own
-    per_gpu = max(ceil_div(s, tp) + r for s, r in stage_bytes)
+    per_gpu = max(s.per_gpu_bytes(tp) for s in stages)
     active = total - tensor_bytes(counts.routed_experts, expert)
     active += tensor_bytes(counts.active_routed_experts, expert)
+    scale = 1.0
     if exact_total_bytes is not None:
+        scale = exact_total_bytes / total
         per_gpu = per_gpu * exact_total_bytes // total
         active = active * exact_total_bytes // total
         total = exact_total_bytes
-    return WeightBytes(counts, linear.name, total, per_gpu, active)
+    return WeightBytes(counts, linear.name, total, per_gpu, active, tuple(stages), scale)

@@ -58,7 +58,7 @@ def capacity_record(row: Capacity) -> dict[str, Any]:
         "max_context_tokens": row.max_context_tokens,
         "native_limit_binds": row.native_limit_binds,
         "max_concurrency": row.max_concurrency(),
-        "kv_bytes_per_token_per_gpu": decode.kv_bytes_per_token if decode else None,
+        "kv_bytes_per_token_per_gpu": decode.kv_bytes_per_token_per_gpu if decode else None,
         "decode_tokens_per_s": round(decode.tokens_per_s, 1) if decode else None,
         "decode_step_s": decode.step_s if decode else None,
         "verdict": row.verdict,

@@ -68,8 +68,16 @@ class Table:
 
 
 def write_json(payload: Any) -> None:
-    """Exact JSON on stdout (integers stay integers), whatever the terminal width."""
-    sys.stdout.write(json.dumps(payload, indent=2) + "\n")
+    """Exact JSON on stdout (integers stay integers), whatever the terminal width.
+
+    A list is written one record per line: still one JSON document, and json's C encoder
+    (used only without indentation) keeps a whole-catalogue report fast.
+    """
+    if isinstance(payload, list):
+        body = ",\n".join(json.dumps(record) for record in payload)
+        sys.stdout.write(f"[\n{body}\n]\n" if payload else "[]\n")
+    else:
+        sys.stdout.write(json.dumps(payload, indent=2) + "\n")
 
 
 def write_csv(records: list[dict[str, Any]]) -> None:

@@ -75,8 +75,10 @@ def make_case() -> Callable[..., PagedCase]:
         is_mla = rope_dim > 0
         head_dim_k = head_dim + rope_dim
         pages_per_seq = [math.ceil(n / tokens_per_page) for n in seq_lens]
-        num_pages = sum(pages_per_seq) + spare_pages
-        order = torch.randperm(num_pages, generator=generator).tolist()  # scattered pages
+        num_pages = sum(pages_per_seq) + max(spare_pages, 1)
+        # Scattered pages, and page 0 always spare (NaN): masked block-table loads fall back
+        # to page 0, so a data load left unmasked there shows up as NaN.
+        order = (torch.randperm(num_pages - 1, generator=generator) + 1).tolist()
         tables = []
         for count in pages_per_seq:
             tables.append(order[:count])
@@ -87,10 +89,9 @@ def make_case() -> Callable[..., PagedCase]:
             if is_mla
             else [torch.randn(n, num_kv_heads, head_dim, generator=generator) for n in seq_lens]
         )
-        # Padding points at a NaN spare page: a read past ⌈L / P⌉ entries would show.
+        # Padding points at the NaN page 0 too: a read past ⌈L / P⌉ entries would show.
         width = max(max(pages_per_seq), 1) + 1
-        pad = order[0] if order else 0
-        block_table = torch.full((len(seq_lens), width), pad, dtype=torch.int32)
+        block_table = torch.zeros((len(seq_lens), width), dtype=torch.int32)
         for row, pages in enumerate(tables):
             block_table[row, : len(pages)] = torch.tensor(pages, dtype=torch.int32)
         q = torch.randn(len(seq_lens), num_heads, head_dim_k, generator=generator)

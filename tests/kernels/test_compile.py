@@ -26,7 +26,7 @@ try:
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
     from triton.compiler.errors import CompilationError
-    from kvplan.kernels import decode
+    from kvplan.kernels import config, decode_kernels
     cuobjdump = os.path.join(os.path.dirname(nvidia.__file__), "bin", "cuobjdump")
     if not os.path.exists(cuobjdump):
         raise FileNotFoundError(cuobjdump)
@@ -34,10 +34,10 @@ except Exception as error:
     print(json.dumps({"unavailable": repr(error)}))
     sys.exit(0)
 
-kernel = decode._paged_decode_stage1_kernel
+kernel = decode_kernels.paged_decode_stage1_kernel
 results = []
 for case in json.loads(sys.argv[1]):
-    constexprs = decode._stage1_constexprs(**case["shape"])
+    constexprs = config.stage1_constexprs(**case["shape"])
     # Launches specialise unit strides (the head dim is contiguous) to the constant 1.
     constexprs.update({name: 1 for name in kernel.arg_names if name.endswith("_d")})
     signature = {}

@@ -8,6 +8,7 @@ import sys
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from kvplan.kernels.splits import choose_num_splits
 
 H200_SMS = 132

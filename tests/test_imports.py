@@ -1,0 +1,89 @@
+"""Imports follow DESIGN's arrows (STYLE §2 table); only kernels/validate touch torch or triton."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = {
+    "kvplan": ROOT / "kvplan",
+    "kvplan.kernels": ROOT / "kernels",
+    "kvplan.validate": ROOT / "validate",
+}
+
+# module (first component under kvplan) -> kvplan modules it may import. `units` and `errors`
+# are leaf helpers every layer may use.
+ALLOWED = {
+    "errors": set(),
+    "units": {"errors"},
+    "specs": {"errors"},
+    "kvmath": {"specs", "errors"},
+    "catalog": {"specs", "errors", "catalog", "units"},
+    "plan": {"kvmath", "catalog", "specs", "errors", "plan", "perf", "units"},
+    "perf": {"kvmath", "specs", "errors", "plan", "units"},
+    "report": {"plan", "specs", "report", "units", "errors"},
+    "cli": {
+        "errors",
+        "units",
+        "specs",
+        "kvmath",
+        "catalog",
+        "plan",
+        "perf",
+        "report",
+        "validate",
+        "kernels",
+    },
+    "kernels": {"kernels"},
+    "validate": {"kernels", "plan", "specs", "errors", "validate", "units", "kvmath"},
+}
+HEAVY = {"torch", "triton", "numpy"}
+
+
+def _modules():
+    for package, folder in PACKAGES.items():
+        for path in folder.rglob("*.py"):
+            relative = path.relative_to(folder).with_suffix("")
+            parts = [p for p in relative.parts if p != "__init__"]
+            name = ".".join([package, *parts])
+            yield name, path
+
+
+def _layer(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "kvplan"
+
+
+def _imports(path: Path, module: str):
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = module.split(".")[: -node.level if path.name != "__init__.py" else None]
+                if path.name == "__init__.py" and node.level > 1:
+                    base = module.split(".")[: 1 - node.level]
+                yield ".".join(base + ([node.module] if node.module else []))
+            elif node.module:
+                yield node.module
+
+
+@pytest.mark.parametrize(("module", "path"), sorted(_modules()), ids=lambda x: str(x))
+def test_imports_follow_the_arrows(module, path):
+    layer = _layer(module)
+    if layer == "kvplan":  # the package __init__
+        return
+    allowed = ALLOWED[layer]
+    for imported in _imports(path, module):
+        top = imported.split(".")[0]
+        if top in HEAVY:
+            assert layer in ("kernels", "validate"), f"{module} imports {imported}"
+        if top == "kvplan" and imported != "kvplan":
+            target = imported.split(".")[1]
+            if target == "__version__":
+                continue
+            assert target in allowed, f"{module} may not import {imported}"
