@@ -392,6 +392,10 @@ def report(
         from kvplan.units import parse_bytes, parse_tokens
 
         output = _format(fmt)
+        if plot is not None:
+            from kvplan.report.plot import ensure_plot_possible
+
+            ensure_plot_possible(plot)  # fail before printing: exit 2 means empty stdout
         if not model:
             raise KvplanError("--model: give at least one model (repeatable), or --model all")
         if sort is not None and sort not in SORT_KEYS:

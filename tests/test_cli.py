@@ -69,7 +69,12 @@ def test_size_table_shows_textbook_and_bar():
     assert result.exit_code == 0
     assert "textbook MHA formula" in result.stdout and "8.0×" in result.stdout
     assert "█" in result.stdout and "does NOT fit" in result.stdout
-    assert "2 (K and V) × 8 (kv heads per GPU) × 256 (bytes per head row)" in result.stdout
+    # 2 x 8 KV heads x 256 B rows x 8,192 tokens x 32 sequences x 80 layers = 85,899,345,920 B.
+    explained = (
+        "2 (K and V) × 8 (kv heads per GPU) × 256 (bytes per head row) × (8,192 tokens kept × "
+        "32 sequences; all L tokens) × 80 layers × 1 GPUs = 85,899,345,920 B"
+    )
+    assert explained in result.stdout
 
 
 def test_size_windowed_shows_both_figures():

@@ -40,7 +40,7 @@ def read_yaml(path: Path) -> Any:
         raise KvplanError(f"{path}{where}: malformed YAML: {problem}") from None
 
 
-def _line_of(text: str, loc: tuple[int | str, ...]) -> int | None:
+def line_of(text: str, loc: tuple[int | str, ...]) -> int | None:
     """1-based line of the YAML node at `loc`, or of its nearest existing parent."""
     try:
         node = yaml.compose(text, Loader=_SafeLoader)
@@ -65,7 +65,7 @@ def _line_of(text: str, loc: tuple[int | str, ...]) -> int | None:
 def _describe(error: dict[str, Any]) -> str:
     loc = tuple(part for part in error["loc"] if not str(part).startswith("function-after"))
     field = ".".join(str(part) for part in loc) or "(top level)"
-    message = error["msg"]
+    message = error["msg"].removeprefix("Value error, ")
     if error["type"] == "missing":
         return f"{field}: required field missing"
     if error["type"] == "extra_forbidden":
@@ -79,9 +79,9 @@ def validation_lines(path: Path, error: ValidationError, text: str | None = None
     """One `file:line: field: value: message` line per error in `error`."""
     lines = []
     for item in error.errors(include_url=False):
-        line = _line_of(text, tuple(item["loc"])) if text is not None else None
-        lines.append(f"{path}{f':{line}' if line else ''}: {_describe(item)}")
-    return lines
+        line = line_of(text, tuple(item["loc"])) if text is not None else None
+        lines.append((line or 0, f"{path}{f':{line}' if line else ''}: {_describe(item)}"))
+    return [message for _, message in sorted(lines, key=lambda pair: pair[0])]
 
 
 def load_spec(path: Path, spec_type: type[SpecT]) -> SpecT:

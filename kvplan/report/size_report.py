@@ -177,8 +177,8 @@ def explain_lines(result: SizeResult) -> list[str]:
             "shared": "reuses another layer",
         }[term.kind]
         lines.append(
-            f"  {term.kind} × {term.layers} layers: {factors} × ({tokens}; {rule}) × {d.tp} GPUs "
-            f"= {term.bytes_total:,} B ({gib(term.bytes_total)})"
+            f"  {term.kind}: {factors} × ({tokens}; {rule}) × {term.layers} layers × {d.tp} GPUs"
+            f" = {term.bytes_total:,} B ({gib(term.bytes_total)})"
         )
     lines.append(f"  exact total = {sum(t.bytes_total for t in formula_terms(result)):,} B")
     if d.engine.name != "exact":

@@ -1,0 +1,153 @@
+"""`kvplan check` output: promised vs supported per product, and the CI JSON contract."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from kvplan.plan.guardrail import GuardrailResult, ProductCheck
+from kvplan.report.render import Format, Table, gib, markdown, print_table, write_csv, write_json
+
+
+def reason(check: ProductCheck) -> str:
+    """Why the promise holds or fails, in one sentence with the numbers that decide it."""
+    capacity, product = check.capacity, check.product
+    context, promised = check.promised_context_tokens, check.promised_concurrency
+    budget = capacity.budget
+    where = f"{capacity.sku.name} tp {product.tp}" + (f"×pp {product.pp}" if product.pp > 1 else "")
+    longest = (
+        f"at {_requests(promised)} at once the longest context is "
+        f"{check.supported_context_tokens:,} tokens"
+    )
+    if check.failure == "weights":
+        return (
+            f"weights need {gib(capacity.weights_bytes_per_gpu)} per GPU; with the "
+            f"{product.engine} reserve nothing is left for KV on {where} "
+            f"({gib(budget.requested_bytes)} usable of {gib(budget.total_bytes)})"
+        )
+    if check.failure == "native_limit":
+        return (
+            f"promised context {context:,} tokens exceeds {capacity.deployment.model.name}'s "
+            f"native limit of {capacity.deployment.model.max_context:,} tokens"
+        )
+    if check.failure == "one_request":
+        return (
+            f"one request of {context:,} tokens needs {gib(check.kv_bytes_per_request_per_gpu)} "
+            f"of KV per GPU, the budget on {where} is {gib(budget.kv_bytes)}; {longest}"
+        )
+    if check.failure == "concurrency":
+        return (
+            f"{where} holds {_requests(check.supported_concurrency)} of {context:,} tokens "
+            f"at once, {promised:,} promised; {longest}"
+        )
+    capped = " (the model's native limit)" if capacity.native_limit_binds else ""
+    return (
+        f"{where} holds {_requests(check.supported_concurrency)} of {context:,} tokens at once, "
+        f"{promised:,} promised; {longest}{capped}"
+    )
+
+
+def _requests(count: int) -> str:
+    return f"{count:,} request" + ("" if count == 1 else "s")
+
+
+def check_record(check: ProductCheck) -> dict[str, Any]:
+    """One product of the JSON contract (docs/commands/check.md); exact integers."""
+    d = check.capacity.deployment
+    return {
+        "name": check.product.name,
+        "model": d.model.name,
+        "sku": check.capacity.sku.name,
+        "tp": d.tp,
+        "pp": d.pp,
+        "engine": d.engine.name,
+        "kv_dtype": d.kv_dtype,
+        "promised_context": check.promised_context_tokens,
+        "promised_concurrency": check.promised_concurrency,
+        "supported_concurrency": check.supported_concurrency,
+        "supported_context_at_promised_concurrency": check.supported_context_tokens,
+        "kv_bytes_per_request_per_gpu": check.kv_bytes_per_request_per_gpu,
+        "kv_bytes_needed_per_gpu": check.kv_bytes_needed_per_gpu,
+        "kv_budget_bytes_per_gpu": check.kv_budget_bytes_per_gpu,
+        "weights_bytes_per_gpu": check.capacity.weights_bytes_per_gpu,
+        "memory_bytes": check.capacity.sku.memory_bytes,
+        "ok": check.ok,
+        "failure": check.failure,
+        "reason": reason(check),
+        "notes": list(check.notes),
+    }
+
+
+def check_payload(result: GuardrailResult) -> dict[str, Any]:
+    """`{"ok": bool, "products": [...]}`: what a CI pipeline reads."""
+    return {"ok": result.ok, "products": [check_record(c) for c in result.checks]}
+
+
+def check_table(result: GuardrailResult) -> Table:
+    """Promised vs supported, one row per product; the reasons as notes below."""
+    failed = sum(not c.ok for c in result.checks)
+    count = len(result.checks)
+    table = Table(
+        f"{result.path}: {count} product{'s' if count != 1 else ''}, "
+        + (f"{failed} over what the hardware holds" if failed else "every promise holds"),
+        [
+            "product",
+            "model",
+            "sku",
+            "tp×pp",
+            "engine",
+            "promised ctx × conc",
+            "supported conc @ctx",
+            "longest ctx @conc",
+            "KV needed/GPU",
+            "KV budget/GPU",
+            "result",
+        ],
+        [
+            "name",
+            "model",
+            "sku",
+            "tp",
+            "engine",
+            "promised_context",
+            "supported_concurrency",
+            "supported_context_at_promised_concurrency",
+            "kv_bytes_needed_per_gpu",
+            "kv_budget_bytes_per_gpu",
+            "ok",
+        ],
+    )
+    for check in result.checks:
+        record = check_record(check)
+        table.add(
+            [record[k] for k in table.keys],
+            [
+                record["name"],
+                record["model"],
+                record["sku"],
+                f"{record['tp']}×{record['pp']}",
+                f"{record['engine']} {record['kv_dtype']}",
+                f"{record['promised_context']:,} × {record['promised_concurrency']:,}",
+                f"{record['supported_concurrency']:,}",
+                f"{record['supported_context_at_promised_concurrency']:,}",
+                gib(record["kv_bytes_needed_per_gpu"]),
+                gib(record["kv_budget_bytes_per_gpu"]),
+                "ok" if check.ok else "FAIL",
+            ],
+        )
+    for check in result.checks:
+        table.notes.append(f"{'ok' if check.ok else 'FAIL'} {check.product.name}: {reason(check)}")
+        table.notes += [f"  {check.product.name}: {note}" for note in check.notes]
+    return table
+
+
+def render_check(result: GuardrailResult, fmt: Format) -> None:
+    """Print the check in `fmt`; the exit code is the CLI's job."""
+    if fmt == "json":
+        write_json(check_payload(result))
+    elif fmt == "csv":
+        write_csv([check_record(c) for c in result.checks])
+    elif fmt == "md":
+        sys.stdout.write(markdown(check_table(result)))
+    else:
+        print_table(check_table(result))

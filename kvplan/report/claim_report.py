@@ -1,0 +1,231 @@
+"""`kvplan claim` output: the bytes behind a long-context claim, and what to ask the vendor."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from kvplan.plan.guardrail import ClaimSheet
+from kvplan.plan.sizing import formula_terms
+from kvplan.report.render import (
+    Format,
+    Table,
+    gib,
+    human_bytes,
+    markdown,
+    print_table,
+    write_csv,
+    write_json,
+)
+
+
+def claim_record(sheet: ClaimSheet) -> dict[str, Any]:
+    """The JSON contract of `kvplan claim` (docs/commands/claim.md); exact integers."""
+    result, capacity = sheet.size, sheet.capacity
+    d, budget = result.deployment, capacity.budget
+    return {
+        "model": d.model.name,
+        "sku": capacity.sku.name,
+        "engine": d.engine.name,
+        "tp": d.tp,
+        "pp": d.pp,
+        "gpus": d.gpus,
+        "kv_dtype": d.kv_dtype,
+        "weight_dtype": result.weights.weight_dtype,
+        "context": result.context,
+        "batch": result.batch,
+        "native_context_limit": d.model.max_context,
+        "kv_bytes_per_token": result.kv_bytes_per_token,
+        "kv_bytes_per_token_per_gpu": result.kv_bytes_per_token_per_gpu,
+        "kv_bytes_per_request": result.kv_bytes_per_request,
+        "kv_bytes_per_request_per_gpu": sheet.kv_bytes_per_request_per_gpu,
+        "kv_bytes_batch": result.kv_bytes,
+        "kv_bytes_batch_per_gpu": result.kv_bytes_per_gpu,
+        "weights_bytes": result.weights.total_bytes,
+        "weights_bytes_per_gpu": result.weights.per_gpu_bytes,
+        "engine_reserve_bytes_per_gpu": sheet.reserve_bytes_per_gpu,
+        "engine_reserve": {
+            "utilization": budget.utilization,
+            "headroom_bytes": sheet.headroom_bytes_per_gpu,
+            "activation_bytes": budget.activation_bytes,
+            "non_torch_bytes": budget.non_torch_bytes,
+            "cudagraph_bytes": budget.cudagraph_bytes,
+        },
+        "total_bytes_per_gpu": sheet.total_bytes_per_gpu,
+        "memory_bytes": sheet.memory_bytes,
+        "free_bytes_per_gpu": sheet.free_bytes_per_gpu,
+        "fits": sheet.fits,
+        "within_native_limit": sheet.within_native_limit,
+        "max_context_tokens_at_batch": capacity.max_context_tokens,
+        "max_concurrency_at_context": capacity.max_concurrency(),
+        "formula": formula_lines(sheet),
+        "questions": vendor_questions(sheet),
+        "notes": notes(sheet),
+    }
+
+
+def formula_lines(sheet: ClaimSheet) -> list[str]:
+    """The KV formula with the model's numbers, one line per layer kind (whole deployment)."""
+    result = sheet.size
+    d = result.deployment
+    lines = []
+    for term in formula_terms(result):
+        factors = " × ".join(f"{value:,} ({label})" for label, value in term.factors)
+        kept = sorted(set(term.tokens_kept))
+        tokens = "1 state" if term.kind == "state" else f"{kept[-1]:,} tokens kept"
+        lines.append(
+            f"{term.kind} × {term.layers} layers: {factors} × {tokens} × "
+            f"{_plural(result.batch, 'request')} × {_plural(d.tp, 'GPU')} = {term.bytes_total:,} B"
+        )
+    exact = sum(t.bytes_total for t in formula_terms(result))
+    lines.append(f"KV for the batch (exact) = {exact:,} B = {gib(exact)}")
+    if result.kv_bytes != exact:
+        lines.append(
+            f"KV for the batch ({d.engine.name}, paged/engine rounding) = {result.kv_bytes:,} B"
+        )
+    lines.append(
+        f"total per GPU = weights {sheet.size.weights.per_gpu_bytes:,} + KV "
+        f"{result.kv_bytes_per_gpu:,} + engine reserve {sheet.reserve_bytes_per_gpu:,} = "
+        f"{sheet.total_bytes_per_gpu:,} B vs {sheet.memory_bytes:,} B on {sheet.capacity.sku.name}"
+    )
+    return lines
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count:,} {noun}" + ("" if count == 1 else "s")
+
+
+def _batch_question(sheet: ClaimSheet) -> str:
+    """Whether the length holds at the batch, or only for a lone request."""
+    result, capacity = sheet.size, sheet.capacity
+    context, batch = result.context, result.batch
+    fit = (
+        f"{_plural(capacity.max_concurrency(), 'request')} of {context:,} tokens fit at once, "
+        f"and the longest context at batch {batch} is {capacity.max_context_tokens:,} tokens"
+    )
+    if batch == 1:
+        return f"How many requests of {context:,} tokens are served at once? Here {fit}."
+    return (
+        f"Is {context:,} tokens served at batch {batch}, or only to one request at a time? "
+        f"Here {fit}."
+    )
+
+
+def vendor_questions(sheet: ClaimSheet) -> list[str]:
+    """What to ask instead of accepting "long context": each question carries our figure."""
+    result, capacity = sheet.size, sheet.capacity
+    d = result.deployment
+    context, batch = result.context, result.batch
+    questions = [
+        f"At {context:,} tokens and batch {batch}, what KV dtype and how many GPUs (TP × PP)? "
+        f"Here {d.kv_dtype} KV on {d.gpus} × {capacity.sku.name} needs "
+        f"{gib(result.kv_bytes_per_gpu)} of KV per GPU next to {gib(result.weights.per_gpu_bytes)} "
+        "of weights.",
+        _batch_question(sheet),
+        "Which engine, version and memory settings (gpu_memory_utilization / "
+        "mem_fraction_static), and how much memory does it keep for activations and CUDA "
+        f"graphs? Here the {d.engine.name} reserve is {gib(sheet.reserve_bytes_per_gpu)} per GPU.",
+        f"Which weight dtype ({result.weights.weight_dtype} here), and is any KV quantised, "
+        "offloaded to CPU or evicted at this length? What accuracy was measured at "
+        f"{context:,} tokens with that setup?",
+    ]
+    if context > d.model.max_context:
+        questions.append(
+            f"{d.model.name}'s native limit is {d.model.max_context:,} tokens: how is "
+            f"{context:,} reached (RoPE scaling, which factor), and was quality measured there?"
+        )
+    return questions
+
+
+def notes(sheet: ClaimSheet) -> list[str]:
+    """Assumptions and caveats that travel with the sheet in every format."""
+    result, capacity = sheet.size, sheet.capacity
+    lines = list(result.notes)
+    if result.deployment.engine.name in ("exact", "hf", "naive"):
+        lines.append(
+            "no engine reserve counted (--engine vllm or sglang adds activations, "
+            "non-torch memory and the unused utilization share)"
+        )
+    engine_fits = capacity.max_concurrency() >= result.batch
+    if capacity.is_vllm and engine_fits != sheet.fits:
+        lines.append(
+            f"vLLM's own block accounting gives maximum concurrency "
+            f"{capacity.concurrency(result.context):.2f} at {result.context:,} tokens "
+            "(its per-group page rounding differs from the per-request sum)"
+        )
+    return lines
+
+
+def claim_table(sheet: ClaimSheet) -> Table:
+    """The sheet as rows of quantities: per GPU and whole deployment."""
+    result, capacity = sheet.size, sheet.capacity
+    d, budget = result.deployment, capacity.budget
+    table = Table(
+        f"{d.model.name} on {d.gpus} × {capacity.sku.name} (tp {d.tp} × pp {d.pp}) · "
+        f"{result.batch} × {result.context:,} tokens · KV {d.kv_dtype} · engine {d.engine.name}",
+        ["quantity", "per GPU", "whole deployment"],
+        ["quantity", "per_gpu", "total"],
+    )
+
+    def row(
+        label: str, per_gpu: int | None, total: int | None, show: Callable[[int], str] = gib
+    ) -> None:
+        table.add(
+            [label, per_gpu, total],
+            [
+                label,
+                show(per_gpu) if per_gpu is not None else "—",
+                show(total) if total is not None else "—",
+            ],
+        )
+
+    row("KV per token", result.kv_bytes_per_token_per_gpu, result.kv_bytes_per_token, human_bytes)
+    row(
+        f"KV per request ({result.context:,} tokens)",
+        sheet.kv_bytes_per_request_per_gpu,
+        result.kv_bytes_per_request,
+    )
+    row(
+        f"KV for the batch ({_plural(result.batch, 'request')})",
+        result.kv_bytes_per_gpu,
+        result.kv_bytes,
+    )
+    row(f"weights ({result.weights.weight_dtype})", result.weights.per_gpu_bytes,
+        result.weights.total_bytes)
+    row(f"engine reserve ({d.engine.name})", sheet.reserve_bytes_per_gpu, None)
+    if sheet.reserve_bytes_per_gpu:
+        row(f"  unused share (1 − utilization {budget.utilization:g})",
+            sheet.headroom_bytes_per_gpu, None)
+        row("  activation peak", budget.activation_bytes, None)
+        row("  non-torch (CUDA context, NCCL)", budget.non_torch_bytes, None)
+        row("  CUDA graphs", budget.cudagraph_bytes, None)
+    row("total = weights + KV + reserve", sheet.total_bytes_per_gpu, None)
+    row(f"{capacity.sku.name} memory", sheet.memory_bytes, None)
+    free = sheet.free_bytes_per_gpu
+    row("free" if free >= 0 else "short by", abs(free), None)
+    verdict = "fits" if sheet.fits else "does NOT fit"
+    if not sheet.within_native_limit:
+        verdict += "; beyond the native limit"
+    table.add(["fits", sheet.fits, None], ["verdict", verdict, "—"])
+    table.notes += ["formula: " + line for line in formula_lines(sheet)]
+    table.notes.append(
+        f"limits: longest context at batch {result.batch}: {capacity.max_context_tokens:,} "
+        f"tokens (native limit {d.model.max_context:,}); requests of {result.context:,} tokens "
+        f"that fit at once: {capacity.max_concurrency():,}"
+    )
+    table.notes += [f"ask: {q}" for q in vendor_questions(sheet)]
+    table.notes += notes(sheet)
+    return table
+
+
+def render_claim(sheet: ClaimSheet, fmt: Format) -> None:
+    """Print the claim sheet in `fmt`."""
+    if fmt == "json":
+        write_json(claim_record(sheet))
+    elif fmt == "csv":
+        write_csv([claim_record(sheet)])
+    elif fmt == "md":
+        sys.stdout.write(markdown(claim_table(sheet)))
+    else:
+        print_table(claim_table(sheet))

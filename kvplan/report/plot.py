@@ -1,0 +1,189 @@
+"""`kvplan report --plot FILE.svg|png`: longest context per row, and each GPU's memory split.
+
+matplotlib is an optional extra (`kvplan[plot]`), imported only here and only when a plot is
+asked for, so `kvplan size` never pays for it. The figure is drawn on a bare `Figure` (no
+pyplot, no GUI backend: the Agg canvas renders PNG, the SVG backend SVG) and written to a
+temporary name that is renamed when complete, so a failed run leaves no half-written file.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from kvplan.errors import KvplanError
+from kvplan.plan.capacity import Capacity
+from kvplan.units import GIB
+
+PLOT_SUFFIXES = (".svg", ".png")
+# Beyond this a figure is taller than matplotlib's 2^16-pixel limit and unreadable anyway.
+MAX_PLOT_ROWS = 200
+ROW_HEIGHT_INCHES = 0.32
+WEIGHTS_COLOR, KV_COLOR, FREE_COLOR = "#4c72b0", "#dd8452", "#d9d9d9"
+# The context panel's own colours: memory-bound vs capped at the native limit.
+MEMORY_BOUND_COLOR, NATIVE_CAPPED_COLOR = "#55a868", "#8172b3"
+
+
+def _matplotlib() -> ModuleType:
+    """`matplotlib` with `matplotlib.figure` loaded; a KvplanError saying how to install it."""
+    try:
+        # The package first: a cached `matplotlib.figure` would otherwise hide its absence.
+        import matplotlib
+        import matplotlib.figure
+    except ImportError:
+        raise KvplanError("--plot needs matplotlib: pip install 'kvplan[plot]'") from None
+    return matplotlib
+
+
+def _label(row: Capacity, many_models: bool) -> str:
+    d = row.deployment
+    parallel = f"tp{d.tp}" + (f"×pp{d.pp}" if d.pp > 1 else "")
+    return (f"{d.model.name} · " if many_models else "") + f"{row.sku.name} · {parallel}"
+
+
+def _kv_used_bytes(row: Capacity) -> int:
+    """KV the requested batch at the requested context holds; 0 when it doesn't fit.
+
+    The same figure as the table's weights|KV|free column, so picture and table agree.
+    """
+    if row.verdict != "fits":
+        return 0
+    kv_bytes = row.seq_bytes_per_gpu(row.context_tokens) * row.request.batch
+    return min(max(row.budget.kv_bytes, 0), kv_bytes)
+
+
+def _tokens_label(tokens: int) -> str:
+    """1024 → '1k', 2**20 → '1M': the units users type for contexts."""
+    if tokens >= 2**20:
+        return f"{tokens // 2**20}M"
+    return f"{tokens // 1024}k" if tokens >= 1024 else str(tokens)
+
+
+def _context_panel(axes: Any, rows: list[Capacity], labels: list[str]) -> None:
+    """Horizontal bars of the longest context (log scale), the native limit marked."""
+    positions = list(range(len(rows)))
+    contexts = [r.max_context_tokens for r in rows]
+    capped = [r.native_limit_binds and r.max_context_tokens > 0 for r in rows]
+    colors = [NATIVE_CAPPED_COLOR if cap else MEMORY_BOUND_COLOR for cap in capped]
+    # Zero-token rows have no bar on a log axis; they get their verdict as text instead.
+    axes.barh(positions, [c if c > 0 else float("nan") for c in contexts], color=colors)
+    natives = [r.deployment.model.max_context for r in rows]
+    axes.scatter(
+        natives, positions, marker="|", s=220, color="black", label="native limit", zorder=3
+    )
+    axes.set_xscale("log", base=2)
+    low_power = max(int(math.log2(min([c for c in contexts if c > 0] + natives))) - 1, 0)
+    high_power = int(math.log2(max(natives))) + 1
+    ticks = [2**p for p in range(low_power, high_power + 1)]
+    axes.set_xticks(ticks, [_tokens_label(t) for t in ticks])
+    axes.set_xlim(ticks[0], ticks[-1])
+    for position, row in zip(positions, rows, strict=True):
+        if row.max_context_tokens <= 0:
+            axes.text(ticks[0] * 1.1, position, row.verdict, va="center", fontsize=8)
+    for color, label in (
+        (MEMORY_BOUND_COLOR, "memory-bound"),
+        (NATIVE_CAPPED_COLOR, "capped at the native limit"),
+    ):
+        axes.barh([0], [float("nan")], color=color, label=label)  # legend entries only
+    axes.set_yticks(positions, labels)
+    axes.invert_yaxis()
+    batch = rows[0].request.batch
+    axes.set_xlabel(f"longest context at batch {batch} (tokens, log scale)")
+    _legend_above(axes)
+    axes.grid(axis="x", alpha=0.3)
+
+
+def _memory_panel(axes: Any, rows: list[Capacity]) -> None:
+    """Stacked bars per GPU in GiB: weights, KV of the requested batch, the rest free."""
+    positions = list(range(len(rows)))
+    weights = [r.weights_bytes_per_gpu / GIB for r in rows]
+    kv = [_kv_used_bytes(r) / GIB for r in rows]
+    free = [
+        max(r.sku.memory_bytes - r.weights_bytes_per_gpu - _kv_used_bytes(r), 0) / GIB
+        for r in rows
+    ]
+    axes.barh(positions, weights, color=WEIGHTS_COLOR, label="weights")
+    axes.barh(positions, kv, left=weights, color=KV_COLOR, label="KV (batch × context)")
+    lefts = [w + k for w, k in zip(weights, kv, strict=True)]
+    axes.barh(positions, free, left=lefts, color=FREE_COLOR, label="free / engine reserve")
+    memory = [r.sku.memory_bytes / GIB for r in rows]
+    axes.scatter(memory, positions, marker="|", s=220, color="black", label="GPU memory", zorder=3)
+    # Same rows as the left panel, in the same order; the labels are there.
+    axes.set_yticks(positions, [""] * len(rows))
+    axes.invert_yaxis()
+    first = rows[0]
+    axes.set_xlabel(
+        f"GiB per GPU at batch {first.request.batch} × {first.context_tokens:,} tokens"
+    )
+    _legend_above(axes)
+    axes.grid(axis="x", alpha=0.3)
+
+
+def _legend_above(axes: Any) -> None:
+    """The legend above the panel, where it never hides a bar (it doubles as the title)."""
+    axes.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=4, fontsize=8, frameon=False)
+
+
+def _checked_format(path: Path) -> str:
+    suffix = path.suffix.lower()
+    if suffix not in PLOT_SUFFIXES:
+        raise KvplanError(
+            f"--plot {path}: unknown picture type {path.suffix or '(no suffix)'!r} "
+            f"(allowed: {', '.join(PLOT_SUFFIXES)})"
+        )
+    return suffix.removeprefix(".")
+
+
+def ensure_plot_possible(path: Path) -> None:
+    """Fail early, before any output, on a bad suffix or a missing matplotlib.
+
+    Raises:
+        KvplanError: the same messages `plot_report` would raise for these two problems.
+    """
+    _checked_format(path)
+    _matplotlib()
+
+
+def plot_report(rows: list[Capacity], path: Path) -> None:
+    """Draw the report's rows to `path` (.svg or .png), atomically.
+
+    Raises:
+        KvplanError: an unknown suffix, too many rows, matplotlib missing, or a write error.
+    """
+    image_format = _checked_format(path)
+    if not rows:
+        raise KvplanError(f"--plot {path}: no rows to draw")
+    if len(rows) > MAX_PLOT_ROWS:
+        raise KvplanError(
+            f"--plot {path}: {len(rows)} rows are too many for one picture (at most "
+            f"{MAX_PLOT_ROWS}); narrow --model, --sku or --tp"
+        )
+    matplotlib = _matplotlib()
+    many_models = len({r.deployment.model.name for r in rows}) > 1
+    labels = [_label(r, many_models) for r in rows]
+    figure = matplotlib.figure.Figure(
+        figsize=(13, 1.6 + ROW_HEIGHT_INCHES * len(rows)), layout="constrained"
+    )
+    context_axes, memory_axes = figure.subplots(1, 2)
+    _context_panel(context_axes, rows, labels)
+    _memory_panel(memory_axes, rows)
+    d = rows[0].deployment
+    figure.suptitle(f"kvplan report · engine {d.engine.name} · KV {d.kv_dtype}", fontsize=11)
+    # A fixed salt for the SVG's element ids: the same report draws the same bytes.
+    with matplotlib.rc_context({"svg.hashsalt": "kvplan"}):
+        _save(figure, path, image_format)
+
+
+def _save(figure: Any, path: Path, image_format: str) -> None:
+    """Write to a hidden temporary name beside `path`, then rename over it."""
+    temporary = path.with_name(f".{path.name}.tmp")
+    # No creation date in the SVG either.
+    metadata = {"Date": None} if image_format == "svg" else None
+    try:
+        figure.savefig(temporary, format=image_format, metadata=metadata)
+        temporary.replace(path)
+    except OSError as error:
+        temporary.unlink(missing_ok=True)
+        raise KvplanError(f"--plot {path}: cannot write: {error.strerror}") from None
