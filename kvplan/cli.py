@@ -446,7 +446,7 @@ def report(
                 key=lambda r: _sort_key(capacity_record(r)[sort]),
                 reverse=sort not in ("model", "sku", "tp"),
             )
-        render_report(rows, output, log_lines=profile.name == "vllm" and len(rows) <= 16)
+        render_report(rows, output, log_lines=profile.name == "vllm" and len(rows) <= 4)
         if plot is not None:
             from kvplan.report.plot import plot_report
 

@@ -203,3 +203,36 @@ def test_calculator_never_imports_torch_or_triton():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "HEAVY []" in done.stderr
+
+
+def test_documented_schemas_are_current():
+    from pathlib import Path
+
+    docs = Path(__file__).resolve().parent.parent / "docs" / "schema"
+    for kind in ("models", "skus"):
+        printed = json.loads(run("schema", kind).stdout)
+        assert json.loads((docs / f"{kind}.schema.json").read_text()) == printed, kind
+
+
+def test_report_padding_warning_as_vllm_prints_it():
+    # eole-nlp benchmark log (tests/golden/vllm_logs/gemma3-1b-it-v0.13-mml2k.yaml), vLLM 0.13:
+    # "Add 2 padding layers, may waste at most 9.09% KV cache memory": 22 sliding layers in
+    # groups of 4 (the 4 full layers) -> 6 groups = 24 slots, 2 / 22 = 9.09 %.
+    result = run(
+        "report",
+        "-m",
+        "gemma-3-1b",
+        "--kv-memory",
+        "25.39GiB",
+        "--context",
+        "2048",
+        "--max-num-batched-tokens",
+        "8192",
+        "--vllm-version",
+        "0.13",
+        "-s",
+        "rtx-5090",
+        "--tp",
+        "1",
+    )
+    assert "Add 2 padding layers, may waste at most 9.09% KV cache memory" in result.stdout

@@ -175,7 +175,11 @@ class StageLayout:
     groups: tuple[KvGroup, ...]
     group_size: int
     bytes_per_block: int  # one block id across the layers that share it
-    padding_layers: int
+    padding: tuple[tuple[int, int], ...]  # per spec with padded groups: (padding layers, layers)
+
+    @property
+    def padding_layers(self) -> int:
+        return sum(pad for pad, _ in self.padding)
 
     def needed_bytes(self, max_model_len: int, max_num_batched_tokens: int) -> int:
         """The startup check's Σ_layers max_memory_usage_bytes(max_model_len)."""
@@ -192,13 +196,18 @@ def stage_layout(specs: list[PageSpec], version: VllmVersion) -> StageLayout:
     one pool: a block id costs one page in each of the group_size layers of a group.
     """
     groups, group_size = group_layers(specs, version)
+    counts = tuple(Counter(specs).items())
     if version.era == "v0" or len(groups) == 1:
         per_block = sum(g.spec.page_bytes * g.layers for g in groups)
-        padding = 0
+        padding: tuple[tuple[int, int], ...] = ()
     else:
         per_block = groups[0].spec.page_bytes * group_size
-        padding = sum(group_size - g.layers for g in groups)
-    counts = tuple(Counter(specs).items())
+        # vLLM warns per spec: "Add k padding layers, may waste at most k / layers of that spec".
+        padding = tuple(
+            (ceil_div(layers, group_size) * group_size - layers, layers)
+            for _, layers in counts
+            if layers % group_size
+        )
     return StageLayout(counts, tuple(groups), group_size, per_block, padding)
 
 

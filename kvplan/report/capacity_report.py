@@ -90,12 +90,12 @@ def vllm_log_lines(row: Capacity) -> list[str]:
         return [*lines, "No available memory for the cache blocks."]
     cache = row.vllm_cache()
     mml = cache.max_model_len
-    if cache.padding_layers:
-        waste = cache.padding_layers / sum(g.layers for g in cache.groups) * 100
-        lines.append(
-            f"Add {cache.padding_layers} padding layers, may waste at most {waste:.2f}% "
-            "KV cache memory"
-        )
+    for padding, layers in cache.layout.padding:
+        if padding / layers > 0.05:  # vLLM only warns above 5 %
+            lines.append(
+                f"Add {padding} padding layers, may waste at most {padding / layers:.2%} "
+                "KV cache memory"
+            )
     concurrency = (
         f"Maximum concurrency for {mml:,} tokens per request: {cache.max_concurrency:.2f}x"
     )

@@ -1,0 +1,65 @@
+"""The family table: config `model_type` -> the function that reads that family's config."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from kvplan.catalog.hf.dense import (
+    _cohere,
+    _falcon,
+    _gemma,
+    _gemma2,
+    _gemma3_text,
+    _gpt2,
+    _llama,
+    _mistral,
+    _phi3,
+    _qwen2,
+    _qwen3,
+    _starcoder2,
+)
+from kvplan.catalog.hf.fields import _Config
+from kvplan.catalog.hf.hybrid import _jamba, _qwen3_next
+from kvplan.catalog.hf.moe import (
+    _deepseek,
+    _gpt_oss,
+    _llama4,
+    _mixtral,
+    _qwen2_moe,
+    _qwen3_moe,
+)
+
+_FAMILIES: dict[str, Callable[[_Config], dict[str, Any]]] = {
+    "llama": _llama,
+    "mistral": _mistral,
+    "mixtral": _mixtral,
+    "qwen2": _qwen2,
+    "qwen2_moe": _qwen2_moe,
+    "qwen3": _qwen3,
+    "qwen3_moe": _qwen3_moe,
+    "qwen3_next": _qwen3_next,
+    "gemma": _gemma,
+    "gemma2": _gemma2,
+    "gemma3": _gemma3_text,  # multimodal wrapper: read from text_config
+    "gemma3_text": _gemma3_text,
+    "phi3": _phi3,
+    "falcon": _falcon,
+    "gpt2": _gpt2,
+    "starcoder2": _starcoder2,
+    "cohere": _cohere,
+    "deepseek_v2": _deepseek,
+    "deepseek_v3": _deepseek,
+    "kimi_k2": _deepseek,  # Kimi K2 ships DeepseekV3ForCausalLM with its own model_type
+    "gpt_oss": _gpt_oss,
+    "llama4": _llama4,  # multimodal wrapper: read from text_config
+    "llama4_text": _llama4,
+    "jamba": _jamba,
+}
+
+
+SUPPORTED_MODEL_TYPES: tuple[str, ...] = tuple(sorted(_FAMILIES))
+
+
+# Wrappers whose language model lives in a nested text_config.
+_NESTED_TEXT = ("gemma3", "llama4")

@@ -1,0 +1,67 @@
+"""The only file I/O of the importer: `config.json` and `model.safetensors.index.json`.
+
+Every failure here is a one-line KvplanError naming the path: a missing file or folder, a file
+that cannot be read, JSON that does not parse, or a top level that is not a JSON object.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from kvplan.errors import KvplanError
+
+INDEX_FILE = "model.safetensors.index.json"
+
+
+CONFIG_FILE = "config.json"
+
+
+def _config_path(path: Path) -> Path:
+    if path.is_dir():
+        config_path = path / CONFIG_FILE
+        if not config_path.is_file():
+            raise KvplanError(f"{path}: no {CONFIG_FILE} in this folder")
+        return config_path
+    if not path.is_file():
+        raise KvplanError(f"{path}: no such file (give a config.json or a folder holding one)")
+    return path
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise KvplanError(f"{path}: cannot be read ({error})") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise KvplanError(
+            f"{path}: not valid JSON (line {error.lineno} column {error.colno}: {error.msg})"
+        ) from None
+
+
+def _repo_id(config: dict) -> str | None:
+    """`_name_or_path` when it is a Hub repo id (org/name), not a local path."""
+    value = config.get("_name_or_path")
+    if isinstance(value, str) and re.fullmatch(r"[\w.-]+/[\w.-]+", value):
+        return value
+    return None
+
+
+def _slug(text: str) -> str:
+    slug = re.sub(r"[^a-z0-9._-]+", "-", text.lower()).strip("-")
+    return slug or "hf-model"
+
+
+def _weights_bytes(index_path: Path) -> tuple[int | None, tuple[str, ...]]:
+    """metadata.total_size of the safetensors index: the exact bytes of the released weights."""
+    if not index_path.is_file():
+        return None, ()
+    index = _read_json(index_path)
+    total = index.get("metadata", {}).get("total_size") if isinstance(index, dict) else None
+    if isinstance(total, bool) or not isinstance(total, int) or total <= 0:
+        return None, (f"{index_path.name} has no metadata.total_size: weight bytes computed",)
+    return total, ()
