@@ -1,0 +1,297 @@
+"""What `kvplan verify` checks: the verified layers, the batch, and every predicted byte count.
+
+Pure Python over kvplan's formula (no torch): the predicted pool is what kvplan's engine
+profile says the batch holds on one GPU for the verified layers, plus the one reserved
+"null" page per layer that the allocator keeps, as vLLM keeps its null block
+(vllm/v1/core/block_pool.py: block 0 is never handed to a request; block-table padding
+points at it). Dimension names (B, Hq, Hkv, D, P, S) are those of ``kvplan.kernels``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from kvplan.errors import KvplanError
+from kvplan.kvmath import ceil_div, layer_caches, num_kv_heads_per_gpu
+from kvplan.plan.engines import ENGINES, EngineOptions, blocks_held
+from kvplan.plan.sizing import Deployment
+from kvplan.specs import ModelSpec, kv_dtype_info
+
+# KV dtypes the Triton kernel reads (kvplan.kernels.decode): the q dtype, or fp8 with
+# per-tensor scales. int8/int4/nvfp4/mxfp4 carry per-group scales the kernel does not apply.
+KERNEL_KV_DTYPES = ("fp32", "bf16", "fp16", "fp8_e4m3", "fp8_e5m2")
+# Engines whose pool is paged (vllm) or token-granular (sglang, exact: pages of 1 token);
+# hf keeps contiguous per-layer tensors (MLA decompressed) and naive is not an allocator.
+VERIFIABLE_ENGINES = ("vllm", "sglang", "exact")
+# Layer kinds the kernel runs over a paged pool with block ids shared by all layers.
+VERIFIABLE_KINDS = ("full", "mla")
+DEFAULT_CPU_LAYERS = 2  # the interpreter runs ~10 ms per 32-token tile: keep CPU runs short
+NULL_PAGES_PER_LAYER = 1
+BLOCK_TABLE_ENTRY_BYTES = 4  # int32 page ids
+SEQ_LEN_BYTES = 4  # int32
+PARTIAL_BYTES = 4  # fp32 split-K partial outputs and log-sum-exp
+
+
+@dataclass(frozen=True)
+class VerifyPlan:
+    """One GPU's (one TP rank's) share of a plan, restricted to the verified layers."""
+
+    model: ModelSpec
+    engine: str
+    kv_dtype: str
+    """canonical kvplan KV dtype name (bf16, fp8_e4m3, ...)."""
+    q_dtype: str
+    """activation dtype of q and the output: bf16, except fp16/fp32 for fp16/fp32 KV."""
+    tp: int
+    lengths: tuple[int, ...]
+    """tokens of each sequence in the batch."""
+    tokens_per_block: int
+    """P, tokens per page, from the engine profile (vLLM 16, MLA 64, or --block-size)."""
+    layers_verified: int
+    kind: str
+    """full or mla."""
+    num_heads_per_gpu: int
+    """Hq on one TP rank."""
+    num_kv_heads_per_gpu: int
+    """Hkv on one TP rank (1 for MLA: the latent is not split by heads)."""
+    head_dim_k: int
+    """K width: head_dim, or kv_lora_rank + qk_rope_head_dim for MLA."""
+    head_dim_v: int
+    """V width: head_dim, or kv_lora_rank for MLA."""
+    rope_dim: int
+    """MLA only: the latent's trailing rope columns (not part of V)."""
+    sm_scale: float
+    element_bytes: int
+    """bytes per stored KV element (1 for fp8)."""
+    token_bytes_per_layer: int
+    """kvplan's bytes of one token in one layer on one GPU (K and V, or the MLA latent)."""
+    predicted_blocks_per_layer: int
+    """Σ_b blocks the engine holds for the batch, plus the null page."""
+    predicted_kv_bytes: int
+    """the engine formula's bytes for the batch, verified layers, one GPU."""
+    predicted_null_page_bytes: int
+    """one null page per verified layer: P · token bytes."""
+    plan_kv_bytes_per_gpu: int
+    """the engine formula for every layer of the model (kvplan size's kv_bytes_per_gpu)."""
+
+    @property
+    def batch(self) -> int:
+        return len(self.lengths)
+
+    @property
+    def model_layers(self) -> int:
+        return self.model.num_layers
+
+    @property
+    def is_mla(self) -> bool:
+        return self.kind == "mla"
+
+    @property
+    def predicted_pool_bytes(self) -> int:
+        """What the allocator must take for the verified layers: KV plus null pages."""
+        return self.predicted_kv_bytes + self.predicted_null_page_bytes
+
+    @property
+    def predicted_pool_bytes_per_layer(self) -> int:
+        return self.predicted_pool_bytes // self.layers_verified
+
+    @property
+    def whole_model_factor(self) -> float:
+        """model layers / verified layers: multiply verified figures by this for the model."""
+        return self.model_layers / self.layers_verified
+
+    @property
+    def scaling_statement(self) -> str:
+        """The sentence that says plainly what was verified and how it scales."""
+        if self.layers_verified == self.model_layers:
+            return f"verified all {self.model_layers} layers; figures are whole-model"
+        return (
+            f"verified {self.layers_verified} of {self.model_layers} layers; "
+            f"whole-model figures are ×{_factor_text(self.whole_model_factor)}"
+        )
+
+    @property
+    def kv_bytes_read_per_layer(self) -> int:
+        """KV bytes one decode step reads in one layer: exact tokens, not whole pages."""
+        return sum(self.lengths) * self.token_bytes_per_layer
+
+    @property
+    def q_bytes_per_layer(self) -> int:
+        return self.batch * self.num_heads_per_gpu * self.head_dim_k * _q_element_bytes(self)
+
+    @property
+    def out_bytes_per_layer(self) -> int:
+        return self.batch * self.num_heads_per_gpu * self.head_dim_v * _q_element_bytes(self)
+
+    @property
+    def block_table_bytes_per_layer(self) -> int:
+        """The ⌈L_b / P⌉ block-table entries the kernel reads, plus seq_lens."""
+        entries = sum(ceil_div(n, self.tokens_per_block) for n in self.lengths)
+        return entries * BLOCK_TABLE_ENTRY_BYTES + self.batch * SEQ_LEN_BYTES
+
+    @property
+    def useful_bytes_per_layer(self) -> int:
+        """Bytes a decode step must move per layer: KV + q + out + block table + seq_lens."""
+        return (
+            self.kv_bytes_read_per_layer
+            + self.q_bytes_per_layer
+            + self.out_bytes_per_layer
+            + self.block_table_bytes_per_layer
+        )
+
+    def partial_bytes_per_layer(self, num_splits: int) -> int:
+        """Split-K partials written then read back: 2 · B · Hq · S · (Dv + 1) · 4; 0 at S = 1."""
+        if num_splits <= 1:
+            return 0
+        return (
+            2 * self.batch * self.num_heads_per_gpu * num_splits
+            * (self.head_dim_v + 1) * PARTIAL_BYTES
+        )
+
+    @property
+    def kv_bytes_per_token_whole_model(self) -> int:
+        """KV bytes one token costs on this GPU over every layer of the model."""
+        return self.token_bytes_per_layer * self.model_layers
+
+
+def _q_element_bytes(plan: VerifyPlan) -> int:
+    return kv_dtype_info(plan.q_dtype).bits // 8
+
+
+def _factor_text(factor: float) -> str:
+    return f"{factor:g}" if factor == int(factor) else f"{factor:.3g}"
+
+
+def q_dtype_for(kv_dtype: str) -> str:
+    """The activation dtype that goes with a KV dtype: bf16 unless the KV is fp16 or fp32."""
+    return kv_dtype if kv_dtype in ("fp32", "fp16") else "bf16"
+
+
+def default_layers(model: ModelSpec, device_type: str) -> int:
+    """All layers on a GPU (the fit check may then suggest fewer); a small number on CPU."""
+    return model.num_layers if device_type == "cuda" else min(DEFAULT_CPU_LAYERS, model.num_layers)
+
+
+def build_plan(
+    model: ModelSpec,
+    *,
+    lengths: list[int],
+    kv_dtype: str = "bf16",
+    engine: str = "vllm",
+    tp: int = 1,
+    tokens_per_block: int | None = None,
+    layers: int,
+) -> VerifyPlan:
+    """The verify plan for `model` on one TP rank, with every predicted byte count.
+
+    Args:
+        model: the catalogue spec.
+        lengths: tokens of each sequence (uniform --batch × --context, or --lengths).
+        kv_dtype: KV element type (kvplan name or alias); the kernel reads fp32, bf16,
+            fp16, fp8_e4m3 and fp8_e5m2.
+        engine: the KV accounting to check: vllm (paged), sglang or exact (page of 1 token).
+        tp: tensor-parallel degree; one GPU holds ⌈Hkv / tp⌉ KV heads (MLA: the whole latent).
+        tokens_per_block: --block-size, or None for the engine's default.
+        layers: how many layers to verify (1 … num_layers).
+
+    Raises:
+        KvplanError: an option the kernel or the allocator cannot honour; the message names it.
+    """
+    dtype = kv_dtype_info(kv_dtype)
+    if dtype.name not in KERNEL_KV_DTYPES:
+        raise KvplanError(
+            f"--kv-dtype: verify runs the decode kernel, which reads "
+            f"{', '.join(KERNEL_KV_DTYPES)}; got {dtype.name}"
+        )
+    if engine.lower() not in VERIFIABLE_ENGINES:
+        raise KvplanError(
+            f"--engine: verify allocates a paged pool, so it checks "
+            f"{', '.join(VERIFIABLE_ENGINES)}; got {engine!r}"
+        )
+    profile = ENGINES[engine.lower()]
+    if tp < 1:
+        raise KvplanError(f"--tp: {tp} must be at least 1")
+    if tokens_per_block is not None and tokens_per_block < 1:
+        raise KvplanError(f"--block-size: {tokens_per_block} must be at least 1 token")
+    if layers < 1:
+        raise KvplanError(f"--layers: {layers} must be at least 1")
+    if layers > model.num_layers:
+        raise KvplanError(
+            f"--layers: {layers} exceeds {model.name}'s {model.num_layers} layers"
+        )
+    if not lengths:
+        raise KvplanError("--batch: at least one sequence is needed")
+    for n in lengths:
+        if n < 1:
+            raise KvplanError(f"--context: {n} must be at least 1 token")
+    kinds = set(model.layer_kinds)
+    if not kinds <= set(VERIFIABLE_KINDS) or len(kinds) != 1:
+        raise KvplanError(
+            f"verify supports models whose layers are all full attention or all MLA; "
+            f"{model.name} has {', '.join(sorted(kinds))} layers"
+        )
+    kind = kinds.pop()
+
+    options = EngineOptions(tokens_per_block=tokens_per_block)
+    block = profile.tokens_per_block(model, options)
+    caches = layer_caches(model, dtype, tp)
+    cache = caches[0]  # every layer is the same kind, so one cache stands for all
+    attention = model.attention
+    if attention.num_heads % tp:
+        raise KvplanError(
+            f"--tp: {tp} does not divide {model.name}'s {attention.num_heads} query heads"
+        )
+    num_heads = attention.num_heads // tp
+    if kind == "mla":
+        mla = model.mla
+        assert mla is not None  # ModelSpec validation ties mla layers to an mla section
+        num_kv_heads, rope_dim = 1, mla.qk_rope_head_dim
+        head_dim_k = mla.kv_lora_rank + mla.qk_rope_head_dim
+        head_dim_v = mla.kv_lora_rank
+        # The model's softmax scale, over the q·k width before absorption (not Dk).
+        sm_scale = 1 / math.sqrt(mla.qk_nope_head_dim + mla.qk_rope_head_dim)
+    else:
+        num_kv_heads = num_kv_heads_per_gpu(attention.num_kv_heads, tp)
+        if num_heads % num_kv_heads:
+            raise KvplanError(
+                f"--tp: {tp} leaves {num_heads} query heads over {num_kv_heads} KV heads per "
+                "GPU, not a whole group; choose a tp that divides the KV heads"
+            )
+        head_dim_k = head_dim_v = attention.head_dim
+        rope_dim = 0
+        sm_scale = 1 / math.sqrt(attention.head_dim)
+
+    per_layer_kv_bytes = sum(profile.seq_bytes(model, (cache,), n, options) for n in lengths)
+    blocks = sum(blocks_held(cache, n, block) for n in lengths) + NULL_PAGES_PER_LAYER
+    deployment = Deployment(model=model, engine=profile, kv_dtype=dtype.name, tp=tp,
+                            options=options)
+    return VerifyPlan(
+        model=model,
+        engine=profile.name,
+        kv_dtype=dtype.name,
+        q_dtype=q_dtype_for(dtype.name),
+        tp=tp,
+        lengths=tuple(lengths),
+        tokens_per_block=block,
+        layers_verified=layers,
+        kind=kind,
+        num_heads_per_gpu=num_heads,
+        num_kv_heads_per_gpu=num_kv_heads,
+        head_dim_k=head_dim_k,
+        head_dim_v=head_dim_v,
+        rope_dim=rope_dim,
+        sm_scale=sm_scale,
+        element_bytes=dtype.bits // 8,
+        token_bytes_per_layer=cache.token_bytes,
+        predicted_blocks_per_layer=blocks,
+        predicted_kv_bytes=layers * per_layer_kv_bytes,
+        predicted_null_page_bytes=layers * NULL_PAGES_PER_LAYER * block * cache.token_bytes,
+        plan_kv_bytes_per_gpu=deployment.kv_bytes_per_gpu(list(lengths)),
+    )
+
+
+def max_layers_within(plan: VerifyPlan, budget_bytes: int) -> int:
+    """The most layers whose pool fits in `budget_bytes` (0 if not even one)."""
+    per_layer = plan.predicted_pool_bytes_per_layer
+    return max(0, min(plan.model_layers, budget_bytes // per_layer))
