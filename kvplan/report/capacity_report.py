@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 from kvplan.plan.capacity import Capacity
@@ -10,12 +9,9 @@ from kvplan.report.render import (
     Format,
     Table,
     bar,
+    emit,
     gib,
     human_bytes,
-    markdown,
-    print_table,
-    write_csv,
-    write_json,
 )
 
 SORT_KEYS = (
@@ -116,7 +112,7 @@ def vllm_log_lines(row: Capacity) -> list[str]:
     return lines
 
 
-def capacity_table(rows: list[Capacity]) -> Table:
+def capacity_table(rows: list[Capacity], records: list[dict[str, Any]] | None = None) -> Table:
     """The per-SKU table; exact values in the records, rounded strings on screen."""
     first = rows[0]
     batch, context = first.request.batch, first.context_tokens
@@ -152,8 +148,8 @@ def capacity_table(rows: list[Capacity]) -> Table:
             "bar",
         ],
     )
-    for row in rows:
-        record = capacity_record(row)
+    for i, row in enumerate(rows):
+        record = records[i] if records else capacity_record(row)
         budget = max(record["kv_budget_bytes_per_gpu"], 0)
         used_kv = 0
         if record["verdict"] == "fits":
@@ -197,30 +193,22 @@ def capacity_table(rows: list[Capacity]) -> Table:
 
 def render_report(rows: list[Capacity], fmt: Format, log_lines: bool) -> None:
     """Print the report; with `log_lines`, vLLM's startup lines for each distinct plan."""
-    if fmt == "json":
-        write_json([capacity_record(r) for r in rows])
-        return
-    if fmt == "csv":
-        write_csv(
-            [{k: v for k, v in capacity_record(r).items() if not isinstance(v, dict)} for r in rows]
-        )
-        return
-    table = capacity_table(rows)
-    if log_lines:
-        seen: dict[tuple[str, ...], list[str]] = {}
-        for row in rows:
-            key = tuple(vllm_log_lines(row))
-            seen.setdefault(key, []).append(
-                f"{row.deployment.model.name} tp{row.deployment.tp} {row.sku.name}"
-            )
-        for lines, labels in seen.items():
-            table.notes.append(
-                f"vLLM {rows[0].request.vllm_version.text} log lines for {', '.join(labels[:3])}"
-                + (f" (+{len(labels) - 3} more)" if len(labels) > 3 else "")
-                + ":"
-            )
-            table.notes += [f"    {line}" for line in lines]
-    if fmt == "md":
-        sys.stdout.write(markdown(table))
-    else:
-        print_table(table)
+    records = [capacity_record(r) for r in rows]
+    flat = [{k: v for k, v in r.items() if not isinstance(v, dict)} for r in records]
+    emit(fmt, records, flat, lambda: _table_with_log_lines(rows, records, log_lines))
+
+
+def _table_with_log_lines(rows: list[Capacity], records: list[dict], log_lines: bool) -> Table:
+    table = capacity_table(rows, records)
+    if not log_lines:
+        return table
+    seen: dict[tuple[str, ...], list[str]] = {}
+    for row in rows:
+        label = f"{row.deployment.model.name} tp{row.deployment.tp} {row.sku.name}"
+        seen.setdefault(tuple(vllm_log_lines(row)), []).append(label)
+    version = rows[0].request.vllm_version.text
+    for lines, labels in seen.items():
+        more = f" (+{len(labels) - 3} more)" if len(labels) > 3 else ""
+        table.notes.append(f"vLLM {version} log lines for {', '.join(labels[:3])}{more}:")
+        table.notes += [f"    {line}" for line in lines]
+    return table

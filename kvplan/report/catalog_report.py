@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from collections import Counter
 from typing import Any
 
@@ -10,25 +9,16 @@ from kvplan.plan.catalog_facts import model_facts
 from kvplan.report.render import (
     Format,
     Table,
+    emit,
     gib,
     human_bytes,
-    markdown,
-    print_table,
-    write_csv,
     write_json,
 )
 from kvplan.specs import ModelSpec, SkuSpec
 
 
 def _emit(table: Table, fmt: Format) -> None:
-    if fmt == "json":
-        write_json(table.records())
-    elif fmt == "csv":
-        write_csv(table.records())
-    elif fmt == "md":
-        sys.stdout.write(markdown(table))
-    else:
-        print_table(table)
+    emit(fmt, table.records(), table.records(), lambda: table)
 
 
 def _kinds(model: ModelSpec) -> str:

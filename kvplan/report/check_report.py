@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 from kvplan.plan.guardrail import GuardrailResult, ProductCheck
-from kvplan.report.render import Format, Table, gib, markdown, print_table, write_csv, write_json
+from kvplan.report.render import Format, Table, emit, gib
 
 
 def reason(check: ProductCheck) -> str:
@@ -143,11 +142,5 @@ def check_table(result: GuardrailResult) -> Table:
 
 def render_check(result: GuardrailResult, fmt: Format) -> None:
     """Print the check in `fmt`; the exit code is the CLI's job."""
-    if fmt == "json":
-        write_json(check_payload(result))
-    elif fmt == "csv":
-        write_csv([check_record(c) for c in result.checks])
-    elif fmt == "md":
-        sys.stdout.write(markdown(check_table(result)))
-    else:
-        print_table(check_table(result))
+    records = [check_record(c) for c in result.checks]
+    emit(fmt, check_payload(result), records, lambda: check_table(result))

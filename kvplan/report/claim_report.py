@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -11,12 +10,9 @@ from kvplan.plan.sizing import formula_terms
 from kvplan.report.render import (
     Format,
     Table,
+    emit,
     gib,
     human_bytes,
-    markdown,
-    print_table,
-    write_csv,
-    write_json,
 )
 
 
@@ -191,12 +187,18 @@ def claim_table(sheet: ClaimSheet) -> Table:
         result.kv_bytes_per_gpu,
         result.kv_bytes,
     )
-    row(f"weights ({result.weights.weight_dtype})", result.weights.per_gpu_bytes,
-        result.weights.total_bytes)
+    row(
+        f"weights ({result.weights.weight_dtype})",
+        result.weights.per_gpu_bytes,
+        result.weights.total_bytes,
+    )
     row(f"engine reserve ({d.engine.name})", sheet.reserve_bytes_per_gpu, None)
     if sheet.reserve_bytes_per_gpu:
-        row(f"  unused share (1 − utilization {budget.utilization:g})",
-            sheet.headroom_bytes_per_gpu, None)
+        row(
+            f"  unused share (1 − utilization {budget.utilization:g})",
+            sheet.headroom_bytes_per_gpu,
+            None,
+        )
         row("  activation peak", budget.activation_bytes, None)
         row("  non-torch (CUDA context, NCCL)", budget.non_torch_bytes, None)
         row("  CUDA graphs", budget.cudagraph_bytes, None)
@@ -221,11 +223,5 @@ def claim_table(sheet: ClaimSheet) -> Table:
 
 def render_claim(sheet: ClaimSheet, fmt: Format) -> None:
     """Print the claim sheet in `fmt`."""
-    if fmt == "json":
-        write_json(claim_record(sheet))
-    elif fmt == "csv":
-        write_csv([claim_record(sheet)])
-    elif fmt == "md":
-        sys.stdout.write(markdown(claim_table(sheet)))
-    else:
-        print_table(claim_table(sheet))
+    record = claim_record(sheet)
+    emit(fmt, record, [record], lambda: claim_table(sheet))

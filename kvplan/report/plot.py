@@ -101,8 +101,7 @@ def _memory_panel(axes: Any, rows: list[Capacity]) -> None:
     weights = [r.weights_bytes_per_gpu / GIB for r in rows]
     kv = [_kv_used_bytes(r) / GIB for r in rows]
     free = [
-        max(r.sku.memory_bytes - r.weights_bytes_per_gpu - _kv_used_bytes(r), 0) / GIB
-        for r in rows
+        max(r.sku.memory_bytes - r.weights_bytes_per_gpu - _kv_used_bytes(r), 0) / GIB for r in rows
     ]
     axes.barh(positions, weights, color=WEIGHTS_COLOR, label="weights")
     axes.barh(positions, kv, left=weights, color=KV_COLOR, label="KV (batch × context)")
@@ -114,9 +113,7 @@ def _memory_panel(axes: Any, rows: list[Capacity]) -> None:
     axes.set_yticks(positions, [""] * len(rows))
     axes.invert_yaxis()
     first = rows[0]
-    axes.set_xlabel(
-        f"GiB per GPU at batch {first.request.batch} × {first.context_tokens:,} tokens"
-    )
+    axes.set_xlabel(f"GiB per GPU at batch {first.request.batch} × {first.context_tokens:,} tokens")
     _legend_above(axes)
     axes.grid(axis="x", alpha=0.3)
 

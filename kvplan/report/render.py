@@ -10,7 +10,7 @@ import csv
 import io
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -110,6 +110,20 @@ def markdown(table: Table) -> str:
     lines += ["| " + " | ".join(row) + " |" for row in table.display_rows]
     lines += [""] + [f"- {note}" for note in table.notes]
     return "\n".join(lines) + "\n"
+
+
+def emit(
+    fmt: Format, payload: Any, records: list[dict[str, Any]], table: Callable[[], Table]
+) -> None:
+    """Print one result in `fmt`: the JSON `payload`, CSV `records`, or `table()` drawn."""
+    if fmt == "json":
+        write_json(payload)
+    elif fmt == "csv":
+        write_csv(records)
+    elif fmt == "md":
+        sys.stdout.write(markdown(table()))
+    else:
+        print_table(table())
 
 
 def print_table(table: Table) -> None:

@@ -9,12 +9,9 @@ from kvplan.report.render import (
     Format,
     Table,
     bar,
+    emit,
     gib,
     human_bytes,
-    markdown,
-    print_table,
-    write_csv,
-    write_json,
 )
 
 
@@ -188,21 +185,14 @@ def explain_lines(result: SizeResult) -> list[str]:
 
 def render_size(result: SizeResult, fmt: Format, explain: bool = False) -> None:
     """Print `result` in `fmt`."""
-    if fmt == "json":
-        record = size_record(result)
-        if explain:
-            record["explain"] = explain_lines(result)
-        write_json(record)
-        return
-    if fmt == "csv":
-        write_csv([{k: v for k, v in size_record(result).items()}])
-        return
-    table = size_table(result)
+    record = size_record(result)
     if explain:
-        table.notes[:0] = explain_lines(result)
-    if fmt == "md":
-        import sys
+        record["explain"] = explain_lines(result)
 
-        sys.stdout.write(markdown(table))
-    else:
-        print_table(table)
+    def table() -> Table:
+        drawn = size_table(result)
+        if explain:
+            drawn.notes[:0] = explain_lines(result)
+        return drawn
+
+    emit(fmt, record, [record], table)
