@@ -8,3 +8,4 @@ python3 -m venv .venv
 .venv/bin/python -m pip install -q -e .
 .venv/bin/kvplan models
 .venv/bin/kvplan size llama-3.1-70b --context 128k --batch 8 --tp 8 --sku h100-sxm --explain
+.venv/bin/kvplan report --model llama-3.1-70b --sku h100 --sku h200 --sku mi300x --context 32k --batch 8
