@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -578,6 +579,10 @@ def _write_atomically(path: Path, text: str) -> None:
 
 def main() -> None:
     """Console-script entry point."""
+    # pydantic scans every installed distribution's entry points for plugins when the first
+    # model class is built (~0.1 s with torch installed); kvplan uses none, and `size` must
+    # start in a few hundred milliseconds. A user's explicit setting still wins.
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     app()
 
 
