@@ -464,3 +464,17 @@ def test_validation_error_is_one_line_without_url(tmp_path):
     assert "\n" not in message
     assert "attention" in message and "num_kv_heads 5" in message
     assert "errors.pydantic.dev" not in message
+
+
+def test_index_without_metadata_mapping_is_not_a_crash(tmp_path):
+    import json as _json
+    import shutil
+
+    from kvplan.catalog.hf import import_hf
+
+    folder = tmp_path / "model"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "hf" / "llama-3.1-8b", folder)
+    (folder / "model.safetensors.index.json").write_text(_json.dumps({"metadata": None}))
+    imported = import_hf(folder)
+    assert imported.weights_bytes is None
+    assert any("metadata.total_size" in w for w in imported.warnings)

@@ -87,3 +87,15 @@ def test_imports_follow_the_arrows(module, path):
             if target == "__version__":
                 continue
             assert target in allowed, f"{module} may not import {imported}"
+
+
+def test_every_package_ships_in_the_wheel():
+    # pyproject lists packages by hand (the package-dir mapping needs it): a new subpackage
+    # missing from the list works in an editable install and breaks an installed wheel.
+    import tomllib
+
+    listed = set(
+        tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    )
+    found = {name for name, path in _modules() if path.name == "__init__.py"}
+    assert found <= listed

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kvplan.catalog.hf.fields import _attention, _base, _Config, _head_dim, _weight_dtype
+from kvplan.catalog.hf.fields import _attention, _base, _Config, _weight_dtype
 from kvplan.catalog.hf.layers import _all_windowed, _full, _layer_types, _window_or_full
 
 
@@ -200,13 +200,14 @@ def _falcon(c: _Config) -> dict[str, Any]:
         "tie_word_embeddings": c.flag("tie_word_embeddings", True),
         "max_context": c.int_or("max_position_embeddings", 2048, "FalconConfig default"),
         "weight_dtype": _weight_dtype(c),
-        "attention": {
-            "num_heads": num_heads,
-            "num_kv_heads": num_kv_heads,
-            "head_dim": _head_dim(c, hidden, num_heads),
-            "qkv_bias": bias,
-            "o_bias": bias,
-        },
+        "attention": _attention(
+            c,
+            hidden,
+            num_heads=num_heads,
+            num_kv_heads=num_kv_heads,
+            qkv_bias=bias,
+            o_bias=bias,
+        ),
         "layers": _full(),
         "mlp": "plain",
         "mlp_bias": bias,
@@ -230,13 +231,14 @@ def _gpt2(c: _Config) -> dict[str, Any]:
         "max_context": positions,
         "weight_dtype": _weight_dtype(c),
         # GPT-2 is plain MHA: every head caches its own K and V.
-        "attention": {
-            "num_heads": num_heads,
-            "num_kv_heads": num_heads,
-            "head_dim": _head_dim(c, hidden, num_heads),
-            "qkv_bias": True,
-            "o_bias": True,
-        },
+        "attention": _attention(
+            c,
+            hidden,
+            num_heads=num_heads,
+            num_kv_heads=num_heads,
+            qkv_bias=True,
+            o_bias=True,
+        ),
         "layers": _full(),
         "mlp": "plain",
         "mlp_bias": True,

@@ -57,9 +57,7 @@ _FAMILIES: dict[str, Callable[[_Config], dict[str, Any]]] = {
     "jamba": _jamba,
 }
 
-
 SUPPORTED_MODEL_TYPES: tuple[str, ...] = tuple(sorted(_FAMILIES))
-
 
 # Wrappers whose language model lives in a nested text_config.
 _NESTED_TEXT = ("gemma3", "llama4")

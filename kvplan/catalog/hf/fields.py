@@ -35,7 +35,7 @@ class _Config:
         """The first of `keys` present (aliases, in order); missing or non-integer is an error."""
         for key in keys:
             if self.has(key):
-                return self._positive(key, self.data[key])
+                return self.positive(key, self.data[key])
         also = f" (or {', '.join(repr(k) for k in keys[1:])})" if len(keys) > 1 else ""
         raise KvplanError(
             f"{self.where}: required field {keys[0]!r}{also} is missing for model_type "
@@ -45,7 +45,7 @@ class _Config:
     def int_or(self, key: str, default: int, why: str) -> int:
         """`key` if present, else `default` with a warning saying where the default comes from."""
         if self.has(key):
-            return self._positive(key, self.data[key])
+            return self.positive(key, self.data[key])
         self.warn(f"{key} absent: {default} used ({why})")
         return default
 
@@ -67,7 +67,8 @@ class _Config:
     def warn(self, message: str) -> None:
         self.warnings.append(message)
 
-    def _positive(self, key: str, value: Any) -> int:
+    def positive(self, key: str, value: Any) -> int:
+        """`value` (read from `key`) checked to be a positive integer."""
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             raise KvplanError(
                 f"{self.where}: field {key!r} is {value!r}; expected a positive integer"
@@ -96,19 +97,27 @@ def _head_dim(c: _Config, hidden: int, num_heads: int) -> int:
     return head_dim
 
 
-def _weight_dtype(c: _Config, top: _Config | None = None) -> str:
-    """Released weight dtype from torch_dtype (or the newer `dtype`), else bf16 with a warning."""
-    for cfg in (c, top) if top is not None else (c,):
-        for key in ("torch_dtype", "dtype"):
-            name = cfg.get(key)
-            if isinstance(name, str) and name in _TORCH_DTYPES:
-                return _TORCH_DTYPES[name]
+def _weight_dtype(c: _Config) -> str:
+    """Released weight dtype from torch_dtype (or the newer `dtype`), else fp32 with a warning."""
+    for key in ("torch_dtype", "dtype"):
+        name = c.get(key)
+        if isinstance(name, str) and name in _TORCH_DTYPES:
+            return _TORCH_DTYPES[name]
     c.warn("no torch_dtype in the config: weights read as fp32 (transformers' default)")
     return "fp32"
 
 
-def _attention(c: _Config, hidden: int, *, num_kv_heads: int | None = None, **flags: Any) -> dict:
-    num_heads = c.int("num_attention_heads")
+def _attention(
+    c: _Config,
+    hidden: int,
+    *,
+    num_heads: int | None = None,
+    num_kv_heads: int | None = None,
+    **flags: Any,
+) -> dict:
+    """Head counts and head_dim, read from the llama names unless the caller read them already."""
+    if num_heads is None:
+        num_heads = c.int("num_attention_heads")
     if num_kv_heads is None:
         # No num_key_value_heads means one KV head per query head (MHA), as in transformers.
         num_kv_heads = c.int("num_key_value_heads") if c.has("num_key_value_heads") else num_heads

@@ -14,8 +14,6 @@ from typing import Any
 from kvplan.errors import KvplanError
 
 INDEX_FILE = "model.safetensors.index.json"
-
-
 CONFIG_FILE = "config.json"
 
 
@@ -43,6 +41,13 @@ def _read_json(path: Path) -> Any:
         ) from None
 
 
+def _json_object(value: Any, where: object) -> dict:
+    """`value` if it is a JSON object (dict); the top level of a config must be one."""
+    if not isinstance(value, dict):
+        raise KvplanError(f"{where}: top level is {type(value).__name__}, expected a JSON object")
+    return value
+
+
 def _repo_id(config: dict) -> str | None:
     """`_name_or_path` when it is a Hub repo id (org/name), not a local path."""
     value = config.get("_name_or_path")
@@ -61,7 +66,8 @@ def _weights_bytes(index_path: Path) -> tuple[int | None, tuple[str, ...]]:
     if not index_path.is_file():
         return None, ()
     index = _read_json(index_path)
-    total = index.get("metadata", {}).get("total_size") if isinstance(index, dict) else None
+    metadata = index.get("metadata") if isinstance(index, dict) else None
+    total = metadata.get("total_size") if isinstance(metadata, dict) else None
     if isinstance(total, bool) or not isinstance(total, int) or total <= 0:
         return None, (f"{index_path.name} has no metadata.total_size: weight bytes computed",)
     return total, ()

@@ -14,6 +14,7 @@ from kvplan.catalog.hf.fields import _Config, _weight_dtype
 from kvplan.catalog.hf.files import (
     INDEX_FILE,
     _config_path,
+    _json_object,
     _read_json,
     _repo_id,
     _slug,
@@ -56,8 +57,7 @@ def spec_from_hf_config(
 def _spec(
     config: dict, *, name: str, source: str, where: str, aliases: tuple[str, ...]
 ) -> tuple[ModelSpec, tuple[str, ...]]:
-    if not isinstance(config, dict):
-        raise KvplanError(f"{where}: top level is {type(config).__name__}, expected a JSON object")
+    config = _json_object(config, where)
     model_type = config.get("model_type")
     family = _FAMILIES.get(model_type) if isinstance(model_type, str) else None
     if family is None:
@@ -125,10 +125,7 @@ def import_hf(path: str | Path, name: str | None = None) -> HfImport:
         KvplanError: a missing or non-JSON file, or a config that gives no valid spec.
     """
     config_path = _config_path(Path(path))
-    config = _read_json(config_path)
-    if not isinstance(config, dict):
-        kind = type(config).__name__
-        raise KvplanError(f"{config_path}: top level is {kind}, expected a JSON object")
+    config = _json_object(_read_json(config_path), config_path)
     repo_id = _repo_id(config)
     if repo_id:
         source = f"https://huggingface.co/{repo_id}/blob/main/config.json"

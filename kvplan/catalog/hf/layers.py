@@ -18,7 +18,7 @@ def _window_or_full(c: _Config, kinds: list[str], window: int | None, max_contex
         return _plan(kinds)
     if window is None:
         raise KvplanError(f"{c.where}: sliding layers but no 'sliding_window' given")
-    window = c._positive("sliding_window", window)
+    window = c.positive("sliding_window", window)
     if window >= max_context:
         # Phi-3-mini-128k: sliding_window 262144 > max_position_embeddings 131072; it never binds.
         c.warn(
@@ -65,7 +65,7 @@ def _layer_types(c: _Config, num_layers: int) -> list[str] | None:
 
 
 def _all_windowed(c: _Config, base: dict, reason: str) -> dict:
-    """Plan for configs whose one `sliding_window` applies to every layer (Mistral, Starcoder2)."""
+    """Plan for configs whose one `sliding_window` applies to every layer (Mistral, Phi-3, ...)."""
     n = base["num_layers"]
     kinds = _layer_types(c, n)
     if kinds is not None:
