@@ -167,8 +167,9 @@ def test_one_failing_product_fails_the_file(tmp_path):
 def test_littles_law_rate_times_duration(tmp_path):
     # 0.1 requests/s × 30 s = 3 requests in flight (binary floats would round 3.0000000000000004
     # up to 4).
-    text = _product("rag", "llama-3.1-8b", "h100-sxm", "8k", "requests_per_s: 0.1",
-                    "    duration_s: 30\n")
+    text = _product(
+        "rag", "llama-3.1-8b", "h100-sxm", "8k", "requests_per_s: 0.1", "    duration_s: 30\n"
+    )
     result = _check(str(_write(tmp_path, "products:\n" + text)), "--format", "json")
     assert result.exit_code == 0, result.stderr
     (product,) = _json(result)["products"]
@@ -273,8 +274,14 @@ def test_unknown_model_and_sku_with_suggestions(tmp_path):
 
 
 def test_bad_context_kv_dtype_and_engine_one_line_each(tmp_path):
-    text = _product("a", "llama-3.1-8b", "h100-sxm", "8q", "concurrency: 1",
-                    "    kv_dtype: fp9\n    engine: vllm2\n")
+    text = _product(
+        "a",
+        "llama-3.1-8b",
+        "h100-sxm",
+        "8q",
+        "concurrency: 1",
+        "    kv_dtype: fp9\n    engine: vllm2\n",
+    )
     path, lines = _bad(tmp_path, "products:\n" + text)
     # pydantic reports in field order; each line names its own line number.
     assert sorted(lines) == [

@@ -17,8 +17,17 @@ from kvplan.cli import app
 GIB = 2**30
 H100_SXM_BYTES = 85_520_809_984
 CLAIM_70B = [
-    "llama-3.1-70b", "--sku", "h100-sxm", "--context", "128k", "--batch", "8",
-    "--kv-dtype", "fp8", "--tp", "4",
+    "llama-3.1-70b",
+    "--sku",
+    "h100-sxm",
+    "--context",
+    "128k",
+    "--batch",
+    "8",
+    "--kv-dtype",
+    "fp8",
+    "--tp",
+    "4",
 ]
 
 
@@ -55,8 +64,10 @@ def test_llama_70b_fp8_128k_batch_8_on_four_h100():
     assert record["max_context_tokens_at_batch"] == 131_072  # the native limit binds
     assert record["max_concurrency_at_context"] >= 8
     assert any("131,072 tokens and batch 8" in q for q in record["questions"])
-    assert any(line.startswith("full × 80 layers: 2 (K and V) × 2 (kv heads per GPU)")
-               for line in record["formula"])
+    assert any(
+        line.startswith("full × 80 layers: 2 (K and V) × 2 (kv heads per GPU)")
+        for line in record["formula"]
+    )
 
 
 def test_vllm_adds_its_reserve_term_by_term():

@@ -85,8 +85,18 @@ def test_cli_without_matplotlib_exits_2(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     path = tmp_path / "report.png"
     result = CliRunner().invoke(
-        app, ["report", "--model", "llama-3.1-8b", "--sku", "h100-sxm", "--tp", "1",
-              "--plot", str(path)]
+        app,
+        [
+            "report",
+            "--model",
+            "llama-3.1-8b",
+            "--sku",
+            "h100-sxm",
+            "--tp",
+            "1",
+            "--plot",
+            str(path),
+        ],
     )
     assert result.exit_code == 2
     assert result.stderr == f"error: {MISSING}\n"
@@ -97,8 +107,20 @@ def test_cli_writes_the_plot(tmp_path):
     pytest.importorskip("matplotlib")
     path = tmp_path / "report.svg"
     result = CliRunner().invoke(
-        app, ["report", "--model", "llama-3.1-8b", "--sku", "h100", "--tp", "1",
-              "--plot", str(path), "--format", "json"]
+        app,
+        [
+            "report",
+            "--model",
+            "llama-3.1-8b",
+            "--sku",
+            "h100",
+            "--tp",
+            "1",
+            "--plot",
+            str(path),
+            "--format",
+            "json",
+        ],
     )
     assert result.exit_code == 0, result.stderr
     assert path.read_bytes().startswith(b"<?xml")

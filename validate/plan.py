@@ -145,8 +145,21 @@ class VerifyPlan:
         if num_splits <= 1:
             return 0
         return (
-            2 * self.batch * self.num_heads_per_gpu * num_splits
-            * (self.head_dim_v + 1) * PARTIAL_BYTES
+            2
+            * self.batch
+            * self.num_heads_per_gpu
+            * num_splits
+            * (self.head_dim_v + 1)
+            * PARTIAL_BYTES
+        )
+
+    def step_buffer_bytes(self, num_splits: int) -> int:
+        """Device bytes of one step's q, out, block table and split buffers (mid_o, mid_lse)."""
+        return (
+            self.q_bytes_per_layer
+            + self.out_bytes_per_layer
+            + self.block_table_bytes_per_layer
+            + self.partial_bytes_per_layer(num_splits) // 2
         )
 
     @property
@@ -217,9 +230,7 @@ def build_plan(
     if layers < 1:
         raise KvplanError(f"--layers: {layers} must be at least 1")
     if layers > model.num_layers:
-        raise KvplanError(
-            f"--layers: {layers} exceeds {model.name}'s {model.num_layers} layers"
-        )
+        raise KvplanError(f"--layers: {layers} exceeds {model.name}'s {model.num_layers} layers")
     if not lengths:
         raise KvplanError("--batch: at least one sequence is needed")
     for n in lengths:
@@ -264,8 +275,9 @@ def build_plan(
 
     per_layer_kv_bytes = sum(profile.seq_bytes(model, (cache,), n, options) for n in lengths)
     blocks = sum(blocks_held(cache, n, block) for n in lengths) + NULL_PAGES_PER_LAYER
-    deployment = Deployment(model=model, engine=profile, kv_dtype=dtype.name, tp=tp,
-                            options=options)
+    deployment = Deployment(
+        model=model, engine=profile, kv_dtype=dtype.name, tp=tp, options=options
+    )
     return VerifyPlan(
         model=model,
         engine=profile.name,

@@ -138,8 +138,14 @@ class Capacity:
             # unless VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1; V0 has none at all.
             hybrid = "chunked" not in d.model.layer_kinds and request.vllm_version.era != "v0"
         return vllm_layouts(
-            d.model, d.kv_dtype, d.tp, d.pp, d.options.tokens_per_block, hybrid,
-            request.draft_layers, request.vllm_version,
+            d.model,
+            d.kv_dtype,
+            d.tp,
+            d.pp,
+            d.options.tokens_per_block,
+            hybrid,
+            request.draft_layers,
+            request.vllm_version,
         )
 
     def vllm_cache(self, max_model_len: int | None = None) -> VllmKvCache:

@@ -101,8 +101,9 @@ class ProductSpec(BaseModel):
         "SGLang mem_fraction_static); null: the engine's default",
     )
     kv_memory: ByteCount | None = Field(
-        None, description="fixed KV budget per GPU in bytes or with a unit (40GiB), like vLLM "
-        "--kv-cache-memory"
+        None,
+        description="fixed KV budget per GPU in bytes or with a unit (40GiB), like vLLM "
+        "--kv-cache-memory",
     )
     vllm_version: str | None = Field(
         None, description="vLLM version whose accounting to follow, e.g. 0.11; null: 0.11"
@@ -153,9 +154,7 @@ class ProductSpec(BaseModel):
     def _one_promise(self) -> ProductSpec:
         rate = (self.requests_per_s, self.duration_s)
         if self.concurrency is not None and any(v is not None for v in rate):
-            raise ValueError(
-                "give either concurrency or requests_per_s with duration_s, not both"
-            )
+            raise ValueError("give either concurrency or requests_per_s with duration_s, not both")
         if self.concurrency is None and None in rate:
             raise ValueError(
                 "give concurrency, or both requests_per_s and duration_s (Little's law)"
@@ -183,7 +182,6 @@ class DeploymentFile(BaseModel):
     # Unique names are checked by the loader (kvplan.catalog.deployments), which can point at
     # the repeated entry's line; a validator here could only show the whole list.
     products: list[ProductSpec] = Field(min_length=1, description="the products to check")
-
 
 
 # --- evaluation ---------------------------------------------------------------------

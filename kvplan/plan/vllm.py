@@ -248,7 +248,7 @@ class VllmKvCache:
 
     @property
     def max_concurrency(self) -> float:
-        """"Maximum concurrency for L tokens per request: X" (V1; V0: N·B/L)."""
+        """ "Maximum concurrency for L tokens per request: X" (V1; V0: N·B/L)."""
         return self.concurrency_at(self.max_model_len)
 
     def concurrency_at(self, tokens: int) -> float:
@@ -260,7 +260,7 @@ class VllmKvCache:
 
     @property
     def gpu_kv_cache_tokens(self) -> int:
-        """"GPU KV cache size: N tokens" as this version defines it.
+        """ "GPU KV cache size: N tokens" as this version defines it.
 
         0.8–0.21: the pool of one group, (num_blocks // groups) · block tokens;
         ≥ 0.22: tokens of context at peak concurrency, int(X · max_model_len).
@@ -286,8 +286,12 @@ def kv_cache_for_budget(
         raise KvplanError(f"available KV memory is negative ({available_bytes:,} bytes)")
     binding = min(layouts, key=lambda layout: available_bytes // layout.bytes_per_block)
     return VllmKvCache(
-        available_bytes, max_model_len, max_num_batched_tokens, binding,
-        available_bytes // binding.bytes_per_block, version,
+        available_bytes,
+        max_model_len,
+        max_num_batched_tokens,
+        binding,
+        available_bytes // binding.bytes_per_block,
+        version,
     )
 
 
