@@ -26,6 +26,7 @@ ALLOWED = {
     "perf": {"kvmath", "specs", "errors", "plan", "units"},
     "report": {"plan", "specs", "report", "units", "errors"},
     "cli": {
+        "cli",
         "errors",
         "units",
         "specs",

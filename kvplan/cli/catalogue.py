@@ -1,0 +1,92 @@
+"""Catalogue commands: `models`, `skus`, `show`, `schema` and `import-hf`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kvplan.cli.common import _catalog, _format, _write_atomically, user_errors, warn
+from kvplan.cli.options import CatalogOpt, FormatOpt
+from kvplan.errors import KvplanError
+
+
+def models(fmt: FormatOpt = "table", catalog_dirs: CatalogOpt = None) -> None:
+    """List the catalogue's models with their KV geometry and bytes per token."""
+    with user_errors():
+        from kvplan.report.catalog_report import render_models
+
+        render_models(_catalog(catalog_dirs).models(), _format(fmt))
+
+
+def skus(fmt: FormatOpt = "table", catalog_dirs: CatalogOpt = None) -> None:
+    """List the catalogue's GPU SKUs: memory, bandwidth, dense peak FLOP/s."""
+    with user_errors():
+        from kvplan.report.catalog_report import render_skus
+
+        render_skus(_catalog(catalog_dirs).skus(), _format(fmt))
+
+
+def show(
+    name: Annotated[str, typer.Argument(help="a model or SKU name or alias", show_default=False)],
+    fmt: FormatOpt = "table",
+    catalog_dirs: CatalogOpt = None,
+) -> None:
+    """Show one catalogue entry (model or SKU) with its source and derived numbers."""
+    with user_errors():
+        from kvplan.report.catalog_report import render_entry
+
+        catalog = _catalog(catalog_dirs)
+        try:
+            entry = catalog.model(name)
+        except KvplanError as model_error:
+            try:
+                entry = catalog.sku(name)
+            except KvplanError:
+                raise model_error from None
+        render_entry(entry, _format(fmt))
+
+
+def schema(
+    kind: Annotated[str, typer.Argument(help="models or skus", show_default=False)],
+) -> None:
+    """Print the JSON Schema of catalogue files, for editor validation of your own YAML."""
+    with user_errors():
+        import json
+
+        from kvplan.specs import ModelSpec, SkuSpec
+
+        types = {"models": ModelSpec, "model": ModelSpec, "skus": SkuSpec, "sku": SkuSpec}
+        if kind not in types:
+            raise KvplanError(f"schema: unknown kind {kind!r} (allowed: models, skus)")
+        sys.stdout.write(json.dumps(types[kind].model_json_schema(), indent=2) + "\n")
+
+
+def import_hf_command(
+    config: Annotated[
+        Path, typer.Argument(help="config.json or a folder holding it", show_default=False)
+    ],
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", "-o", help="write the catalogue YAML here (default: stdout)"),
+    ] = None,
+    name: Annotated[
+        str | None, typer.Option(help="catalogue name (default: from the config)")
+    ] = None,
+) -> None:
+    """Turn a Hugging Face config.json into a catalogue YAML entry."""
+    with user_errors():
+        from kvplan.catalog.hf import import_hf
+        from kvplan.report.catalog_report import spec_yaml
+
+        imported = import_hf(config, name=name)
+        for line in imported.warnings:
+            warn(line)
+        text = spec_yaml(imported.spec)
+        if output is None:
+            sys.stdout.write(text)
+            return
+        _write_atomically(output, text)
+        sys.stderr.write(f"wrote {output}\n")

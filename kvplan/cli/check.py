@@ -1,0 +1,92 @@
+"""Guardrail commands: `check` (a deployment file's promises) and `claim` (one claim)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kvplan.cli.common import _catalog, _deployment, _format, user_errors
+from kvplan.cli.options import (
+    BatchOpt,
+    CatalogOpt,
+    ContextOpt,
+    FormatOpt,
+    KvDtypeOpt,
+    ModelArg,
+    PpOpt,
+    TpOpt,
+    WeightDtypeOpt,
+)
+
+
+def check(
+    file: Annotated[
+        Path,
+        typer.Argument(
+            help="deployment YAML listing products: model, sku, tp/pp, engine, kv_dtype, "
+            "context (tokens; 8k, 128k) and concurrency or requests_per_s + duration_s",
+            show_default=False,
+        ),
+    ],
+    fmt: FormatOpt = "table",
+    catalog_dirs: CatalogOpt = None,
+) -> None:
+    """Check each product's promised context × concurrency against its SKU (exit 1 if over)."""
+    with user_errors():
+        from kvplan.catalog.deployments import load_deployments
+        from kvplan.plan.guardrail import DeploymentFile, check_products
+        from kvplan.report.check_report import render_check
+
+        output = _format(fmt)
+        loaded = load_deployments(file, DeploymentFile, _catalog(catalog_dirs))
+        result = check_products(loaded)
+        render_check(result, output)
+    # A failed promise is a result, not an error: rendered above, then exit 1 (STYLE).
+    if not result.ok:
+        raise typer.Exit(1)
+
+
+def claim(
+    model: ModelArg,
+    sku: Annotated[
+        str, typer.Option("--sku", "-s", help="GPU SKU the claim is made for (see `kvplan skus`)")
+    ],
+    context: ContextOpt = "128k",
+    batch: BatchOpt = 1,
+    kv_dtype: KvDtypeOpt = "bf16",
+    weight_dtype: WeightDtypeOpt = None,
+    engine: Annotated[
+        str,
+        typer.Option(
+            "--engine",
+            "-e",
+            help="exact (physics, no reserve), vllm or sglang (add the engine's reserve: "
+            "activations, non-torch memory, the unused utilization share), hf or naive",
+        ),
+    ] = "exact",
+    tp: TpOpt = 1,
+    pp: PpOpt = 1,
+    fmt: FormatOpt = "table",
+    catalog_dirs: CatalogOpt = None,
+) -> None:
+    """The bytes behind a "long context" claim: KV, weights and total per GPU; does it fit."""
+    with user_errors():
+        from kvplan.plan.guardrail import claim_sheet
+        from kvplan.report.claim_report import render_claim
+        from kvplan.units import parse_tokens
+
+        output = _format(fmt)
+        catalog = _catalog(catalog_dirs)
+        deployment = _deployment(
+            catalog,
+            model,
+            engine=engine,
+            kv_dtype=kv_dtype,
+            weight_dtype=weight_dtype,
+            tp=tp,
+            pp=pp,
+        )
+        sheet = claim_sheet(deployment, catalog.sku(sku), parse_tokens(context, "--context"), batch)
+        render_claim(sheet, output)

@@ -1,0 +1,106 @@
+"""Helpers every command shares: the one place errors are printed, and input parsing."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import typer
+
+from kvplan.errors import KvplanError
+from kvplan.report.render import FORMATS, Format
+
+
+@contextmanager
+def user_errors() -> Iterator[None]:
+    """Print a KvplanError as one `error:` line per problem on stderr and exit 2."""
+    try:
+        yield
+    except KvplanError as error:
+        for line in str(error).splitlines():
+            sys.stderr.write(f"error: {line}\n")
+        raise typer.Exit(2) from None
+
+
+def warn(message: str) -> None:
+    """A `warning:` line on stderr (config readings, capped values)."""
+    sys.stderr.write(f"warning: {message}\n")
+
+
+def _format(value: str) -> Format:
+    if value not in FORMATS:
+        raise KvplanError(f"--format: unknown format {value!r} (allowed: {', '.join(FORMATS)})")
+    return value  # type: ignore[return-value]
+
+
+def _catalog(dirs: list[Path] | None):
+    from kvplan.catalog import Catalog
+
+    return Catalog(tuple(dirs or ()))
+
+
+def _lengths(context: str, batch: int, lengths: str | None) -> list[int]:
+    from kvplan.units import parse_tokens
+
+    if lengths:
+        return [parse_tokens(part, "--lengths") for part in lengths.split(",") if part.strip()]
+    if batch < 1:
+        raise KvplanError(f"--batch: {batch} must be at least 1 sequence")
+    return [parse_tokens(context, "--context")] * batch
+
+
+def _model(catalog, name: str):
+    """A catalogue model, or an imported HF config (path); warnings printed."""
+    path = Path(name)
+    if path.suffix == ".json" or path.is_dir() or path.exists():
+        from kvplan.catalog.hf import import_hf
+
+        imported = import_hf(path)
+        for line in imported.warnings:
+            warn(line)
+        return imported.spec, imported.weights_bytes
+    return catalog.model(name), None
+
+
+def _deployment(
+    catalog,
+    model: str,
+    *,
+    engine: str,
+    kv_dtype: str,
+    weight_dtype: str | None,
+    tp: int,
+    pp: int,
+    tokens_per_block: int | None = None,
+):
+    """The one deployment `size` and `claim` describe; an imported HF config's exact weight
+    bytes count unless --weight-dtype asks for another dtype."""
+    from kvplan.plan.engines import EngineOptions
+    from kvplan.plan.engines import engine as engine_profile
+    from kvplan.plan.sizing import Deployment
+    from kvplan.specs import kv_dtype_info
+
+    spec, exact_weights = _model(catalog, model)
+    return Deployment(
+        model=spec,
+        engine=engine_profile(engine),
+        kv_dtype=kv_dtype_info(kv_dtype).name,
+        weight_dtype=weight_dtype,
+        tp=tp,
+        pp=pp,
+        options=EngineOptions(tokens_per_block=tokens_per_block),
+        exact_weights_bytes=exact_weights if weight_dtype is None else None,
+    )
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """Write to a temporary name beside `path`, then rename: never a half-written file."""
+    temporary = path.with_name(f".{path.name}.tmp")
+    try:
+        temporary.write_text(text, encoding="utf-8")
+        temporary.replace(path)
+    except OSError as error:
+        temporary.unlink(missing_ok=True)
+        raise KvplanError(f"{path}: cannot write: {error.strerror}") from None

@@ -1,0 +1,86 @@
+"""Options more than one command declares, each written once as an `Annotated` alias."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kvplan.report.render import FORMATS
+
+ModelArg = Annotated[
+    str,
+    typer.Argument(
+        help="catalogue name or alias (see `kvplan models`), or a Hugging Face config.json "
+        "or a folder holding one",
+        show_default=False,
+    ),
+]
+ContextOpt = Annotated[
+    str,
+    typer.Option(
+        "--context",
+        "-c",
+        help="tokens per sequence; accepts 8k, 128k, 1M (k = 1024, so 128k = 131,072)",
+    ),
+]
+BatchOpt = Annotated[int, typer.Option("--batch", "-b", help="concurrent sequences")]
+LengthsOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="a ragged batch instead of --batch × --context: comma-separated lengths, "
+        "e.g. 1k,4k,32k (overrides --context and --batch)",
+    ),
+]
+KvDtypeOpt = Annotated[
+    str,
+    typer.Option(
+        "--kv-dtype",
+        help="KV element type: fp32, bf16, fp16, fp8 (= fp8_e4m3), fp8_e5m2, int8, int4, "
+        "nvfp4, mxfp4 (quantisation scales counted)",
+    ),
+]
+WeightDtypeOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--weight-dtype",
+        help="weight type: bf16, fp16, fp32, fp8, fp8_block, int8, int4 (group 128), nvfp4, "
+        "mxfp4; default: the model's released dtype",
+        show_default=False,
+    ),
+]
+EngineOpt = Annotated[
+    str,
+    typer.Option(
+        "--engine",
+        "-e",
+        help="KV accounting: exact (physics), vllm (16-token blocks, MLA 64), sglang "
+        "(token pool), hf (transformers caches), naive (textbook MHA)",
+    ),
+]
+TpOpt = Annotated[int, typer.Option("--tp", help="tensor-parallel degree (GPUs per stage)")]
+PpOpt = Annotated[int, typer.Option("--pp", help="pipeline-parallel degree (stages)")]
+BlockSizeOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--block-size",
+        help="tokens per KV block for paged engines; default 16 (MLA: 64)",
+        show_default=False,
+    ),
+]
+SkuOpt = Annotated[
+    str | None,
+    typer.Option("--sku", "-s", help="GPU SKU to fit on (see `kvplan skus`)", show_default=False),
+]
+FormatOpt = Annotated[
+    str, typer.Option("--format", "-f", help=f"output format: {', '.join(FORMATS)}")
+]
+CatalogOpt = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--catalog",
+        help="extra folder of model/SKU YAML (repeatable; also $KVPLAN_CATALOG)",
+        show_default=False,
+    ),
+]
