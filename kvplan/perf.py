@@ -23,7 +23,7 @@ from kvplan.kvmath import (
     layer_caches,
     param_counts,
 )
-from kvplan.plan.sizing import Deployment
+from kvplan.plan.sizing import Deployment, check_lengths
 from kvplan.plan.weights import weight_bytes
 from kvplan.specs import ModelSpec, SkuSpec, kv_dtype_info, weight_dtype_info
 
@@ -98,7 +98,7 @@ def decode_step(
     With pp the stages run one after another for a token and no second micro-batch
     fills the bubble, so stage times add (the simplification docs/roofline.md states).
     """
-    _check_lengths(lengths)
+    check_lengths(lengths)
     batch = len(lengths)
     weights = _stage_weight_bytes_read(deployment, batch)
     stage_caches = deployment.stage_caches(full_reservation=False)
@@ -134,14 +134,6 @@ def decode_step(
         experts_touched_per_layer=touched,
         notes=tuple(notes),
     )
-
-
-def _check_lengths(lengths: list[int]) -> None:
-    if not lengths:
-        raise KvplanError("--batch: at least one sequence is needed")
-    for n in lengths:
-        if n < 1:
-            raise KvplanError(f"--context: {n} must be at least 1 token")
 
 
 def _stage_weight_bytes_read(deployment: Deployment, batch: int) -> list[int]:

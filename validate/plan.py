@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from kvplan.errors import KvplanError
 from kvplan.kvmath import ceil_div, layer_caches, num_kv_heads_per_gpu
 from kvplan.plan.engines import ENGINES, EngineOptions, blocks_held
-from kvplan.plan.sizing import Deployment
+from kvplan.plan.sizing import Deployment, check_lengths
 from kvplan.specs import ModelSpec, kv_dtype_info
 
 # KV dtypes the Triton kernel reads (kvplan.kernels.decode): the q dtype, or fp8 with
@@ -231,11 +231,7 @@ def build_plan(
         raise KvplanError(f"--layers: {layers} must be at least 1")
     if layers > model.num_layers:
         raise KvplanError(f"--layers: {layers} exceeds {model.name}'s {model.num_layers} layers")
-    if not lengths:
-        raise KvplanError("--batch: at least one sequence is needed")
-    for n in lengths:
-        if n < 1:
-            raise KvplanError(f"--context: {n} must be at least 1 token")
+    check_lengths(lengths)
     kinds = set(model.layer_kinds)
     if not kinds <= set(VERIFIABLE_KINDS) or len(kinds) != 1:
         raise KvplanError(

@@ -177,11 +177,7 @@ class Capacity:
     def seq_bytes_per_gpu(self, tokens: int) -> int:
         """Peak bytes one sequence growing to `tokens` holds on the binding GPU (this engine)."""
         d = self.deployment
-        options = (
-            d.options
-            if not self._full_reservation
-            else type(d.options)(d.options.tokens_per_block, True)
-        )
+        options = d.options_for(True if self._full_reservation else None)
         return max(
             sum(
                 count * d.engine.peak_seq_bytes(d.model, (cache,), tokens, options)

@@ -42,14 +42,15 @@ class Deployment:
     def gpus(self) -> int:
         return self.tp * self.pp
 
-    def _options(self, full_reservation: bool | None) -> EngineOptions:
+    def options_for(self, full_reservation: bool | None) -> EngineOptions:
+        """The engine options, with the hybrid-allocator switch overridden when given."""
         if full_reservation is None:
             return self.options
         return EngineOptions(self.options.tokens_per_block, full_reservation)
 
     def stage_caches(self, full_reservation: bool | None = None) -> list[tuple[LayerCache, ...]]:
         """The layer caches one GPU of each pipeline stage holds."""
-        options = self._options(full_reservation)
+        options = self.options_for(full_reservation)
         caches = self.engine.caches(self.model, kv_dtype_info(self.kv_dtype), self.tp, options)
         return [
             tuple(caches[i] for i in r) for r in stage_layer_ranges(self.model.num_layers, self.pp)
@@ -60,7 +61,7 @@ class Deployment:
         return max(self._stage_kv_bytes(lengths, full_reservation))
 
     def _stage_kv_bytes(self, lengths: list[int], full_reservation: bool | None) -> list[int]:
-        options = self._options(full_reservation)
+        options = self.options_for(full_reservation)
         return [
             sum(self.engine.seq_bytes(self.model, caches, n, options) for n in lengths)
             for caches in self.stage_caches(full_reservation)
@@ -122,13 +123,18 @@ class SizeResult:
         return len(self.lengths)
 
 
-def size(deployment: Deployment, lengths: list[int], sku: SkuSpec | None = None) -> SizeResult:
-    """Size `deployment` for a batch of sequences with the given token `lengths`."""
+def check_lengths(lengths: list[int] | tuple[int, ...]) -> None:
+    """A batch has at least one sequence and every sequence at least one token."""
     if not lengths:
         raise KvplanError("--batch: at least one sequence is needed")
     for n in lengths:
         if n < 1:
             raise KvplanError(f"--context: {n} must be at least 1 token")
+
+
+def size(deployment: Deployment, lengths: list[int], sku: SkuSpec | None = None) -> SizeResult:
+    """Size `deployment` for a batch of sequences with the given token `lengths`."""
+    check_lengths(lengths)
     model, dtype = deployment.model, kv_dtype_info(deployment.kv_dtype)
     kinds = model.layer_kinds
     tp = deployment.tp
