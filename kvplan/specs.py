@@ -377,6 +377,16 @@ class SkuSpec(_Spec):
         min_length=1,
         description="how memory_bytes was derived: datasheet GB (10^9) or GiB, or nvidia-smi total",
     )
+    runtime_memory_bytes: PositiveInt | None = Field(
+        None,
+        description="device memory in bytes as the CUDA/ROCm runtime reports it "
+        "(torch.cuda.mem_get_info() total; what vLLM multiplies by gpu_memory_utilization); "
+        "below the nvidia-smi total. null: memory_bytes is used",
+    )
+    runtime_memory_basis: str | None = Field(
+        None,
+        description="where runtime_memory_bytes comes from: a public log line, or the rule used",
+    )
     memory_type: str = Field(min_length=1, description="HBM3, HBM3e, GDDR6, ...")
     bandwidth_bytes_per_s: PositiveInt = Field(description="datasheet memory bandwidth, bytes/s")
     peak_flop_per_s: dict[str, PositiveInt] = Field(
@@ -398,5 +408,12 @@ class SkuSpec(_Spec):
             raise ValueError(
                 f"peak_flop_per_s has unknown dtype(s) {sorted(unknown)}; "
                 f"allowed: {sorted(allowed)}"
+            )
+        if (self.runtime_memory_bytes is None) != (self.runtime_memory_basis is None):
+            raise ValueError("give runtime_memory_bytes together with runtime_memory_basis")
+        if self.runtime_memory_bytes is not None and self.runtime_memory_bytes > self.memory_bytes:
+            raise ValueError(
+                f"runtime_memory_bytes {self.runtime_memory_bytes} exceeds memory_bytes "
+                f"{self.memory_bytes}"
             )
         return self
