@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
+from kvplan import limits
 from kvplan.errors import KvplanError
 
 # --- dtypes -----------------------------------------------------------------
@@ -138,8 +139,47 @@ _STRICT = ConfigDict(strict=True, frozen=True, extra="forbid")
 PositiveInt = Annotated[int, Field(gt=0)]
 # YAML gives lists; tuples keep the specs hashable and frozen. Lax only on the container.
 Names = Annotated[tuple[str, ...], Field(strict=False)]
-Kinds = Annotated[tuple[LayerKind, ...], Field(strict=False)]
+Kinds = Annotated[tuple[LayerKind, ...], Field(strict=False, max_length=limits.LAYERS.maximum)]
 NonNegativeInt = Annotated[int, Field(ge=0)]
+
+
+def _valid_name(value: str) -> str:
+    problem = limits.name_problem(value)
+    if problem is not None:
+        raise ValueError(problem)
+    return value
+
+
+# Names are looked up and printed: no empty, padded, multi-line or over-long ones
+# (kvplan.limits.name_problem). A spec has a handful of aliases; 64 is far above any.
+Name = Annotated[
+    str, Field(min_length=1, max_length=limits.NAME_CHARS), AfterValidator(_valid_name)
+]
+Aliases = Annotated[tuple[Name, ...], Field(strict=False, max_length=64)]
+
+
+def _bounded(limit: limits.Limit, minimum: int = 1) -> Any:
+    """An int type from `minimum` (0 or 1) to the stated maximum of `limit` (kvplan.limits)."""
+    low = {"gt": 0} if minimum == 1 else {"ge": 0}
+    return Annotated[int, Field(**low, le=limit.maximum)]
+
+
+Heads = _bounded(limits.HEADS)
+Width = _bounded(limits.WIDTH)
+WidthOrZero = _bounded(limits.WIDTH, 0)
+Experts = _bounded(limits.EXPERTS)
+LayerCount = _bounded(limits.LAYERS)
+LayerCountOrZero = _bounded(limits.LAYERS, 0)
+Tokens = _bounded(limits.CONTEXT)
+TokensOrZero = _bounded(limits.CONTEXT, 0)
+Bytes = _bounded(limits.MEMORY)
+ExpertsOrZero = _bounded(limits.EXPERTS, 0)
+VocabSize = _bounded(limits.VOCAB)
+ParamCount = _bounded(limits.PARAMS)
+BytesPerS = _bounded(limits.BANDWIDTH)
+FlopPerS = _bounded(limits.FLOP_RATE)
+GpuCount = _bounded(limits.GPUS)
+UnitCount = _bounded(limits.HEADS)
 
 
 class _Spec(BaseModel):
@@ -149,11 +189,11 @@ class _Spec(BaseModel):
 class AttentionSpec(_Spec):
     """Softmax attention geometry, exactly as the public config states it."""
 
-    num_heads: PositiveInt = Field(description="query heads (config num_attention_heads)")
-    num_kv_heads: PositiveInt = Field(
+    num_heads: Heads = Field(description="query heads (config num_attention_heads)")
+    num_kv_heads: Heads = Field(
         description="key/value heads (num_key_value_heads; 1 = MQA, = num_heads for MHA)"
     )
-    head_dim: PositiveInt = Field(
+    head_dim: Width = Field(
         description="elements per head, as the config states it (never assumed hidden/heads)"
     )
     qkv_bias: bool = Field(False, description="q/k/v projections carry biases (Qwen2, GPT-2)")
@@ -176,11 +216,11 @@ class AttentionSpec(_Spec):
 class MlaSpec(_Spec):
     """Multi-head latent attention (DeepSeek-V2/V3): one compressed latent per token per layer."""
 
-    kv_lora_rank: PositiveInt = Field(description="latent width cached per token (512 for V3)")
-    qk_rope_head_dim: PositiveInt = Field(description="decoupled RoPE key width cached per token")
-    qk_nope_head_dim: PositiveInt = Field(description="per-head non-RoPE q/k width")
-    v_head_dim: PositiveInt = Field(description="per-head value width")
-    q_lora_rank: PositiveInt | None = Field(
+    kv_lora_rank: Width = Field(description="latent width cached per token (512 for V3)")
+    qk_rope_head_dim: Width = Field(description="decoupled RoPE key width cached per token")
+    qk_nope_head_dim: Width = Field(description="per-head non-RoPE q/k width")
+    v_head_dim: Width = Field(description="per-head value width")
+    q_lora_rank: Width | None = Field(
         None, description="query low-rank width; null = plain q projection (V2-Lite)"
     )
 
@@ -188,22 +228,22 @@ class MlaSpec(_Spec):
 class MoeSpec(_Spec):
     """Mixture-of-experts feed-forward layers."""
 
-    num_experts: PositiveInt = Field(description="routed experts per MoE layer")
-    experts_per_token: PositiveInt = Field(description="routed experts each token activates")
-    expert_intermediate_size: PositiveInt = Field(description="FFN width of one routed expert")
-    num_shared_experts: NonNegativeInt = Field(0, description="always-on shared experts")
-    shared_expert_intermediate_size: PositiveInt | None = Field(
+    num_experts: Experts = Field(description="routed experts per MoE layer")
+    experts_per_token: Experts = Field(description="routed experts each token activates")
+    expert_intermediate_size: Width = Field(description="FFN width of one routed expert")
+    num_shared_experts: ExpertsOrZero = Field(0, description="always-on shared experts")
+    shared_expert_intermediate_size: Width | None = Field(
         None, description="FFN width of one shared expert; null = expert_intermediate_size"
     )
     shared_expert_gate: bool = Field(
         False, description="sigmoid gate on the shared expert (Qwen2-MoE)"
     )
-    dense_layers: NonNegativeInt = Field(
+    dense_layers: LayerCountOrZero = Field(
         0, description="leading layers with a dense FFN (DeepSeek first_k_dense_replace)"
     )
-    layer_step: PositiveInt = Field(1, description="every layer_step-th layer is MoE")
-    layer_offset: NonNegativeInt = Field(0, description="first MoE layer index within the step")
-    dense_intermediate_size: PositiveInt | None = Field(
+    layer_step: LayerCount = Field(1, description="every layer_step-th layer is MoE")
+    layer_offset: LayerCountOrZero = Field(0, description="first MoE layer index within the step")
+    dense_intermediate_size: Width | None = Field(
         None, description="FFN width of non-MoE layers; null = intermediate_size"
     )
     router_bias: bool = Field(False, description="router carries a bias (GPT-OSS)")
@@ -229,21 +269,17 @@ class StateSpec(_Spec):
     """
 
     kind: Literal["mamba1", "mamba2", "gated_delta_net"] = Field(description="recurrence type")
-    conv_kernel: PositiveInt = Field(
-        description="causal conv width (d_conv / linear_conv_kernel_dim)"
-    )
-    conv_channels: PositiveInt = Field(description="channels of the conv state")
-    ssm_heads: PositiveInt = Field(
-        description="heads of the SSM/delta-rule state (mamba1: d_inner)"
-    )
-    ssm_head_dim: PositiveInt = Field(description="rows of each head's state (mamba1: 1)")
-    ssm_state_size: PositiveInt = Field(description="columns of each head's state (d_state / Dv)")
+    conv_kernel: Width = Field(description="causal conv width (d_conv / linear_conv_kernel_dim)")
+    conv_channels: Width = Field(description="channels of the conv state")
+    ssm_heads: Width = Field(description="heads of the SSM/delta-rule state (mamba1: d_inner)")
+    ssm_head_dim: Width = Field(description="rows of each head's state (mamba1: 1)")
+    ssm_state_size: Width = Field(description="columns of each head's state (d_state / Dv)")
     # Parameter counting only (projections of the recurrent block).
-    inner_size: PositiveInt = Field(description="inner width (mamba d_inner; GDN Hv x Dv)")
-    num_key_heads: NonNegativeInt = Field(0, description="GDN key heads (Hk)")
-    key_head_dim: NonNegativeInt = Field(0, description="GDN key head dim (Dk)")
-    dt_rank: NonNegativeInt = Field(0, description="mamba1 dt_rank")
-    num_groups: NonNegativeInt = Field(0, description="mamba2 n_groups")
+    inner_size: Width = Field(description="inner width (mamba d_inner; GDN Hv x Dv)")
+    num_key_heads: WidthOrZero = Field(0, description="GDN key heads (Hk)")
+    key_head_dim: WidthOrZero = Field(0, description="GDN key head dim (Dk)")
+    dt_rank: WidthOrZero = Field(0, description="mamba1 dt_rank")
+    num_groups: WidthOrZero = Field(0, description="mamba2 n_groups")
 
     def elements_per_seq(self, tp: int = 1) -> int:
         """State elements per sequence of one layer on one TP rank."""
@@ -261,10 +297,10 @@ class LayerPlan(_Spec):
     kinds: Kinds | None = Field(
         None, description="one kind per layer; length must equal num_layers"
     )
-    sliding_window: PositiveInt | None = Field(
+    sliding_window: Tokens | None = Field(
         None, description="tokens a sliding layer keeps (required when any layer is sliding)"
     )
-    chunk_size: PositiveInt | None = Field(
+    chunk_size: Tokens | None = Field(
         None, description="tokens per attention chunk (required for chunked layers)"
     )
 
@@ -293,16 +329,16 @@ class LayerPlan(_Spec):
 class ModelSpec(_Spec):
     """A model architecture (not a checkpoint), as its public config.json states it."""
 
-    name: str = Field(min_length=1, description="catalogue name, lower-case, e.g. llama-3.1-8b")
-    aliases: Names = Field((), description="other names, e.g. Hugging Face repo ids")
+    name: Name = Field(description="catalogue name, lower-case, e.g. llama-3.1-8b")
+    aliases: Aliases = Field((), description="other names, e.g. Hugging Face repo ids")
     source: str = Field(min_length=1, description="URL of the public config.json it came from")
-    family: str = Field(min_length=1, description="HF model_type, e.g. llama, gemma2, deepseek_v3")
-    hidden_size: PositiveInt = Field(description="residual width (d_model)")
-    num_layers: PositiveInt = Field(description="decoder layers (num_hidden_layers)")
-    vocab_size: PositiveInt = Field(description="vocabulary size (embedding rows)")
-    intermediate_size: PositiveInt = Field(description="FFN width of dense layers")
+    family: Name = Field(description="HF model_type, e.g. llama, gemma2, deepseek_v3")
+    hidden_size: Width = Field(description="residual width (d_model)")
+    num_layers: LayerCount = Field(description="decoder layers (num_hidden_layers)")
+    vocab_size: VocabSize = Field(description="vocabulary size (embedding rows)")
+    intermediate_size: Width = Field(description="FFN width of dense layers")
     tie_word_embeddings: bool = Field(description="lm_head shares the input embedding")
-    max_context: PositiveInt = Field(description="native context limit in tokens")
+    max_context: Tokens = Field(description="native context limit in tokens")
     weight_dtype: WeightDtypeName = Field("bf16", description="dtype of the released weights")
     attention: AttentionSpec = Field(description="softmax attention geometry")
     mla: MlaSpec | None = Field(None, description="MLA latent geometry (mla layers)")
@@ -316,11 +352,11 @@ class ModelSpec(_Spec):
     norm: Literal["rms", "layer"] = Field(
         "rms", description="RMSNorm (weight) or LayerNorm (+bias)"
     )
-    norms_per_layer: PositiveInt = Field(2, description="norm modules per decoder layer")
-    learned_positions: NonNegativeInt = Field(
+    norms_per_layer: LayerCount = Field(2, description="norm modules per decoder layer")
+    learned_positions: TokensOrZero = Field(
         0, description="rows of a learned position embedding (GPT-2 n_positions); 0 = RoPE"
     )
-    params: PositiveInt | None = Field(None, description="published parameter count")
+    params: ParamCount | None = Field(None, description="published parameter count")
     params_source: str | None = Field(None, description="where the published count is stated")
     notes: Names = Field((), description="readings taken of an ambiguous config")
 
@@ -364,20 +400,20 @@ class ModelSpec(_Spec):
 class SkuSpec(_Spec):
     """A GPU/accelerator SKU, from its public datasheet."""
 
-    name: str = Field(min_length=1, description="catalogue name, e.g. h100-sxm")
-    aliases: Names = Field(
+    name: Name = Field(description="catalogue name, e.g. h100-sxm")
+    aliases: Aliases = Field(
         (), description="other names, incl. the device name torch/nvidia-smi reports"
     )
     vendor: Literal["nvidia", "amd", "intel", "google", "aws", "other"] = Field(
         description="vendor"
     )
-    family: str = Field(min_length=1, description="product family for --sku filters, e.g. h100")
-    memory_bytes: PositiveInt = Field(description="device memory in bytes, exact")
+    family: Name = Field(description="product family for --sku filters, e.g. h100")
+    memory_bytes: Bytes = Field(description="device memory in bytes, exact")
     memory_basis: str = Field(
         min_length=1,
         description="how memory_bytes was derived: datasheet GB (10^9) or GiB, or nvidia-smi total",
     )
-    runtime_memory_bytes: PositiveInt | None = Field(
+    runtime_memory_bytes: Bytes | None = Field(
         None,
         description="device memory in bytes as the CUDA/ROCm runtime reports it "
         "(torch.cuda.mem_get_info() total; what vLLM multiplies by gpu_memory_utilization); "
@@ -388,15 +424,15 @@ class SkuSpec(_Spec):
         description="where runtime_memory_bytes comes from: a public log line, or the rule used",
     )
     memory_type: str = Field(min_length=1, description="HBM3, HBM3e, GDDR6, ...")
-    bandwidth_bytes_per_s: PositiveInt = Field(description="datasheet memory bandwidth, bytes/s")
-    peak_flop_per_s: dict[str, PositiveInt] = Field(
+    bandwidth_bytes_per_s: BytesPerS = Field(description="datasheet memory bandwidth, bytes/s")
+    peak_flop_per_s: dict[str, FlopPerS] = Field(
         description="dense (not sparse) peak FLOP/s per dtype: bf16, fp16, fp8, int8, fp4, tf32, "
         "fp32, fp64"
     )
     interconnect: str | None = Field(None, description="GPU-to-GPU link, e.g. NVLink 4 900 GB/s")
-    max_gpus_per_node: PositiveInt = Field(8, description="largest TP degree in one node")
-    sm_count: PositiveInt | None = Field(None, description="SMs / compute units")
-    l2_bytes: PositiveInt | None = Field(None, description="last-level on-chip cache, bytes")
+    max_gpus_per_node: GpuCount = Field(8, description="largest TP degree in one node")
+    sm_count: UnitCount | None = Field(None, description="SMs / compute units")
+    l2_bytes: Bytes | None = Field(None, description="last-level on-chip cache, bytes")
     source: str = Field(min_length=1, description="datasheet URL")
     notes: Names = Field((), description="caveats, conversions")
 

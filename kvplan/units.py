@@ -1,7 +1,20 @@
-"""Byte units and human-entered sizes ("128k", "1M", "51.38GiB"), shared by every layer."""
+"""Byte units and human-entered numbers ("128k", "1M", "51.38GiB", "8"), shared by every layer.
 
+Numbers are read with integer arithmetic only: "1.5k" is 15 × 1024 / 10, exactly, and a value
+that is not a whole number of tokens or bytes is refused rather than rounded. A float would
+turn 9007199254740993 into ...992 and "1.0000000000000001k" into 1024. Only ASCII digits are
+numbers (Python's int() also reads "８" and "٣"), and every value has a stated maximum
+(kvplan.limits).
+"""
+
+from __future__ import annotations
+
+import math
 import re
+import unicodedata
+from fractions import Fraction
 
+from kvplan import limits
 from kvplan.errors import KvplanError
 
 KIB = 2**10
@@ -23,41 +36,132 @@ _BYTE_SUFFIX = {
     "tb": 10**12,
 }
 
+# A decimal with an optional fraction and unit, spaces around; re.ASCII keeps [0-9] and the
+# unit letters to ASCII (without it, [a-zA-Z] is ASCII but \s would match U+3000 and friends).
+_NUMBER = re.compile(r"[ \t]*([0-9]+)(?:\.([0-9]+))?[ \t]*([a-zA-Z]*)[ \t]*", re.ASCII)
+_TOKEN_HELP = "use an integer or a k/M suffix (8k = 8192, 128k = 131072, 1M = 1048576)"
+_BYTE_HELP = (
+    "use bytes or a unit (GiB, MiB, KiB = powers of 2; GB, MB = powers of 10), e.g. 51.38GiB"
+)
 
-def parse_tokens(text: str | int, what: str = "context") -> int:
-    """Token count from "8192", "8k", "128K" or "1M" (k = 1024, M = 1024²); must be ≥ 1."""
-    if isinstance(text, int):
-        value = text
-    else:
-        match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kKmM]?)\s*", text)
-        if not match:
-            raise KvplanError(
-                f"{what}: {text!r} is not a token count; use an integer or a k/M suffix "
-                "(8k = 8192, 128k = 131072, 1M = 1048576)"
-            )
-        number, suffix = match.groups()
-        scaled = float(number) * _TOKEN_SUFFIX[suffix.lower()]
-        if scaled != int(scaled):
-            raise KvplanError(f"{what}: {text!r} is not a whole number of tokens")
-        value = int(scaled)
-    if value < 1:
-        raise KvplanError(f"{what}: {text!r} must be at least 1 token")
+
+def _why_not_a_number(text: str) -> str:
+    """The reason `text` did not parse, pointing at a non-ASCII digit when there is one."""
+    foreign = next((c for c in text if unicodedata.category(c) == "Nd" and not c.isascii()), None)
+    if foreign is not None:
+        return f"{foreign!r} is not an ASCII digit; write numbers with 0-9"
+    return ""
+
+
+def _scaled(
+    text: str,
+    what: str,
+    units: dict[str, int],
+    kind: str,
+    help_text: str,
+    *,
+    floor: bool = False,
+    decimals: bool = True,
+) -> int:
+    """The exact integer `text` denotes with `units`: refused when it is not a whole number,
+    or rounded down to one with `floor`."""
+    if len(text) > limits.NUMBER_CHARS:
+        raise KvplanError(
+            f"{what}: {text[:16]!r}… has {len(text):,} characters; a number has at most "
+            f"{limits.NUMBER_CHARS}"
+        )
+    match = _NUMBER.fullmatch(text)
+    if not match or match.group(3).lower() not in units or (match.group(2) and not decimals):
+        reason = _why_not_a_number(text)
+        raise KvplanError(f"{what}: {text!r} is not {kind}; {reason or help_text}")
+    whole, fraction, unit = match.groups()
+    fraction = fraction or ""
+    scaled = Fraction(int(whole + fraction) * units[unit.lower()], 10 ** len(fraction))
+    if scaled.denominator != 1 and not floor:
+        raise KvplanError(f"{what}: {text!r} is not a whole number ({kind})")
+    return math.floor(scaled)
+
+
+def _bounded(value: int, text: object, what: str, minimum: int, limit: limits.Limit) -> int:
+    if value < minimum:
+        raise KvplanError(f"{what}: {text!r} must be at least {minimum}")
+    if value > limit.maximum:
+        raise KvplanError(f"{what}: {limit.describe(value)}")
     return value
 
 
-def parse_bytes(text: str | int, what: str = "memory") -> int:
-    """Bytes from "51.38GiB", "80GB" (10⁹), "1024MiB" or a plain integer; must be ≥ 0."""
-    if isinstance(text, int):
-        value = text
+def _given_int(text: str | int, what: str) -> int | None:
+    """`text` when it is already an int (YAML gave one); bool is not a number."""
+    if isinstance(text, bool):
+        raise KvplanError(f"{what}: {text!r} is not a number")
+    return text if isinstance(text, int) else None
+
+
+def parse_tokens(
+    text: str | int, what: str = "context", limit: limits.Limit = limits.CONTEXT
+) -> int:
+    """Token count from "8192", "8k", "128K", "1.5k" or "1M" (k = 1024, M = 1024²).
+
+    Raises:
+        KvplanError: not a whole number of tokens, below 1, or above `limit`.
+    """
+    value = _given_int(text, what)
+    if value is None:
+        value = _scaled(str(text), what, _TOKEN_SUFFIX, "a token count", _TOKEN_HELP)
+    return _bounded(value, text, what, 1, limit)
+
+
+def parse_bytes(text: str | int, what: str = "memory", limit: limits.Limit = limits.MEMORY) -> int:
+    """Bytes from "51.38GiB", "80GB" (10⁹), "1024MiB" or a plain integer; 0 allowed.
+
+    A fraction of a byte is rounded down, exactly: 51.38GiB = ⌊5138 × 2³⁰ / 100⌋ bytes, and
+    2.01GB = 2,010,000,000 (through a float it would be 2,009,999,999).
+
+    Raises:
+        KvplanError: not a whole number of bytes, negative, or above `limit`.
+    """
+    value = _given_int(text, what)
+    if value is None:
+        value = _scaled(str(text), what, _BYTE_SUFFIX, "a size in bytes", _BYTE_HELP, floor=True)
+    return _bounded(value, text, what, 0, limit)
+
+
+def parse_count(text: str | int, what: str, limit: limits.Limit, minimum: int = 1) -> int:
+    """A plain whole number ("8", "1024"): ASCII digits only, `minimum` ≤ value ≤ `limit`.
+
+    Raises:
+        KvplanError: not an integer (signs, "5.0", "1_000" and "0x10" are refused too), or
+            out of range.
+    """
+    value = _given_int(text, what)
+    if value is None:
+        value = _scaled(
+            str(text), what, {"": 1}, "a whole number", "write digits 0-9, e.g. 8", decimals=False
+        )
+    return _bounded(value, text, what, minimum, limit)
+
+
+def parse_fraction(text: str | float, what: str, *, allow_zero: bool = False) -> float:
+    """A fraction in (0, 1] ("0.9", "1"), or [0, 1] with `allow_zero`; read exactly first.
+
+    Raises:
+        KvplanError: not a plain decimal ("nan", "1e-3" and "½" are refused), or out of range.
+    """
+    if isinstance(text, float | int) and not isinstance(text, bool):
+        if not math.isfinite(text):
+            raise KvplanError(f"{what}: {text!r} is not a fraction; write a decimal such as 0.9")
+        value = Fraction(repr(text)) if isinstance(text, float) else Fraction(text)
     else:
-        match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", text)
-        if not match or match.group(2).lower() not in _BYTE_SUFFIX:
+        text = str(text)
+        match = _NUMBER.fullmatch(text) if len(text) <= limits.NUMBER_CHARS else None
+        if not match or match.group(3):
+            reason = _why_not_a_number(text) or "write a decimal such as 0.9"
             raise KvplanError(
-                f"{what}: {text!r} is not a size; use bytes or a unit "
-                "(GiB, MiB, KiB = powers of 2; GB, MB = powers of 10), e.g. 51.38GiB"
+                f"{what}: {text[: limits.NUMBER_CHARS]!r} is not a fraction; {reason}"
             )
-        number, unit = match.groups()
-        value = int(float(number) * _BYTE_SUFFIX[unit.lower()])
-    if value < 0:
-        raise KvplanError(f"{what}: {text!r} must not be negative")
-    return value
+        whole, fraction, _ = match.groups()
+        value = Fraction(f"{whole}.{fraction or 0}")
+    low = "0 ≤" if allow_zero else "0 <"
+    if value > 1 or value < 0 or (value == 0 and not allow_zero):
+        raise KvplanError(f"{what}: {text!r} is outside {low} x ≤ 1")
+    return float(value)

@@ -14,21 +14,24 @@ PACKAGES = {
     "kvplan.validate": ROOT / "validate",
 }
 
-# module (first component under kvplan) -> kvplan modules it may import. `units` and `errors`
-# are leaf helpers every layer may use.
+# module (first component under kvplan) -> kvplan modules it may import. `errors`, `limits`
+# (stated maxima), `units` (number parsing) and `files` (bounded reads, atomic writes) are leaf
+# helpers every layer may use.
+LEAVES = {"errors", "limits", "units", "files"}
 ALLOWED = {
     "errors": set(),
-    "units": {"errors"},
-    "specs": {"errors"},
-    "kvmath": {"specs", "errors"},
-    "catalog": {"specs", "errors", "catalog", "units"},
-    "plan": {"kvmath", "catalog", "specs", "errors", "plan", "perf", "units"},
-    "perf": {"kvmath", "specs", "errors", "plan", "units"},
-    "report": {"plan", "specs", "report", "units", "errors"},
+    "limits": {"errors"},
+    "units": {"errors", "limits"},
+    "files": {"errors"},
+    "specs": {"errors", "limits"},
+    "kvmath": {"specs", "errors", "limits"},
+    "catalog": {"specs", "catalog", *LEAVES},
+    "plan": {"kvmath", "catalog", "specs", "plan", "perf", *LEAVES},
+    "perf": {"kvmath", "specs", "plan", *LEAVES},
+    "report": {"plan", "specs", "report", *LEAVES},
     "cli": {
         "cli",
-        "errors",
-        "units",
+        *LEAVES,
         "specs",
         "kvmath",
         "catalog",
@@ -39,7 +42,7 @@ ALLOWED = {
         "kernels",
     },
     "kernels": {"kernels"},
-    "validate": {"kernels", "plan", "specs", "errors", "validate", "units", "kvmath"},
+    "validate": {"kernels", "plan", "specs", "validate", "kvmath", *LEAVES},
 }
 HEAVY = {"torch", "triton", "numpy"}
 

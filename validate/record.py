@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from kvplan.errors import KvplanError
+from kvplan.files import write_atomically
 from kvplan.specs import SkuSpec
 from kvplan.validate.bandwidth import L2_WORKING_SET_FACTOR, CopyCeiling, Timing
 from kvplan.validate.memory import (
@@ -237,11 +237,5 @@ def exit_code(record: dict[str, Any]) -> int:
 
 
 def write_record(path: Path, record: dict[str, Any]) -> None:
-    """Write the record as JSON to a temporary name beside `path`, then rename it."""
-    temporary = path.with_name(f".{path.name}.tmp")
-    try:
-        temporary.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-        temporary.replace(path)
-    except OSError as error:
-        temporary.unlink(missing_ok=True)
-        raise KvplanError(f"--json {path}: cannot write: {error.strerror}") from None
+    """Write the record as JSON to `path`, atomically (kvplan.files.write_atomically)."""
+    write_atomically(path, json.dumps(record, indent=2) + "\n", "--json")

@@ -16,7 +16,7 @@ from typing import Generic, Protocol, TypeVar
 from pydantic import BaseModel
 
 from kvplan.catalog.store import Catalog
-from kvplan.catalog.yaml_files import line_of, load_spec
+from kvplan.catalog.yaml_files import YamlDocument, read_document, spec_from_document
 from kvplan.errors import KvplanError
 from kvplan.specs import ModelSpec, SkuSpec
 
@@ -58,14 +58,17 @@ def _products(file: BaseModel) -> Sequence[_Product]:
 
 
 def _lookup(
-    find: Callable[[str], SpecT], path: Path, text: str, index: int, product: _Product, field: str
+    find: Callable[[str], SpecT],
+    document: YamlDocument,
+    index: int,
+    product: _Product,
+    field: str,
 ) -> tuple[SpecT | None, str | None]:
     """(spec, None) for a known name, (None, one error line) for an unknown one."""
     try:
         return find(getattr(product, field)), None
     except KvplanError as error:
-        line = line_of(text, ("products", index, field))
-        where = f"{path}{f':{line}' if line else ''}"
+        where = document.where(("products", index, field))
         return None, f"{where}: products.{index}.{field} (product {product.name!r}): {error}"
 
 
@@ -78,28 +81,27 @@ def load_deployments(path: Path, schema: type[FileT], catalog: Catalog) -> Loade
         KvplanError: one line per problem (malformed YAML, a bad field, an unknown name),
             each naming the file, line and dotted field.
     """
-    file = load_spec(path, schema)
-    text = path.read_text(encoding="utf-8")
+    document = read_document(path)
+    file = spec_from_document(document, schema)
     models: list[ModelSpec] = []
     skus: list[SkuSpec] = []
     problems: list[str] = []
     first_index: dict[str, int] = {}
     for index, product in enumerate(_products(file)):
         if product.name in first_index:
-            line = line_of(text, ("products", index, "name"))
             problems.append(
-                f"{path}{f':{line}' if line else ''}: products.{index}.name: value "
+                f"{document.where(('products', index, 'name'))}: products.{index}.name: value "
                 f"{product.name!r}: repeats products.{first_index[product.name]}'s name "
                 "(product names must be unique)"
             )
         first_index.setdefault(product.name, index)
-        model, model_problem = _lookup(catalog.model, path, text, index, product, "model")
-        sku, sku_problem = _lookup(catalog.sku, path, text, index, product, "sku")
+        model, model_problem = _lookup(catalog.model, document, index, product, "model")
+        sku, sku_problem = _lookup(catalog.sku, document, index, product, "sku")
         problems += [p for p in (model_problem, sku_problem) if p is not None]
         if model is not None and sku is not None:
             models.append(model)
             skus.append(sku)
     if problems:
         raise KvplanError("\n".join(problems))
-    lines = tuple(line_of(text, ("products", i)) for i in range(len(models)))
+    lines = tuple(document.line_of(("products", i)) for i in range(len(models)))
     return LoadedDeployments(path, file, tuple(models), tuple(skus), lines)

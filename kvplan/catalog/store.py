@@ -8,11 +8,18 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from kvplan.catalog.yaml_files import load_spec, read_yaml
+from kvplan.catalog.yaml_files import YamlDocument, load_spec, read_document, spec_from_document
 from kvplan.errors import KvplanError
+from kvplan.limits import check_name
 from kvplan.specs import ModelSpec, SkuSpec
 
 CATALOG_ENV = "KVPLAN_CATALOG"
+# Entries walked under one user folder: a catalogue is tens of files; a mistaken
+# KVPLAN_CATALOG=/ would otherwise walk the whole disk.
+MAX_FOLDER_ENTRIES = 10_000
+# Close-match suggestions compare the name with every key (difflib is quadratic in length);
+# past this many keys only names, not aliases, are compared.
+MAX_SUGGESTION_KEYS = 2_000
 
 
 def shipped_dirs() -> tuple[Path, Path]:
@@ -33,11 +40,27 @@ class _Index:
     what: str
     by_name: dict[str, ModelSpec | SkuSpec] = field(default_factory=dict)
     origin: dict[str, Path] = field(default_factory=dict)
+    shipped: set[str] = field(default_factory=set)  # names whose spec is the shipped one
 
-    def add(self, spec: ModelSpec | SkuSpec, path: Path, problems: list[str]) -> None:
-        """Index `spec` by name and aliases; a later file of the same name replaces the earlier."""
+    def add(
+        self, spec: ModelSpec | SkuSpec, path: Path, problems: list[str], shipped: bool
+    ) -> None:
+        """Index `spec` by name and aliases.
+
+        A user file may replace a shipped spec of the same name (that is how a user corrects
+        one); two shipped files, or two user files, of one name are an error naming both.
+        """
+        if spec.name in self.origin and (shipped or spec.name not in self.shipped):
+            problems.append(
+                f"{path}: {self.what} {spec.name!r} is also defined in "
+                f"{self.origin[spec.name]} (names must be unique; remove or rename one)"
+            )
+            return
         for key in [k for k, s in self.by_name.items() if s.name == spec.name]:
             del self.by_name[key]
+        self.shipped.discard(spec.name)
+        if shipped:
+            self.shipped.add(spec.name)
         for label in (spec.name, *spec.aliases):
             other = self.by_name.get(_key(label))
             if other is not None and other.name != spec.name:
@@ -54,8 +77,9 @@ class _Index:
         if spec is not None:
             return spec
         names = sorted({s.name for s in self.by_name.values()})
-        close = difflib.get_close_matches(_key(name), list(self.by_name), n=3, cutoff=0.5)
-        suggestions = sorted({self.by_name[c].name for c in close})
+        keys = list(self.by_name) if len(self.by_name) <= MAX_SUGGESTION_KEYS else names
+        close = difflib.get_close_matches(_key(name), keys, n=3, cutoff=0.5)
+        suggestions = sorted({self.by_name[_key(c)].name for c in close})
         hint = f"; did you mean {', '.join(suggestions)}?" if suggestions else ""
         raise KvplanError(
             f"unknown {self.what} {name!r}{hint} ({len(names)} known; "
@@ -86,11 +110,7 @@ class Catalog:
         ]
         files += [(p, "sku") for p in sorted(skus_dir.glob("*.yaml"))]
         for folder in self.user_dirs:
-            if not folder.is_dir():
-                raise KvplanError(f"--catalog {folder}: not a folder")
-            files += [
-                (p, None) for p in sorted(folder.rglob("*.yaml")) + sorted(folder.rglob("*.yml"))
-            ]
+            files += [(p, None) for p in _yaml_files_under(folder)]
         return files
 
     def _load(self) -> None:
@@ -98,13 +118,15 @@ class Catalog:
         problems: list[str] = []
         for path, kind in self._files():
             try:
-                kind = kind or _kind_of(path)
+                document = read_document(path)
+                shipped = kind is not None
+                kind = kind or _kind_of(document)
                 spec_type = ModelSpec if kind == "model" else SkuSpec
-                spec = load_spec(path, spec_type)
+                spec = spec_from_document(document, spec_type)
             except KvplanError as error:
                 problems.extend(str(error).splitlines())
                 continue
-            (models if kind == "model" else skus).add(spec, path, problems)
+            (models if kind == "model" else skus).add(spec, path, problems, shipped)
         if problems:
             raise KvplanError("\n".join(problems))
         self._models, self._skus = models, skus
@@ -127,6 +149,7 @@ class Catalog:
 
     def model(self, name: str) -> ModelSpec:
         """The model called `name` (catalogue name or alias, any case)."""
+        check_name(name, "model")
         fast = self._shipped_file("model", name)
         if fast is not None:
             return load_spec(fast, ModelSpec)
@@ -136,6 +159,7 @@ class Catalog:
 
     def sku(self, name: str) -> SkuSpec:
         """The SKU called `name` (catalogue name or alias, any case)."""
+        check_name(name, "sku")
         fast = self._shipped_file("sku", name)
         if fast is not None:
             return load_spec(fast, SkuSpec)
@@ -155,6 +179,7 @@ class Catalog:
 
     def skus_matching(self, name: str) -> list[SkuSpec]:
         """SKUs named `name`, or every SKU of family `name` (e.g. 'h100')."""
+        check_name(name, "sku")
         family = [s for s in self.skus() if _key(s.family) == _key(name)]
         return family or [self.sku(name)]
 
@@ -170,10 +195,41 @@ class Catalog:
         return path if path.is_file() else None
 
 
-def _kind_of(path: Path) -> str:
-    data = read_yaml(path)
+def _kind_of(document: YamlDocument) -> str:
+    data = document.data
     if isinstance(data, dict) and "num_layers" in data:
         return "model"
     if isinstance(data, dict) and "memory_bytes" in data:
         return "sku"
-    raise KvplanError(f"{path}: neither a model (needs num_layers) nor a SKU (needs memory_bytes)")
+    raise KvplanError(
+        f"{document.path}: neither a model (needs num_layers) nor a SKU (needs memory_bytes)"
+    )
+
+
+def _yaml_files_under(folder: Path) -> list[Path]:
+    """Every *.yaml / *.yml file under `folder`, sorted; symlinked folders are not entered.
+
+    Raises:
+        KvplanError: `folder` is missing or not a folder, or holds more than
+            MAX_FOLDER_ENTRIES entries (a catalogue is tens of files).
+    """
+    label = f"--catalog {folder}"
+    try:
+        if not folder.is_dir():
+            missing = not folder.exists() and not folder.is_symlink()
+            raise KvplanError(f"{label}: not a folder{' (no such path)' if missing else ''}")
+    except (OSError, ValueError) as error:
+        reason = error.strerror if isinstance(error, OSError) else str(error)
+        raise KvplanError(f"{label}: cannot read: {reason}") from None
+    found: list[Path] = []
+    entries = 0
+    for root, dirs, names in os.walk(folder):
+        entries += len(dirs) + len(names)
+        if entries > MAX_FOLDER_ENTRIES:
+            raise KvplanError(
+                f"{label}: more than {MAX_FOLDER_ENTRIES:,} entries; point it at a folder of "
+                "catalogue YAML files"
+            )
+        dirs.sort()
+        found += [Path(root) / n for n in names if n.endswith((".yaml", ".yml"))]
+    return sorted(found)

@@ -1,65 +1,120 @@
 """Read one YAML file into a pydantic spec, turning every failure into a one-line KvplanError.
 
-The only place (with `hf.py`) that sees `yaml.YAMLError` and pydantic's
+The only place (with `catalog/hf`) that sees `yaml.YAMLError` and pydantic's
 `ValidationError`: each error becomes `file:line: dotted.field: value …: message`,
-the line found by walking the composed YAML node tree along the error's `loc`.
+the line found by walking the document's node tree along the error's `loc`.
+Files are read through `kvplan.files.read_text` (regular files, size cap) and parsed by
+`yaml_safe.load` (YAML 1.2 scalars, no duplicate keys, depth and alias budgets).
 """
 
 from __future__ import annotations
 
+import reprlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from kvplan import limits
+from kvplan.catalog import yaml_safe
 from kvplan.errors import KvplanError
+from kvplan.files import read_text
 
 SpecT = TypeVar("SpecT", bound=BaseModel)
 
-try:  # libyaml's C parser: same safe semantics as yaml.safe_load, several times faster
-    _SafeLoader: type = yaml.CSafeLoader
-except AttributeError:  # pragma: no cover - PyYAML built without libyaml
-    _SafeLoader = yaml.SafeLoader
+# One file with thousands of bad values would print thousands of lines; the first ones
+# locate the problem.
+MAX_ERROR_LINES = 20
 
 
-def read_yaml(path: Path) -> Any:
-    """Parsed YAML of `path` (safe loader only); errors name the file, line and column."""
+@dataclass(frozen=True)
+class YamlDocument:
+    """A parsed YAML file: its data, and its node tree for line numbers."""
+
+    path: Path
+    data: Any
+    root: yaml.Node | None
+
+    def line_of(self, loc: tuple[int | str, ...]) -> int | None:
+        """1-based line of the value at `loc`, or of its nearest existing parent."""
+        node = self.root
+        line = node.start_mark.line + 1 if node is not None else None
+        for key in loc:
+            if isinstance(node, yaml.MappingNode):
+                pair = next(
+                    (
+                        (k, v)
+                        for k, v in node.value
+                        if isinstance(k, yaml.ScalarNode) and k.value == str(key)
+                    ),
+                    None,
+                )
+                if pair is None:
+                    return line
+                line, node = pair[0].start_mark.line + 1, pair[1]
+            elif isinstance(node, yaml.SequenceNode) and isinstance(key, int):
+                if not 0 <= key < len(node.value):
+                    return line
+                node = node.value[key]
+                line = node.start_mark.line + 1
+            else:
+                return line
+        return line
+
+    def where(self, loc: tuple[int | str, ...]) -> str:
+        """`file:line` of the value at `loc` (just `file` when no line is known)."""
+        line = self.line_of(loc)
+        return f"{self.path}{f':{line}' if line else ''}"
+
+
+def read_document(path: Path) -> YamlDocument:
+    """The YAML document in `path`; errors name the file, line and column.
+
+    Raises:
+        KvplanError: unreadable (see kvplan.files.read_text), malformed, or beyond a limit.
+    """
+    text = read_text(path, limits.YAML_FILE_BYTES)
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise KvplanError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise KvplanError(f"{path}: cannot read: {error}") from None
-    try:
-        return yaml.load(text, Loader=_SafeLoader)
+        data, root = yaml_safe.load(text)
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
         problem = getattr(error, "problem", None) or str(error).splitlines()[0]
-        raise KvplanError(f"{path}{where}: malformed YAML: {problem}") from None
+        kind = "" if isinstance(error, yaml_safe.YamlLimitError) else "malformed YAML: "
+        raise KvplanError(f"{path}{where}: {kind}{problem}") from None
+    return YamlDocument(path, data, root)
 
 
-def line_of(text: str, loc: tuple[int | str, ...]) -> int | None:
-    """1-based line of the YAML node at `loc`, or of its nearest existing parent."""
-    try:
-        node = yaml.compose(text, Loader=_SafeLoader)
-    except yaml.YAMLError:
-        return None
-    line = node.start_mark.line + 1 if node is not None else None
-    for key in loc:
-        if isinstance(node, yaml.MappingNode):
-            match = next((v for k, v in node.value if k.value == key), None)
-            key_node = next((k for k, v in node.value if k.value == key), None)
-            if match is None:
-                return line
-            line, node = key_node.start_mark.line + 1, match
-        elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
-            node = node.value[key]
-            line = node.start_mark.line + 1
-        else:
-            return line
-    return line
+def read_yaml(path: Path) -> Any:
+    """Parsed YAML of `path` (see `read_document`)."""
+    return read_document(path).data
+
+
+# reprlib bounds the rendering of any value (a long list, a nested one) to about a line.
+_REPR = reprlib.Repr()  # keyword arguments need Python 3.12
+_REPR.maxlevel, _REPR.maxlist, _REPR.maxtuple, _REPR.maxstring, _REPR.maxother = 2, 6, 6, 70, 70
+
+
+def _shown(value: Any) -> str:
+    """A short, one-line rendering of an offending value."""
+    if isinstance(value, dict):
+        return "{…}"
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 80:
+        return f"an integer of about {value.bit_length() * 3 // 10:,} digits"
+    return _REPR.repr(value)
+
+
+def _yaml11_hint(value: Any) -> str:
+    """Why a string is there when a number or boolean was expected, for YAML 1.1 spellings."""
+    if not isinstance(value, str):
+        return ""
+    if value.lower() in ("yes", "no", "on", "off", "y", "n"):
+        return " (kvplan reads YAML 1.2: booleans are true or false)"
+    if ":" in value or value[:2].lower() in ("0x", "0o", "0b") or value[:1] == "0" != value:
+        return " (kvplan reads YAML 1.2: write the number in plain decimal digits)"
+    return ""
 
 
 def _describe(error: dict[str, Any]) -> str:
@@ -69,28 +124,37 @@ def _describe(error: dict[str, Any]) -> str:
     if error["type"] == "missing":
         return f"{field}: required field missing"
     if error["type"] == "extra_forbidden":
-        return f"{field}: unknown field (value {error['input']!r})"
+        return f"{field}: unknown field (value {_shown(error['input'])})"
     value = error.get("input")
-    shown = repr(value) if not isinstance(value, dict) else "{…}"
-    return f"{field}: value {shown}: {message}"
+    hint = _yaml11_hint(value) if error["type"] in ("int_type", "bool_type", "float_type") else ""
+    return f"{field}: value {_shown(value)}: {message}{hint}"
 
 
-def validation_lines(path: Path, error: ValidationError, text: str | None = None) -> list[str]:
-    """One `file:line: field: value: message` line per error in `error`."""
+def validation_lines(document: YamlDocument, error: ValidationError) -> list[str]:
+    """One `file:line: field: value: message` line per error, by line, at most MAX_ERROR_LINES."""
+    items = error.errors(include_url=False)
     lines = []
-    for item in error.errors(include_url=False):
-        line = line_of(text, tuple(item["loc"])) if text is not None else None
-        lines.append((line or 0, f"{path}{f':{line}' if line else ''}: {_describe(item)}"))
-    return [message for _, message in sorted(lines, key=lambda pair: pair[0])]
+    for item in items[:MAX_ERROR_LINES]:
+        line = document.line_of(tuple(item["loc"]))
+        lines.append((line or 0, f"{document.where(tuple(item['loc']))}: {_describe(item)}"))
+    messages = [message for _, message in sorted(lines, key=lambda pair: pair[0])]
+    if len(items) > MAX_ERROR_LINES:
+        messages.append(f"{document.path}: … and {len(items) - MAX_ERROR_LINES:,} more problems")
+    return messages
+
+
+def spec_from_document(document: YamlDocument, spec_type: type[SpecT]) -> SpecT:
+    """`spec_type` validated from the document's mapping; one KvplanError line per problem."""
+    if not isinstance(document.data, dict):
+        raise KvplanError(
+            f"{document.path}: expected a mapping of fields, got {type(document.data).__name__}"
+        )
+    try:
+        return spec_type.model_validate(document.data)
+    except ValidationError as error:
+        raise KvplanError("\n".join(validation_lines(document, error))) from None
 
 
 def load_spec(path: Path, spec_type: type[SpecT]) -> SpecT:
     """`spec_type` validated from the YAML mapping in `path`; one KvplanError line per problem."""
-    data = read_yaml(path)
-    if not isinstance(data, dict):
-        raise KvplanError(f"{path}: expected a mapping of fields, got {type(data).__name__}")
-    try:
-        return spec_type.model_validate(data)
-    except ValidationError as error:
-        text = path.read_text(encoding="utf-8")
-        raise KvplanError("\n".join(validation_lines(path, error, text))) from None
+    return spec_from_document(read_document(path), spec_type)

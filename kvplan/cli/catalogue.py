@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from kvplan.cli.common import _catalog, _format, _write_atomically, user_errors, warn
+from kvplan.cli.common import _catalog, _format, user_errors, warn
 from kvplan.cli.options import CatalogOpt, FormatOpt
 from kvplan.errors import KvplanError
 
@@ -88,5 +88,7 @@ def import_hf_command(
         if output is None:
             sys.stdout.write(text)
             return
-        _write_atomically(output, text)
+        from kvplan.files import write_atomically
+
+        write_atomically(output, text, "--output")
         sys.stderr.write(f"wrote {output}\n")

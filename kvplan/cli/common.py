@@ -93,14 +93,3 @@ def _deployment(
         options=EngineOptions(tokens_per_block=tokens_per_block),
         exact_weights_bytes=exact_weights if weight_dtype is None else None,
     )
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    """Write to a temporary name beside `path`, then rename: never a half-written file."""
-    temporary = path.with_name(f".{path.name}.tmp")
-    try:
-        temporary.write_text(text, encoding="utf-8")
-        temporary.replace(path)
-    except OSError as error:
-        temporary.unlink(missing_ok=True)
-        raise KvplanError(f"{path}: cannot write: {error.strerror}") from None

@@ -14,6 +14,7 @@ from types import ModuleType
 from typing import Any
 
 from kvplan.errors import KvplanError
+from kvplan.files import write_atomically
 from kvplan.plan.capacity import Capacity
 from kvplan.units import GIB
 
@@ -174,13 +175,11 @@ def plot_report(rows: list[Capacity], path: Path) -> None:
 
 
 def _save(figure: Any, path: Path, image_format: str) -> None:
-    """Write to a hidden temporary name beside `path`, then rename over it."""
-    temporary = path.with_name(f".{path.name}.tmp")
+    """Draw `figure` to `path`, atomically (kvplan.files.write_atomically)."""
     # No creation date in the SVG either.
     metadata = {"Date": None} if image_format == "svg" else None
-    try:
-        figure.savefig(temporary, format=image_format, metadata=metadata)
-        temporary.replace(path)
-    except OSError as error:
-        temporary.unlink(missing_ok=True)
-        raise KvplanError(f"--plot {path}: cannot write: {error.strerror}") from None
+    write_atomically(
+        path,
+        lambda temporary: figure.savefig(temporary, format=image_format, metadata=metadata),
+        "--plot",
+    )

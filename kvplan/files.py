@@ -1,0 +1,130 @@
+"""Reading input files and writing output files: bounded, total, and never half-written.
+
+Reads take regular files only, up to a stated size: a named pipe would block forever, and
+`/dev/zero` (a symlink to it passes `is_file()` checks on some systems) never ends. Writes go
+to a temporary file beside the target and are renamed over it once complete, so a failed
+write leaves the old file, or none. Every failure is one KvplanError line naming the path.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from kvplan.errors import KvplanError
+
+
+def _reason(error: OSError | ValueError) -> str:
+    """The OS's words for `error` ("File name too long"), or the ValueError's own."""
+    if isinstance(error, OSError):
+        return error.strerror or type(error).__name__
+    return str(error)
+
+
+def _label(path: Path | str, what: str) -> str:
+    return f"{what} {path}" if what else str(path)
+
+
+def read_text(path: Path, max_bytes: int, what: str = "") -> str:
+    """The UTF-8 text of the regular file `path`, at most `max_bytes` bytes long.
+
+    Args:
+        path: the file to read.
+        max_bytes: the largest file accepted, in bytes (kvplan.limits).
+        what: the option or role that named the file ("--catalog"), put before the path.
+
+    Raises:
+        KvplanError: missing, a folder, not a regular file, too large, unreadable or not UTF-8.
+    """
+    label = _label(path, what)
+    try:
+        # O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise KvplanError(f"{label}: no such file") from None
+    except (OSError, ValueError) as error:
+        raise KvplanError(f"{label}: cannot read: {_reason(error)}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise KvplanError(f"{label}: is a folder, not a file")
+        if not stat.S_ISREG(mode):
+            raise KvplanError(f"{label}: not a regular file (a pipe, device or socket)")
+        data = _read_at_most(fd, max_bytes + 1, label)
+    finally:
+        os.close(fd)
+    if len(data) > max_bytes:
+        raise KvplanError(f"{label}: larger than {max_bytes:,} bytes, the most kvplan reads")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise KvplanError(f"{label}: not UTF-8 text (byte {error.start:,})") from None
+
+
+def _read_at_most(fd: int, limit_bytes: int, label: str) -> bytes:
+    """Up to `limit_bytes` bytes of `fd`, read in chunks (the file may grow while read)."""
+    chunks: list[bytes] = []
+    remaining = limit_bytes
+    try:
+        while remaining > 0:
+            chunk = os.read(fd, min(remaining, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            remaining -= len(chunk)
+    except OSError as error:
+        raise KvplanError(f"{label}: cannot read: {_reason(error)}") from None
+    return b"".join(chunks)
+
+
+def write_atomically(path: Path, content: str | Callable[[Path], None], what: str = "") -> None:
+    """Write `content` to `path` through a temporary file beside it, renamed when complete.
+
+    Args:
+        path: the file to create or replace.
+        content: the text (UTF-8), or a function that writes the file it is given.
+        what: the option that named the file ("-o", "--plot"), put before the path.
+
+    Raises:
+        KvplanError: `path` is empty or a folder, its folder is missing or not a folder, or
+            the write fails (no space, no permission, a name too long); nothing is left behind.
+    """
+    label = _label(path, what)
+    if path.name in ("", ".", ".."):
+        raise KvplanError(f"{label}: not a file name")
+    try:
+        if path.is_dir():
+            raise KvplanError(f"{label}: is a folder; give a file name")
+        fd, temporary_name = tempfile.mkstemp(dir=path.parent, prefix=".kvplan-", suffix=".tmp")
+    except FileNotFoundError:
+        raise KvplanError(f"{label}: no folder {path.parent}") from None
+    except NotADirectoryError:
+        raise KvplanError(f"{label}: {path.parent} is not a folder") from None
+    except (OSError, ValueError) as error:
+        raise KvplanError(f"{label}: cannot write: {_reason(error)}") from None
+    temporary = Path(temporary_name)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as file:
+            if isinstance(content, str):
+                file.write(content)
+        if not isinstance(content, str):
+            content(temporary)
+        # mkstemp makes the file private (0600); give it the mode a plain open() would.
+        os.chmod(temporary, 0o666 & ~_umask())
+        os.replace(temporary, path)
+    except OSError as error:
+        temporary.unlink(missing_ok=True)
+        raise KvplanError(f"{label}: cannot write: {_reason(error)}") from None
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+
+
+def _umask() -> int:
+    """The process's file-creation mask (reading it means setting it, then restoring it)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask

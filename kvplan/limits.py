@@ -1,0 +1,150 @@
+"""The stated maximum of every number kvplan reads, the caps on files it parses, and name rules.
+
+Each maximum sits far above any real model or GPU (the largest shipped value is in `why`), so
+real input never meets one. What they stop is input that would make kvplan build a list, a loop
+or a number of that size: `num_layers: 100000` expanded layer by layer, a 400-digit context,
+a billion-laughs YAML file. `docs/limits.md` prints this table; a test keeps the two equal.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvplan.errors import KvplanError
+
+
+@dataclass(frozen=True)
+class Limit:
+    """The largest value kvplan accepts for one kind of quantity."""
+
+    what: str  # the quantity, as messages and docs name it
+    unit: str  # the unit of `maximum`, plural ("tokens", "bytes")
+    maximum: int
+    why: str  # the largest real value, and why the cap is where it is
+
+    def check(self, value: int, where: str) -> int:
+        """`value` when it is at most `maximum`; else a one-line KvplanError naming `where`."""
+        if value > self.maximum:
+            raise KvplanError(f"{where}: {self.describe(value)}")
+        return value
+
+    def describe(self, value: int) -> str:
+        """The refusal of `value`, without the place (validators add their own)."""
+        return (
+            f"{_short(value)} is above kvplan's limit of {self.maximum:,}"
+            f"{' ' + self.unit if self.unit else ''} for {self.what} ({self.why})"
+        )
+
+
+def _short(value: int) -> str:
+    """`value` with thousands separators, or its digit count when it is too long to print."""
+    digits = len(str(abs(value))) if value.bit_length() < 4000 else None
+    if digits is not None and digits <= 24:
+        return f"{value:,}"
+    return f"a number of {digits or 'over 1,200'} digits"
+
+
+CONTEXT = Limit(
+    "a context length", "tokens", 2**30, "the longest native context shipped is 1,048,576"
+)
+BATCH = Limit("a batch", "sequences", 2**20, "vLLM's max_num_seqs defaults to 256 or 1,024")
+BATCHED_TOKENS = Limit(
+    "tokens per scheduler step", "tokens", 2**30, "vLLM's default is 2,048 or 8,192"
+)
+BLOCK = Limit(
+    "a KV block", "tokens", 2**12, "vLLM blocks are 16 to 256 tokens, hybrid models' up to ~2k"
+)
+LAYERS = Limit("layers", "layers", 2**12, "the deepest shipped model has 126 (Llama 3.1 405B)")
+HEADS = Limit("attention heads", "heads", 2**16, "the most shipped is 128 (DeepSeek-V3)")
+WIDTH = Limit(
+    "a layer width (hidden, FFN, head or state size)",
+    "elements",
+    2**20,
+    "the widest shipped is an FFN of 53,248 (Llama 3.1 405B)",
+)
+VOCAB = Limit("a vocabulary", "tokens", 2**24, "the largest shipped is 262,208 (Gemma 3)")
+EXPERTS = Limit("experts", "experts", 2**16, "the most shipped is 512 (Qwen3-Next)")
+GPUS = Limit(
+    "a parallel degree (tp, pp, GPUs per node)", "GPUs", 2**12, "one NVL72 rack has 72 GPUs"
+)
+PARAMS = Limit(
+    "a parameter count", "parameters", 2**50, "the largest shipped is about 10^12 (Kimi K2)"
+)
+MEMORY = Limit(
+    "device memory", "bytes", 2**50, "1 PiB; the largest shipped GPU has 288 GB (B300, MI355X)"
+)
+BANDWIDTH = Limit(
+    "memory bandwidth", "bytes/s", 2**50, "1 PB/s; the fastest shipped GPU reads 8 TB/s (B200)"
+)
+FLOP_RATE = Limit(
+    "a peak compute rate", "FLOP/s", 2**60, "about 10^18; the fastest shipped is 9 × 10^15"
+)
+REQUEST_RATE = Limit("an arrival rate", "requests/s", 10**9, "a billion requests a second")
+DURATION = Limit("a request's duration", "s", 10**9, "about 32 years")
+REPEATS = Limit("timed repeats", "repeats", 10**6, "verify times 50 steps by default")
+SEED = Limit("a seed", "", 2**63 - 1, "the largest seed torch accepts as a signed 64-bit integer")
+
+NUMBERS: tuple[Limit, ...] = (
+    CONTEXT,
+    BATCH,
+    BATCHED_TOKENS,
+    BLOCK,
+    LAYERS,
+    HEADS,
+    WIDTH,
+    VOCAB,
+    EXPERTS,
+    GPUS,
+    PARAMS,
+    MEMORY,
+    BANDWIDTH,
+    FLOP_RATE,
+    REQUEST_RATE,
+    DURATION,
+    REPEATS,
+    SEED,
+)
+
+# --- text kvplan parses ---------------------------------------------------------------------
+
+NUMBER_CHARS = 32  # "1073741824", "51.38GiB": a number longer than this is refused unread
+NAME_CHARS = 128  # Hugging Face repo ids ("org/name") stay under 100
+YAML_FILE_BYTES = 4 * 2**20  # the largest shipped YAML is ~3 KB; a 5,000-product file ~2 MB
+JSON_FILE_BYTES = 64 * 2**20  # config.json and model.safetensors.index.json (the latter ~10 MB)
+NESTING_DEPTH = 64  # real catalogue YAML nests 3 deep, config.json 5
+YAML_NODES = 100_000  # values after aliases are expanded; a shipped file has a few hundred
+
+FILES: tuple[tuple[str, str], ...] = (
+    ("a number on the command line or in a file", f"{NUMBER_CHARS} characters"),
+    ("a model, SKU, product, dtype or engine name", f"{NAME_CHARS} characters"),
+    ("a YAML file (catalogue, deployment)", f"{YAML_FILE_BYTES // 2**20} MiB"),
+    ("a JSON file (config.json, safetensors index)", f"{JSON_FILE_BYTES // 2**20} MiB"),
+    ("nesting of YAML or JSON", f"{NESTING_DEPTH} levels"),
+    ("YAML values, aliases expanded", f"{YAML_NODES:,}"),
+)
+
+
+def name_problem(text: str) -> str | None:
+    """Why `text` cannot be a name (model, SKU, product, dtype, engine), or None when it can.
+
+    A name is looked up and printed: whitespace at either end, a line break or another
+    control character would make two names that print the same, and an empty one is a
+    value that went missing (`--sku ''`).
+    """
+    if not text:
+        return "a name must not be empty"
+    if len(text) > NAME_CHARS:
+        return f"a name has at most {NAME_CHARS} characters (this one has {len(text):,})"
+    if text != text.strip():
+        return "a name must not start or end with whitespace"
+    if not text.isprintable():
+        return "a name must not contain line breaks or other control characters"
+    return None
+
+
+def check_name(text: str, what: str) -> str:
+    """`text` when it is a valid name; else a one-line KvplanError naming `what`."""
+    problem = name_problem(text)
+    if problem is not None:
+        raise KvplanError(f"{what}: {text[:NAME_CHARS]!r}: {problem}")
+    return text
