@@ -38,7 +38,8 @@ _BYTE_SUFFIX = {
 
 # A decimal with an optional fraction and unit, spaces around; re.ASCII keeps [0-9] and the
 # unit letters to ASCII (without it, [a-zA-Z] is ASCII but \s would match U+3000 and friends).
-_NUMBER = re.compile(r"[ \t]*([0-9]+)(?:\.([0-9]+))?[ \t]*([a-zA-Z]*)[ \t]*", re.ASCII)
+# A minus sign is read so that "-1" is refused as too small, not as unreadable.
+_NUMBER = re.compile(r"[ \t]*(-?[0-9]+)(?:\.([0-9]+))?[ \t]*([a-zA-Z]*)[ \t]*", re.ASCII)
 _TOKEN_HELP = "use an integer or a k/M suffix (8k = 8192, 128k = 131072, 1M = 1048576)"
 _BYTE_HELP = (
     "use bytes or a unit (GiB, MiB, KiB = powers of 2; GB, MB = powers of 10), e.g. 51.38GiB"
@@ -84,7 +85,7 @@ def _scaled(
 
 def _bounded(value: int, text: object, what: str, minimum: int, limit: limits.Limit) -> int:
     if value < minimum:
-        raise KvplanError(f"{what}: {text!r} must be at least {minimum}")
+        raise KvplanError(f"{what}: {text} must be at least {minimum}")
     if value > limit.maximum:
         raise KvplanError(f"{what}: {limit.describe(value)}")
     return value

@@ -8,15 +8,18 @@ importing this package loads no torch, triton or numpy.
 from __future__ import annotations
 
 import os
+import sys
 
 import typer
 
 from kvplan.cli import catalogue, check, report, size, verify
 from kvplan.cli.common import user_errors, warn
+from kvplan.cli.exits import OneExitGroup
 
-__all__ = ["app", "main", "user_errors", "warn"]
+__all__ = ["app", "main", "run", "user_errors", "warn"]
 
 app = typer.Typer(
+    cls=OneExitGroup,
     add_completion=False,
     no_args_is_help=True,
     rich_markup_mode=None,
@@ -36,10 +39,19 @@ app.command()(verify.verify)
 app.command("import-hf")(catalogue.import_hf_command)
 
 
+def run(argv: list[str] | None = None) -> int:
+    """Run one command line (default: sys.argv[1:]); its exit code (kvplan.cli.exits).
+
+    0 ok, 1 a check failed, 2 bad input or an internal error.
+    """
+    command = typer.main.get_command(app)
+    return command.main(args=argv, prog_name="kvplan", standalone_mode=False)  # type: ignore[no-any-return]
+
+
 def main() -> None:
     """Console-script entry point."""
     # pydantic scans every installed distribution's entry points for plugins when the first
     # model class is built (~0.1 s with torch installed); kvplan uses none, and `size` must
     # start in a few hundred milliseconds. A user's explicit setting still wins.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
-    app()
+    sys.exit(run())

@@ -10,6 +10,7 @@ import typer
 
 from kvplan.cli.common import _catalog, _format, user_errors, warn
 from kvplan.cli.options import CatalogOpt, FormatOpt
+from kvplan.cli.options import name as name_parser
 from kvplan.errors import KvplanError
 
 
@@ -73,7 +74,8 @@ def import_hf_command(
         typer.Option("--output", "-o", help="write the catalogue YAML here (default: stdout)"),
     ] = None,
     name: Annotated[
-        str | None, typer.Option(help="catalogue name (default: from the config)")
+        str | None,
+        typer.Option(parser=name_parser, help="catalogue name (default: from the config)"),
     ] = None,
 ) -> None:
     """Turn a Hugging Face config.json into a catalogue YAML entry."""

@@ -18,6 +18,7 @@ from kvplan.cli.options import (
     PpOpt,
     TpOpt,
     WeightDtypeOpt,
+    name,
 )
 
 
@@ -51,7 +52,10 @@ def check(
 def claim(
     model: ModelArg,
     sku: Annotated[
-        str, typer.Option("--sku", "-s", help="GPU SKU the claim is made for (see `kvplan skus`)")
+        str,
+        typer.Option(
+            "--sku", "-s", parser=name, help="GPU SKU the claim is made for (see `kvplan skus`)"
+        ),
     ],
     context: ContextOpt = "128k",
     batch: BatchOpt = 1,
@@ -62,6 +66,7 @@ def claim(
         typer.Option(
             "--engine",
             "-e",
+            parser=name,
             help="exact (physics, no reserve), vllm or sglang (add the engine's reserve: "
             "activations, non-torch memory, the unused utilization share), hf or naive",
         ),

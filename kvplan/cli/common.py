@@ -42,19 +42,32 @@ def _catalog(dirs: list[Path] | None):
 
 
 def _lengths(context: str, batch: int, lengths: str | None) -> list[int]:
+    from kvplan import limits
     from kvplan.units import parse_tokens
 
-    if lengths:
-        return [parse_tokens(part, "--lengths") for part in lengths.split(",") if part.strip()]
+    if lengths is not None:
+        parts = lengths.split(",")
+        limits.BATCH.check(len(parts), "--lengths")
+        return [parse_tokens(part, "--lengths") for part in parts]
+    limits.BATCH.check(batch, "--batch")
     if batch < 1:
         raise KvplanError(f"--batch: {batch} must be at least 1 sequence")
     return [parse_tokens(context, "--context")] * batch
 
 
+def _is_path(name: str) -> bool:
+    """`name` names a config.json or a folder (not a catalogue name); False when it cannot."""
+    path = Path(name)
+    try:
+        return path.suffix == ".json" or path.is_dir() or path.exists()
+    except (OSError, ValueError):  # a name too long for a path, or with a NUL in it
+        return False
+
+
 def _model(catalog, name: str):
     """A catalogue model, or an imported HF config (path); warnings printed."""
     path = Path(name)
-    if path.suffix == ".json" or path.is_dir() or path.exists():
+    if _is_path(name):
         from kvplan.catalog.hf import import_hf
 
         imported = import_hf(path)

@@ -1,13 +1,62 @@
-"""Options more than one command declares, each written once as an `Annotated` alias."""
+"""Options more than one command declares, each written once as an `Annotated` alias.
+
+Numbers and names are parsed here, before a command runs, by the same functions as the rest
+of kvplan (kvplan.units, kvplan.limits): ASCII digits only, a stated maximum for every count,
+no empty or padded names. A refusal is a usage error: one line, exit 2.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from kvplan import limits
+from kvplan.errors import KvplanError
 from kvplan.report.render import FORMATS
+from kvplan.units import parse_count, parse_fraction
+
+
+def _usage(parse: Callable[[str], object]) -> Callable[[str], object]:
+    """`parse`, with its KvplanError turned into typer's usage error (the option is named)."""
+
+    def parser(value: str) -> object:
+        try:
+            return parse(value)
+        except KvplanError as error:
+            raise typer.BadParameter(str(error).split(": ", 1)[-1]) from None
+
+    return parser
+
+
+def count(limit: limits.Limit, minimum: int = 1) -> Callable[[str], object]:
+    """Parser of a whole number from `minimum` to `limit`'s stated maximum."""
+    return _usage(lambda value: parse_count(value, limit.what, limit, minimum))
+
+
+def fraction(allow_zero: bool = False) -> Callable[[str], object]:
+    """Parser of a fraction in (0, 1], or [0, 1] with `allow_zero`."""
+    return _usage(lambda value: parse_fraction(value, "fraction", allow_zero=allow_zero))
+
+
+def _checked_name(value: str) -> str:
+    limits.check_name(value, "name")
+    return value
+
+
+def _version_text(value: str) -> str:
+    if len(value) > limits.NUMBER_CHARS or not value.isascii():
+        raise KvplanError(
+            f"version: {value[: limits.NUMBER_CHARS]!r} is not a version like 0.11 "
+            f"(ASCII, at most {limits.NUMBER_CHARS} characters)"
+        )
+    return value
+
+
+name = _usage(_checked_name)
+version = _usage(_version_text)
 
 ModelArg = Annotated[
     str,
@@ -22,10 +71,20 @@ ContextOpt = Annotated[
     typer.Option(
         "--context",
         "-c",
-        help="tokens per sequence; accepts 8k, 128k, 1M (k = 1024, so 128k = 131,072)",
+        help="tokens per sequence; accepts 8k, 128k, 1M (k = 1024, so 128k = 131,072); "
+        f"at most {limits.CONTEXT.maximum:,}",
     ),
 ]
-BatchOpt = Annotated[int, typer.Option("--batch", "-b", help="concurrent sequences")]
+BatchOpt = Annotated[
+    int,
+    typer.Option(
+        "--batch",
+        "-b",
+        parser=count(limits.BATCH),
+        metavar="N",
+        help=f"concurrent sequences (at most {limits.BATCH.maximum:,})",
+    ),
+]
 LengthsOpt = Annotated[
     str | None,
     typer.Option(
@@ -37,6 +96,7 @@ KvDtypeOpt = Annotated[
     str,
     typer.Option(
         "--kv-dtype",
+        parser=name,
         help="KV element type: fp32, bf16, fp16, fp8 (= fp8_e4m3), fp8_e5m2, int8, int4, "
         "nvfp4, mxfp4 (quantisation scales counted)",
     ),
@@ -45,6 +105,7 @@ WeightDtypeOpt = Annotated[
     str | None,
     typer.Option(
         "--weight-dtype",
+        parser=name,
         help="weight type: bf16, fp16, fp32, fp8, fp8_block, int8, int4 (group 128), nvfp4, "
         "mxfp4; default: the model's released dtype",
         show_default=False,
@@ -55,23 +116,46 @@ EngineOpt = Annotated[
     typer.Option(
         "--engine",
         "-e",
+        parser=name,
         help="KV accounting: exact (physics), vllm (16-token blocks, MLA 64), sglang "
         "(token pool), hf (transformers caches), naive (textbook MHA)",
     ),
 ]
-TpOpt = Annotated[int, typer.Option("--tp", help="tensor-parallel degree (GPUs per stage)")]
-PpOpt = Annotated[int, typer.Option("--pp", help="pipeline-parallel degree (stages)")]
+TpOpt = Annotated[
+    int,
+    typer.Option(
+        "--tp",
+        parser=count(limits.GPUS),
+        metavar="N",
+        help="tensor-parallel degree (GPUs per stage)",
+    ),
+]
+PpOpt = Annotated[
+    int,
+    typer.Option(
+        "--pp", parser=count(limits.GPUS), metavar="N", help="pipeline-parallel degree (stages)"
+    ),
+]
 BlockSizeOpt = Annotated[
     int | None,
     typer.Option(
         "--block-size",
-        help="tokens per KV block for paged engines; default 16 (MLA: 64)",
+        parser=count(limits.BLOCK),
+        metavar="TOKENS",
+        help="tokens per KV block for paged engines; default 16 (MLA: 64); "
+        f"at most {limits.BLOCK.maximum:,}",
         show_default=False,
     ),
 ]
 SkuOpt = Annotated[
     str | None,
-    typer.Option("--sku", "-s", help="GPU SKU to fit on (see `kvplan skus`)", show_default=False),
+    typer.Option(
+        "--sku",
+        "-s",
+        parser=name,
+        help="GPU SKU to fit on (see `kvplan skus`)",
+        show_default=False,
+    ),
 ]
 FormatOpt = Annotated[
     str, typer.Option("--format", "-f", help=f"output format: {', '.join(FORMATS)}")

@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from kvplan import limits
 from kvplan.cli.common import _catalog, _deployment, _format, user_errors
 from kvplan.cli.options import (
     BlockSizeOpt,
@@ -16,6 +17,10 @@ from kvplan.cli.options import (
     KvDtypeOpt,
     PpOpt,
     WeightDtypeOpt,
+    count,
+    fraction,
+    name,
+    version,
 )
 from kvplan.errors import KvplanError
 
@@ -26,22 +31,40 @@ def report(
     model: Annotated[
         RepeatOpt,
         typer.Option(
-            "--model", "-m", help="model name (repeatable), or 'all' for the whole catalogue"
+            "--model",
+            "-m",
+            parser=name,
+            help="model name (repeatable), or 'all' for the whole catalogue",
         ),
     ] = None,
     sku: Annotated[
         RepeatOpt,
         typer.Option(
-            "--sku", "-s", help="SKU name or family such as h100 (repeatable); default: every SKU"
+            "--sku",
+            "-s",
+            parser=name,
+            help="SKU name or family such as h100 (repeatable); default: every SKU",
         ),
     ] = None,
     tp: Annotated[
         list[int] | None,
-        typer.Option("--tp", help="TP degrees (repeatable); default 1, 2, 4, 8 that fit the node"),
+        typer.Option(
+            "--tp",
+            parser=count(limits.GPUS),
+            metavar="N",
+            help="TP degrees (repeatable); default 1, 2, 4, 8 that fit the node",
+        ),
     ] = None,
     pp: PpOpt = 1,
     batch: Annotated[
-        int, typer.Option("--batch", "-b", help="sequences for the longest-context column")
+        int,
+        typer.Option(
+            "--batch",
+            "-b",
+            parser=count(limits.BATCH),
+            metavar="N",
+            help="sequences for the longest-context column",
+        ),
     ] = 1,
     context: Annotated[
         str | None,
@@ -60,6 +83,8 @@ def report(
     utilization: Annotated[
         float | None,
         typer.Option(
+            parser=fraction(),
+            metavar="FRACTION",
             help="fraction of GPU memory the engine may use (vLLM gpu_memory_utilization, "
             "default 0.9, 0.92 from 0.20; SGLang mem_fraction_static, default by TP; exact 1.0)",
             show_default=False,
@@ -68,23 +93,35 @@ def report(
     kv_memory: Annotated[
         str | None,
         typer.Option(
-            help="fixed KV budget per GPU, like vLLM --kv-cache-memory (e.g. 51.38GiB)",
+            help="fixed KV budget per GPU, like vLLM --kv-cache-memory (e.g. 51.38GiB; "
+            "a fraction of a byte is rounded down)",
             show_default=False,
         ),
     ] = None,
     vllm_version: Annotated[
-        str, typer.Option(help="vLLM version whose accounting and log wording to follow (0.6–0.33)")
+        str,
+        typer.Option(
+            parser=version,
+            help="vLLM version whose accounting and log wording to follow (0.6–0.33)",
+        ),
     ] = "0.11",
     max_num_batched_tokens: Annotated[
         int | None,
         typer.Option(
+            parser=count(limits.BATCHED_TOKENS),
+            metavar="TOKENS",
             help="vLLM max_num_batched_tokens (default 8192 on ≥70 GiB non-A100 GPUs, else 2048)",
             show_default=False,
         ),
     ] = None,
     max_num_seqs: Annotated[
         int | None,
-        typer.Option(help="vLLM max_num_seqs (default 1024 / 256 as above)", show_default=False),
+        typer.Option(
+            parser=count(limits.BATCH),
+            metavar="N",
+            help="vLLM max_num_seqs (default 1024 / 256 as above)",
+            show_default=False,
+        ),
     ] = None,
     activation_memory: Annotated[
         str | None,
@@ -112,13 +149,27 @@ def report(
     ] = False,
     draft_layers: Annotated[
         int,
-        typer.Option(help="speculative-decoding draft layers that share the KV cache (EAGLE: 1)"),
+        typer.Option(
+            parser=count(limits.LAYERS, minimum=0),
+            metavar="N",
+            help="speculative-decoding draft layers that share the KV cache (EAGLE: 1)",
+        ),
     ] = 0,
     bandwidth_efficiency: Annotated[
-        float, typer.Option(help="fraction of datasheet bandwidth decode reaches (roofline)")
+        float,
+        typer.Option(
+            parser=fraction(),
+            metavar="FRACTION",
+            help="fraction of datasheet bandwidth decode reaches (roofline)",
+        ),
     ] = 0.85,
     compute_efficiency: Annotated[
-        float, typer.Option(help="fraction of dense peak FLOP/s prefill reaches (roofline)")
+        float,
+        typer.Option(
+            parser=fraction(),
+            metavar="FRACTION",
+            help="fraction of dense peak FLOP/s prefill reaches (roofline)",
+        ),
     ] = 0.5,
     sort: Annotated[
         str | None,
@@ -160,8 +211,6 @@ def report(
             raise KvplanError("--model: give at least one model (repeatable), or --model all")
         if sort is not None and sort not in SORT_KEYS:
             raise KvplanError(f"--sort: unknown column {sort!r} (allowed: {', '.join(SORT_KEYS)})")
-        if draft_layers < 0:
-            raise KvplanError(f"--draft-layers: {draft_layers} must not be negative")
         catalog = _catalog(catalog_dirs)
         skus_list = (
             catalog.skus() if not sku else [s for name in sku for s in catalog.skus_matching(name)]

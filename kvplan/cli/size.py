@@ -22,7 +22,6 @@ from kvplan.cli.options import (
     TpOpt,
     WeightDtypeOpt,
 )
-from kvplan.errors import KvplanError
 
 
 def size(
@@ -49,8 +48,6 @@ def size(
         from kvplan.report.size_report import render_size
 
         output = _format(fmt)
-        if block_size is not None and block_size < 1:
-            raise KvplanError(f"--block-size: {block_size} must be at least 1 token")
         catalog = _catalog(catalog_dirs)
         deployment = _deployment(
             catalog,

@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from kvplan import limits
 from kvplan.cli.common import _catalog, _format, _lengths, _model, user_errors
 from kvplan.cli.options import (
     BatchOpt,
@@ -17,6 +18,9 @@ from kvplan.cli.options import (
     KvDtypeOpt,
     LengthsOpt,
     ModelArg,
+    count,
+    fraction,
+    name,
 )
 from kvplan.errors import KvplanError
 
@@ -69,12 +73,18 @@ def verify(
         typer.Option(
             "--engine",
             "-e",
+            parser=name,
             help="KV accounting to verify: vllm (16-token blocks, MLA 64), sglang or exact "
             "(1-token pages)",
         ),
     ] = "vllm",
     tp: Annotated[
-        int, typer.Option("--tp", help="tensor-parallel degree; this GPU holds one rank's share")
+        int,
+        typer.Option(
+            "--tp",
+            parser=count(limits.GPUS),
+            help="tensor-parallel degree; this GPU holds one rank's share",
+        ),
     ] = 1,
     block_size: BlockSizeOpt = None,
     sku: Annotated[
@@ -82,6 +92,7 @@ def verify(
         typer.Option(
             "--sku",
             "-s",
+            parser=name,
             help="SKU whose datasheet bandwidth to compare with; default: detected from the "
             "GPU's name (unknown GPU: comparison marked unknown)",
             show_default=False,
@@ -91,6 +102,7 @@ def verify(
         int | None,
         typer.Option(
             "--layers",
+            parser=count(limits.LAYERS),
             help="verify this many layers (when the whole cache does not fit); whole-model "
             "figures are scaled by layers/verified and say so; default all on CUDA, 2 on CPU",
             show_default=False,
@@ -112,14 +124,24 @@ def verify(
         float,
         typer.Option(
             "--bandwidth-pass",
+            parser=fraction(allow_zero=True),
             help="bandwidth passes when achieved ≥ this fraction (0–1) of the measured copy",
         ),
     ] = 0.8,
     repeats: Annotated[
         int | None,
-        typer.Option(help="timed decode steps; default 50 on CUDA, 2 on CPU", show_default=False),
+        typer.Option(
+            parser=count(limits.REPEATS),
+            help="timed decode steps; default 50 on CUDA, 2 on CPU",
+            show_default=False,
+        ),
     ] = None,
-    seed: Annotated[int, typer.Option(help="seed of the page shuffle, q and KV contents")] = 0,
+    seed: Annotated[
+        int,
+        typer.Option(
+            parser=count(limits.SEED, minimum=0), help="seed of the page shuffle, q and KV contents"
+        ),
+    ] = 0,
     fmt: FormatOpt = "table",
     catalog_dirs: CatalogOpt = None,
 ) -> None:
