@@ -167,45 +167,19 @@ def name_cases(rng: random.Random) -> Iterator[Case]:
 
 # --- catalogue YAML ---------------------------------------------------------------------
 
-_INT_FIELDS = {
-    "hidden_size": limits.WIDTH, "num_layers": limits.LAYERS, "vocab_size": limits.VOCAB,
-    "intermediate_size": limits.WIDTH, "max_context": limits.CONTEXT,
-    "num_heads": limits.HEADS, "num_kv_heads": limits.HEADS, "head_dim": limits.WIDTH,
-    "memory_bytes": limits.MEMORY, "bandwidth_bytes_per_s": limits.BANDWIDTH,
-    "max_gpus_per_node": limits.GPUS,
-}  # fmt: skip
-_BOOL_FIELDS = ("tie_word_embeddings", "qkv_bias", "qk_norm", "o_bias")
-
-
-def _replace_field(text: str, key: str, value: str) -> str | None:
-    pattern = re.compile(rf"^(\s*){key}:[^\n#]*", re.MULTILINE)
-    if not pattern.search(text):
-        return None
-    return pattern.sub(lambda m: f"{m.group(1)}{key}: {value}", text, count=1)
-
-
-def _int_verdict(key: str, value: str, always: bool | None) -> str:
-    if always:
-        return "refuse"
-    if value in ("100000",) and int(value) > _INT_FIELDS[key].maximum:
-        return "refuse"
-    if value == "0" and key != "learned_positions":
-        return "refuse"
-    return "any"
-
 
 def _yaml_mutations(
     text: str, rng: random.Random, other_name: str
 ) -> Iterator[tuple[str, str, str]]:
     """(mutated text, verdict, label) for one catalogue file's text."""
-    for key in _INT_FIELDS:
+    for key in corpus.INT_FIELD_LIMITS:
         value, always = rng.choice(corpus.YAML_INT_MUTATIONS)
-        mutated = _replace_field(text, key, value)
+        mutated = corpus.replace_field(text, key, value)
         if mutated is not None:
-            yield mutated, _int_verdict(key, value, always), f"{key}: {value[:20]}"
-    for key in _BOOL_FIELDS:
+            yield mutated, corpus.int_mutation_verdict(key, value, always), f"{key}: {value[:20]}"
+    for key in corpus.BOOL_FIELDS:
         value, refused = rng.choice(corpus.YAML_BOOL_MUTATIONS)
-        mutated = _replace_field(text, key, value)
+        mutated = corpus.replace_field(text, key, value)
         if mutated is not None:
             verdict = "refuse" if refused else "any"
             yield mutated, verdict, f"{key}: {value}"
@@ -215,21 +189,22 @@ def _yaml_mutations(
         yield duplicated, "refuse", "duplicate key"
     for name in ('""', '" padded"', '"padded "', '"two\\nlines"', '"' + "n" * 300 + '"',
                  '"tab\\there"', '"nul\\0"'):  # fmt: skip
-        yield _replace_field(text, "name", name) or text, "refuse", f"name: {name[:12]}"
-    yield _replace_field(text, "name", other_name) or text, "refuse", "name of another file"
+        yield corpus.replace_field(text, "name", name) or text, "refuse", f"name: {name[:12]}"
+    yield corpus.replace_field(text, "name", other_name) or text, "refuse", "name of another file"
     aliases = ", ".join(f"org/alias-{i}" for i in range(5000))
-    yield _replace_field(text, "aliases", f"[{aliases}]") or text, "refuse", "5000 aliases"
+    yield corpus.replace_field(text, "aliases", f"[{aliases}]") or text, "refuse", "5000 aliases"
     yield corpus.billion_laughs() + text, "refuse", "billion laughs"
     deep = corpus.deep_yaml(rng.choice([100, 999, 5000]))
     yield f"{text}\nx_deep: {deep}\n", "refuse", "deep"
     yield text + "\nx_loop: &r [*r]\n", "refuse", "recursive alias"
     yield text + ("# " + "p" * 1000 + "\n") * 4200, "refuse", "over 4 MiB"
-    yield _replace_field(text, "num_layers", "100000") or text, "refuse", "num_layers: 100000"
+    yield corpus.replace_field(text, "num_layers", "100000") or text, "refuse", "num_layers: 100000"
     kinds = "[" + ", ".join(["full"] * 100000) + "]"
-    plan = _replace_field(text, "num_layers", "100000")
+    plan = corpus.replace_field(text, "num_layers", "100000")
     if plan is not None:
         yield plan.replace("pattern: [full]", f"kinds: {kinds}"), "refuse", "100000 kinds"
-    yield _replace_field(text, "vocab_size", "1" + "0" * 400) or text, "refuse", "vocab 10^400"
+    huge = corpus.replace_field(text, "vocab_size", "1" + "0" * 400)
+    yield huge or text, "refuse", "vocab 10^400"
     yield text + "\nsource: !!python/object/apply:os.system ['true']\n", "refuse", "python tag"
     cut = rng.randrange(len(text))
     yield text[:cut], "any", "truncated"
@@ -246,7 +221,7 @@ def catalogue_cases(rng: random.Random, work: Path, rounds: int) -> Iterator[Cas
         is_model = source.parent.name == "model_specs"
         text = source.read_text()
         name = f"fz-{index}"
-        text = _replace_field(text, "name", name) or text
+        text = corpus.replace_field(text, "name", name) or text
         other = rng.choice(corpus.MODEL_FILES if is_model else corpus.SKU_FILES).stem
         for number, (mutated, verdict, label) in enumerate(_yaml_mutations(text, rng, other)):
             folder = work / f"cat-{index}-{number}"

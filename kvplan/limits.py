@@ -30,10 +30,8 @@ class Limit:
 
     def describe(self, value: int) -> str:
         """The refusal of `value`, without the place (validators add their own)."""
-        return (
-            f"{_short(value)} is above kvplan's limit of {self.maximum:,}"
-            f"{' ' + self.unit if self.unit else ''} for {self.what} ({self.why})"
-        )
+        unit = f" {self.unit}" if self.unit else ""
+        return f"{_short(value)} is above kvplan's limit of {self.maximum:,}{unit} ({self.why})"
 
 
 def _short(value: int) -> str:
@@ -52,32 +50,38 @@ BATCHED_TOKENS = Limit(
     "tokens per scheduler step", "tokens", 2**30, "vLLM's default is 2,048 or 8,192"
 )
 BLOCK = Limit(
-    "a KV block", "tokens", 2**12, "vLLM blocks are 16 to 256 tokens, hybrid models' up to ~2k"
+    "a KV block", "tokens", 2**12, "vLLM blocks are 16 to 256 tokens; hybrid models' up to about 2k"
 )
-LAYERS = Limit("layers", "layers", 2**12, "the deepest shipped model has 126 (Llama 3.1 405B)")
-HEADS = Limit("attention heads", "heads", 2**16, "the most shipped is 128 (DeepSeek-V3)")
+LAYERS = Limit("layers", "layers", 2**12, "the deepest shipped model, Llama 3.1 405B, has 126")
+HEADS = Limit("attention heads", "heads", 2**16, "the most in a shipped model is 128, DeepSeek-V3")
 WIDTH = Limit(
-    "a layer width (hidden, FFN, head or state size)",
+    "a layer width: hidden, FFN, head or state size",
     "elements",
     2**20,
-    "the widest shipped is an FFN of 53,248 (Llama 3.1 405B)",
+    "the widest shipped is Llama 3.1 405B's FFN, 53,248",
 )
-VOCAB = Limit("a vocabulary", "tokens", 2**24, "the largest shipped is 262,208 (Gemma 3)")
-EXPERTS = Limit("experts", "experts", 2**16, "the most shipped is 512 (Qwen3-Next)")
+VOCAB = Limit("a vocabulary", "tokens", 2**24, "the largest shipped is Gemma 3's, 262,208")
+EXPERTS = Limit("experts", "experts", 2**16, "the most shipped is Qwen3-Next's 512")
 GPUS = Limit(
-    "a parallel degree (tp, pp, GPUs per node)", "GPUs", 2**12, "one NVL72 rack has 72 GPUs"
+    "a parallel degree: tp, pp, GPUs per node", "GPUs", 2**12, "one NVL72 rack has 72 GPUs"
 )
 PARAMS = Limit(
-    "a parameter count", "parameters", 2**50, "the largest shipped is about 10^12 (Kimi K2)"
+    "a parameter count",
+    "parameters",
+    2**50,
+    "the largest published count shipped is DeepSeek-R1's, 671 × 10^9",
 )
 MEMORY = Limit(
-    "device memory", "bytes", 2**50, "1 PiB; the largest shipped GPU has 288 GB (B300, MI355X)"
+    "device memory", "bytes", 2**50, "1 PiB; the largest shipped GPU, MI355X, has 288 GiB"
 )
 BANDWIDTH = Limit(
-    "memory bandwidth", "bytes/s", 2**50, "1 PB/s; the fastest shipped GPU reads 8 TB/s (B200)"
+    "memory bandwidth", "bytes/s", 2**50, "1 PB/s; the fastest shipped GPUs read 8 TB/s"
 )
 FLOP_RATE = Limit(
-    "a peak compute rate", "FLOP/s", 2**60, "about 10^18; the fastest shipped is 9 × 10^15"
+    "a peak compute rate",
+    "FLOP/s",
+    2**60,
+    "about 10^18; the fastest shipped is MI355X FP4, 1.01 × 10^16",
 )
 REQUEST_RATE = Limit("an arrival rate", "requests/s", 10**9, "a billion requests a second")
 DURATION = Limit("a request's duration", "s", 10**9, "about 32 years")
@@ -147,4 +151,18 @@ def check_name(text: str, what: str) -> str:
     problem = name_problem(text)
     if problem is not None:
         raise KvplanError(f"{what}: {text[:NAME_CHARS]!r}: {problem}")
+    return text
+
+
+def check_version_text(text: str, what: str) -> str:
+    """`text` when it is short ASCII, as a version is; else a one-line KvplanError.
+
+    Checked before a version is parsed: its digits become Python ints, and a 5,000-digit one
+    raises ValueError inside int() (the 4,300-digit conversion limit).
+    """
+    if len(text) > NUMBER_CHARS or not text.isascii():
+        raise KvplanError(
+            f"{what}: {text[:NUMBER_CHARS]!r} is not a version like 0.11 "
+            f"(ASCII, at most {NUMBER_CHARS} characters)"
+        )
     return text

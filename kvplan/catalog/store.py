@@ -96,7 +96,10 @@ class Catalog:
 
     def __init__(self, extra_dirs: tuple[Path, ...] = ()) -> None:
         env_dirs = tuple(Path(p) for p in os.environ.get(CATALOG_ENV, "").split(os.pathsep) if p)
-        self.user_dirs = tuple(extra_dirs) + env_dirs
+        self.user_dirs = tuple(Path(p) for p in extra_dirs) + env_dirs
+        # Where each folder was named, for messages: an option the user typed, or a variable
+        # set long ago in a shell profile.
+        self._origins = ["--catalog"] * len(extra_dirs) + [f"${CATALOG_ENV}"] * len(env_dirs)
         self._models: _Index | None = None
         self._skus: _Index | None = None
 
@@ -109,8 +112,8 @@ class Catalog:
             (p, "model") for p in sorted(models_dir.glob("*.yaml"))
         ]
         files += [(p, "sku") for p in sorted(skus_dir.glob("*.yaml"))]
-        for folder in self.user_dirs:
-            files += [(p, None) for p in _yaml_files_under(folder)]
+        for folder, origin in zip(self.user_dirs, self._origins, strict=True):
+            files += [(p, None) for p in _yaml_files_under(folder, origin)]
         return files
 
     def _load(self) -> None:
@@ -206,14 +209,15 @@ def _kind_of(document: YamlDocument) -> str:
     )
 
 
-def _yaml_files_under(folder: Path) -> list[Path]:
-    """Every *.yaml / *.yml file under `folder`, sorted; symlinked folders are not entered.
+def _yaml_files_under(folder: Path, origin: str) -> list[Path]:
+    """Every *.yaml / *.yml file under `folder` (named by `origin`), sorted; symlinked
+    folders are not entered.
 
     Raises:
         KvplanError: `folder` is missing or not a folder, or holds more than
             MAX_FOLDER_ENTRIES entries (a catalogue is tens of files).
     """
-    label = f"--catalog {folder}"
+    label = f"{origin} {folder}"
     try:
         if not folder.is_dir():
             missing = not folder.exists() and not folder.is_symlink()

@@ -46,17 +46,8 @@ def _checked_name(value: str) -> str:
     return value
 
 
-def _version_text(value: str) -> str:
-    if len(value) > limits.NUMBER_CHARS or not value.isascii():
-        raise KvplanError(
-            f"version: {value[: limits.NUMBER_CHARS]!r} is not a version like 0.11 "
-            f"(ASCII, at most {limits.NUMBER_CHARS} characters)"
-        )
-    return value
-
-
 name = _usage(_checked_name)
-version = _usage(_version_text)
+version = _usage(lambda value: limits.check_version_text(value, "version"))
 
 ModelArg = Annotated[
     str,

@@ -21,6 +21,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
+from kvplan import limits
 from kvplan.catalog.deployments import LoadedDeployments
 from kvplan.errors import KvplanError
 from kvplan.plan.budget import MemoryOverrides
@@ -29,7 +30,7 @@ from kvplan.plan.engines import ENGINES, EngineOptions
 from kvplan.plan.engines import engine as engine_profile
 from kvplan.plan.sizing import Deployment, SizeResult, size
 from kvplan.plan.vllm import DEFAULT_VERSION, parse_version
-from kvplan.specs import ModelSpec, SkuSpec, kv_dtype_info, weight_dtype_info
+from kvplan.specs import ModelSpec, Name, SkuSpec, kv_dtype_info, weight_dtype_info
 from kvplan.units import parse_bytes, parse_tokens
 
 # --- the deployment file -------------------------------------------------------------
@@ -60,10 +61,14 @@ def _byte_count(value: object) -> object:
     return value
 
 
-TokenCount = Annotated[int, BeforeValidator(_token_count), Field(gt=0)]
-ByteCount = Annotated[int, BeforeValidator(_byte_count), Field(ge=0)]
-PositiveInt = Annotated[int, Field(gt=0)]
-PositiveFloat = Annotated[float, Field(gt=0)]
+# Every number has kvplan's stated maximum (kvplan.limits); floats are finite (no .inf/.nan).
+TokenCount = Annotated[int, BeforeValidator(_token_count), Field(gt=0, le=limits.CONTEXT.maximum)]
+ByteCount = Annotated[int, BeforeValidator(_byte_count), Field(ge=0, le=limits.MEMORY.maximum)]
+GpuCount = Annotated[int, Field(gt=0, le=limits.GPUS.maximum)]
+SequenceCount = Annotated[int, Field(gt=0, le=limits.BATCH.maximum)]
+BatchedTokens = Annotated[int, Field(gt=0, le=limits.BATCHED_TOKENS.maximum)]
+RequestRate = Annotated[float, Field(gt=0, le=limits.REQUEST_RATE.maximum, allow_inf_nan=False)]
+Duration = Annotated[float, Field(gt=0, le=limits.DURATION.maximum, allow_inf_nan=False)]
 
 
 class ProductSpec(BaseModel):
@@ -71,32 +76,33 @@ class ProductSpec(BaseModel):
 
     model_config = ConfigDict(strict=True, frozen=True, extra="forbid")
 
-    name: str = Field(min_length=1, description="product name, unique in the file")
-    model: str = Field(min_length=1, description="catalogue model name or alias")
-    sku: str = Field(min_length=1, description="catalogue GPU SKU name or alias")
-    tp: PositiveInt = Field(1, description="tensor-parallel degree (GPUs per stage)")
-    pp: PositiveInt = Field(1, description="pipeline-parallel degree (stages)")
-    engine: str = Field("vllm", description="KV accounting: vllm, sglang, exact, hf or naive")
-    kv_dtype: str = Field("bf16", description="KV element type: bf16, fp8, int8, ...")
-    weight_dtype: str | None = Field(
+    name: Name = Field(description="product name, unique in the file")
+    model: Name = Field(description="catalogue model name or alias")
+    sku: Name = Field(description="catalogue GPU SKU name or alias")
+    tp: GpuCount = Field(1, description="tensor-parallel degree (GPUs per stage)")
+    pp: GpuCount = Field(1, description="pipeline-parallel degree (stages)")
+    engine: Name = Field("vllm", description="KV accounting: vllm, sglang, exact, hf or naive")
+    kv_dtype: Name = Field("bf16", description="KV element type: bf16, fp8, int8, ...")
+    weight_dtype: Name | None = Field(
         None, description="weight type (bf16, fp8, int4, ...); null: the model's released dtype"
     )
     context: TokenCount = Field(
         description="promised context per request in tokens; accepts 8k, 128k, 1M (k = 1024)"
     )
-    concurrency: PositiveInt | None = Field(
+    concurrency: SequenceCount | None = Field(
         None, description="promised concurrent requests at that context"
     )
-    requests_per_s: PositiveFloat | None = Field(
+    requests_per_s: RequestRate | None = Field(
         None, description="promised arrival rate in requests per second (with duration_s)"
     )
-    duration_s: PositiveFloat | None = Field(
+    duration_s: Duration | None = Field(
         None, description="time one request stays in the engine in seconds (with requests_per_s)"
     )
     utilization: float | None = Field(
         None,
         gt=0,
         le=1,
+        allow_inf_nan=False,
         description="fraction of GPU memory the engine may use (vLLM gpu_memory_utilization, "
         "SGLang mem_fraction_static); null: the engine's default",
     )
@@ -108,10 +114,10 @@ class ProductSpec(BaseModel):
     vllm_version: str | None = Field(
         None, description="vLLM version whose accounting to follow, e.g. 0.11; null: 0.11"
     )
-    max_num_batched_tokens: PositiveInt | None = Field(
+    max_num_batched_tokens: BatchedTokens | None = Field(
         None, description="vLLM max_num_batched_tokens in tokens; null: vLLM's default"
     )
-    max_num_seqs: PositiveInt | None = Field(
+    max_num_seqs: SequenceCount | None = Field(
         None, description="vLLM max_num_seqs in requests; null: vLLM's default"
     )
 
@@ -145,7 +151,7 @@ class ProductSpec(BaseModel):
     def _version(cls, value: str | None) -> str | None:
         if value is not None:
             try:
-                parse_version(value)
+                parse_version(limits.check_version_text(value, "vllm_version"))
             except KvplanError as error:
                 raise ValueError(_without_prefix(error)) from None
         return value
@@ -158,6 +164,11 @@ class ProductSpec(BaseModel):
         if self.concurrency is None and None in rate:
             raise ValueError(
                 "give concurrency, or both requests_per_s and duration_s (Little's law)"
+            )
+        if self.promised_concurrency > limits.BATCH.maximum:
+            raise ValueError(
+                f"requests_per_s × duration_s = {self.promised_concurrency:,} requests at once: "
+                + limits.BATCH.describe(self.promised_concurrency)
             )
         return self
 

@@ -135,6 +135,34 @@ def deep_yaml(depth: int) -> str:
     return "[" * depth + "]" * depth
 
 
+def replace_field(text: str, key: str, value: str) -> str | None:
+    """`text` with the first `key:` line's value replaced by `value`; None without such a line."""
+    pattern = re.compile(rf"^([ \t]*){re.escape(key)}:[^\n#]*?([ \t]+#[^\n]*)?$", re.MULTILINE)
+    if not pattern.search(text):
+        return None
+    return pattern.sub(lambda m: f"{m.group(1)}{key}: {value}{m.group(2) or ''}", text, count=1)
+
+
+# Integer fields of shipped catalogue files and the stated maximum of each.
+INT_FIELD_LIMITS = {
+    "hidden_size": limits.WIDTH, "num_layers": limits.LAYERS, "vocab_size": limits.VOCAB,
+    "intermediate_size": limits.WIDTH, "max_context": limits.CONTEXT,
+    "num_heads": limits.HEADS, "num_kv_heads": limits.HEADS, "head_dim": limits.WIDTH,
+    "memory_bytes": limits.MEMORY, "bandwidth_bytes_per_s": limits.BANDWIDTH,
+    "max_gpus_per_node": limits.GPUS,
+}  # fmt: skip
+BOOL_FIELDS = ("tie_word_embeddings", "qkv_bias", "qk_norm", "o_bias")
+
+
+def int_mutation_verdict(key: str, value: str, always: bool | None) -> str:
+    """ "refuse" when `value` in integer field `key` must be refused, else "any"."""
+    if always or (value == "0" and key != "learned_positions"):
+        return "refuse"
+    if value == "100000" and INT_FIELD_LIMITS[key].maximum < 100000:
+        return "refuse"
+    return "any"
+
+
 # Replacements for an integer field: (YAML text, must it be refused whatever the field?).
 YAML_INT_MUTATIONS = (
     ("1:20", True), ("0x10", True), ("0o17", True), ("017", True), ("0b101", True),

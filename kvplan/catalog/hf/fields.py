@@ -8,10 +8,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from kvplan import limits
 from kvplan.errors import KvplanError
 
 # torch_dtype / dtype spellings -> weight dtype names.
 _TORCH_DTYPES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
+
+# Layer counts are checked as they are read: families build one entry per layer before the
+# spec is validated, so `num_hidden_layers: 10**9` must never reach them.
+_LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers")
 
 
 class _Config:
@@ -54,14 +59,16 @@ class _Config:
         value = self.get(key, default)
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise KvplanError(
-                f"{self.where}: field {key!r} is {value!r}; expected a non-negative integer"
+                f"{self.where}: field {key!r} is {value!r:.60}; expected a non-negative integer"
             )
         return value
 
     def flag(self, key: str, default: bool) -> bool:
         value = self.get(key, default)
         if not isinstance(value, bool):
-            raise KvplanError(f"{self.where}: field {key!r} is {value!r}; expected true or false")
+            raise KvplanError(
+                f"{self.where}: field {key!r} is {value!r:.60}; expected true or false"
+            )
         return value
 
     def warn(self, message: str) -> None:
@@ -71,8 +78,10 @@ class _Config:
         """`value` (read from `key`) checked to be a positive integer."""
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             raise KvplanError(
-                f"{self.where}: field {key!r} is {value!r}; expected a positive integer"
+                f"{self.where}: field {key!r} is {value!r:.60}; expected a positive integer"
             )
+        if key in _LAYER_KEYS:
+            limits.LAYERS.check(value, f"{self.where}: field {key!r}")
         return value
 
 

@@ -56,10 +56,13 @@ def _layer_types(c: _Config, num_layers: int) -> list[str] | None:
             f"{c.where}: layer_types must list {num_layers} entries (num_hidden_layers), "
             f"got {types!r:.80}"
         )
-    unknown = sorted({t for t in types if t not in _LAYER_TYPES})
+    unknown = sorted(
+        {repr(t)[:40] for t in types if not isinstance(t, str) or t not in _LAYER_TYPES}
+    )
     if unknown:
         raise KvplanError(
-            f"{c.where}: layer_types has unknown value(s) {unknown}; known: {sorted(_LAYER_TYPES)}"
+            f"{c.where}: layer_types has unknown value(s) {', '.join(unknown[:5])}; "
+            f"known: {', '.join(sorted(_LAYER_TYPES))}"
         )
     return [_LAYER_TYPES[t] for t in types]
 
