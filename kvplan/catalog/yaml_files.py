@@ -83,7 +83,8 @@ def read_document(path: Path) -> YamlDocument:
         where = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
         problem = getattr(error, "problem", None) or str(error).splitlines()[0]
         kind = "" if isinstance(error, yaml_safe.YamlLimitError) else "malformed YAML: "
-        raise KvplanError(f"{path}{where}: {kind}{problem}") from None
+        key = getattr(error, "key", None)
+        raise KvplanError(f"{path}{where}: {f'{key}: ' if key else ''}{kind}{problem}") from None
     return YamlDocument(path, data, root)
 
 

@@ -49,6 +49,7 @@ class YamlLimitError(yaml.YAMLError):
         super().__init__(problem)
         self.problem = problem
         self.problem_mark = mark
+        self.key: str | None = None  # the mapping key whose value failed, when known
 
 
 class _Loader(_Base):  # type: ignore[misc, valid-type]
@@ -69,7 +70,12 @@ class _Loader(_Base):  # type: ignore[misc, valid-type]
 
     def construct_mapping(self, node: yaml.Node, deep: bool = False) -> Any:
         _refuse_duplicate_keys(node)
-        return super().construct_mapping(node, deep)
+        try:
+            return super().construct_mapping(node, deep)
+        except YamlLimitError as error:
+            if error.key is None and error.problem_mark is not None:
+                error.key = _key_holding(node, error.problem_mark.index)
+            raise
 
     def construct_yaml_int(self, node: yaml.Node) -> int:
         text = self.construct_scalar(node)
@@ -98,6 +104,15 @@ for _tag, _pattern, _first in (
 ):
     # PyYAML matches with .match(): anchor at the end too, or "1:20" would resolve as int 1.
     _Loader.add_implicit_resolver(_tag, re.compile(f"(?:{_pattern.pattern})\\Z"), list(_first))
+
+
+def _key_holding(node: yaml.MappingNode, index: int) -> str | None:
+    """The scalar key of `node` whose value spans character `index`, if any."""
+    for key, value in node.value:
+        spans = value.start_mark.index <= index <= value.end_mark.index
+        if spans and isinstance(key, yaml.ScalarNode):
+            return str(key.value)[:40]
+    return None
 
 
 def _refuse_duplicate_keys(node: yaml.MappingNode) -> None:

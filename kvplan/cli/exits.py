@@ -52,7 +52,8 @@ def usage_line(error: Exception) -> str:
     """One line for a typer/click usage error, naming the option and the way to its help."""
     message = getattr(error, "message", str(error))
     param = getattr(error, "param", None)
-    if param is not None and getattr(error, "param_hint", None) is None:
+    # A parser's refusal names its option; click's own messages (a missing argument) say it all.
+    if param is not None and message and getattr(error, "param_hint", None) is None:
         names = getattr(param, "opts", None) or [getattr(param, "name", "") or ""]
         text = f"{names[0]}: {message}"
     else:

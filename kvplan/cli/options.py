@@ -33,7 +33,7 @@ def _usage(parse: Callable[[str], object]) -> Callable[[str], object]:
 
 def count(limit: limits.Limit, minimum: int = 1) -> Callable[[str], object]:
     """Parser of a whole number from `minimum` to `limit`'s stated maximum."""
-    return _usage(lambda value: parse_count(value, limit.what, limit, minimum))
+    return _usage(lambda value: parse_count(value, "value", limit, minimum))
 
 
 def fraction(allow_zero: bool = False) -> Callable[[str], object]:
