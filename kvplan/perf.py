@@ -33,8 +33,9 @@ class Efficiency:
     """Fractions (0 < f ≤ 1) of the datasheet figures that real kernels reach."""
 
     # The best paged decode kernels read at ~85-90 % of spec HBM bandwidth, about what a
-    # device-to-device copy reaches (FlashInfer ≈88 % on H100 SXM at bs 64 / L 1k, FlashMLA
-    # ≈90 %; shared/reference/paged_decode_kernels.md §0). 0.85 is the low end of that band;
+    # device-to-device copy reaches (FlashInfer ≈88 % on H100 SXM at bs 64 / L 1k, read off
+    # Fig. 6 of flashinfer.ai/2024/02/02/introduce-flashinfer.html; FlashMLA 3000 GB/s of
+    # 3.35 TB/s on H800, github.com/deepseek-ai/FlashMLA README). 0.85 is the low end of that band;
     # short contexts or tiny batches get 20-60 %, so the estimate is optimistic there.
     bandwidth_fraction: float = 0.85
     # Prefill model FLOP utilisation: an assumption, not a measurement. Large prompt GEMMs run

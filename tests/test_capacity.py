@@ -80,9 +80,11 @@ def test_exact_longest_context_by_hand():
 
 
 def test_vllm_budget_matches_llm_d_h100_figures(catalog):
-    # llm-d H100 measurements (reference §6): torch total 79.18 GiB, util 0.9, non-torch 0.13 GiB,
-    # weights as logged; logged available KV memory below. The activation peak is kvplan's
-    # estimate (38.7 B per logit, fitted on the first two; Qwen3-32B is a prediction).
+    # llm-d H100 measurements (github.com/llm-d/llm-d-benchmark, commit 4f4d449,
+    # config_explorer/empirical-vllm-memory-results.md): torch total 79.18 GiB, util 0.9,
+    # non-torch 0.13 GiB, weights as logged; logged available KV memory below. The activation
+    # peak is kvplan's estimate (38.7 B per logit, fitted on the first two; Qwen3-32B is a
+    # prediction).
     cases = [
         ("llama-3.1-8b", 14.99, 51.38),
         ("gpt-oss-20b", 13.47, 50.28),

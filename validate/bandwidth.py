@@ -1,4 +1,4 @@
-"""Timing decode steps and the device-to-device copy ceiling (reference §4 "Measuring properly").
+"""Timing decode steps and the device-to-device copy ceiling.
 
 On CUDA: CUDA events on the current stream, warm-up excluded, the median of many repeats,
 each step rotating over every verified layer's pool (each layer reads its own KV, as in a
