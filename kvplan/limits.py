@@ -72,7 +72,7 @@ PARAMS = Limit(
     "the largest published count shipped is DeepSeek-R1's, 671 × 10^9",
 )
 MEMORY = Limit(
-    "device memory", "bytes", 2**50, "1 PiB; the largest shipped GPU, MI355X, has 288 GiB"
+    "device memory", "bytes", 2**50, "1 PiB; the largest shipped GPU, MI355X, has 309 GB"
 )
 BANDWIDTH = Limit(
     "memory bandwidth", "bytes/s", 2**50, "1 PB/s; the fastest shipped GPUs read 8 TB/s"
@@ -150,7 +150,8 @@ def check_name(text: str, what: str) -> str:
     """`text` when it is a valid name; else a one-line KvplanError naming `what`."""
     problem = name_problem(text)
     if problem is not None:
-        raise KvplanError(f"{what}: {text[:NAME_CHARS]!r}: {problem}")
+        shown = repr(text) if len(text) <= 40 else f"{text[:40]!r}…"
+        raise KvplanError(f"{what}: {shown}: {problem}")
     return text
 
 
