@@ -41,7 +41,7 @@ ENGINES = {
     "trtllm_logs": {"trtllm"},
     "llamacpp_logs": {"llama.cpp", "ollama"},
 }
-MINIMUM_FILES = {"sglang_logs": 5, "trtllm_logs": 6, "llamacpp_logs": 7}
+MINIMUM_FILES = {"sglang_logs": 6, "trtllm_logs": 6, "llamacpp_logs": 7}
 REQUIRED = (
     "source", "engine", "quote", "engine_version", "version_basis",
     "gpu", "model", "catalogue", "reproducible",
@@ -138,6 +138,19 @@ def test_catalogue_model_exists_and_matches(folder, path, catalog):
     assert heads == model.attention.num_kv_heads
 
 
+GEOMETRY_LIKE = [(f, p) for f, p in ALL if "geometry_like" in _load(p)]
+
+
+@pytest.mark.parametrize(("folder", "path"), GEOMETRY_LIKE, ids=_ids(GEOMETRY_LIKE))
+def test_geometry_like_a_catalogue_model(folder, path, catalog):
+    # A model outside the catalogue that shares a catalogued model's MLA cache geometry.
+    case = _load(path)
+    model, inputs = catalog.model(case["geometry_like"]), case["inputs"]
+    assert inputs["num_cache_layers"] == model.num_layers
+    assert inputs["kv_lora_rank"] == model.mla.kv_lora_rank
+    assert inputs["qk_rope_head_dim"] == model.mla.qk_rope_head_dim
+
+
 def _check_gguf_geometry(model, inputs: dict) -> None:
     assert inputs["cache_layers"] == model.num_layers
     if inputs.get("cache_layout") == "deepseek2_per_head":
@@ -174,6 +187,47 @@ def test_sglang_k_and_v_sizes_follow_from_tokens(folder, path):
     v_bytes = _sglang_buffer_bytes(inputs, tokens, inputs["v_head_dim"])
     assert _gib(k_bytes) == expected["k_size_gib"]
     assert _gib(v_bytes) == expected["v_size_gib"]
+
+
+DSA_LOG = "deepseek-v3.2-exp-dsa-b200-tp8-dp8-pr11309"
+
+
+def _dsa_row_bytes(inputs: dict) -> tuple[int, int]:
+    """fp8 MLA latent row and indexer row, bytes per layer per token (SGLang NSA pool).
+
+    Latent: kv_lora_rank fp8 + one fp32 scale per quant block + the rope part in bf16.
+    Indexer: index_head_dim fp8 + one fp32 scale per quant block.
+    """
+    block = inputs["quant_block_size"]
+    rank, rope = inputs["kv_lora_rank"], inputs["qk_rope_head_dim"]
+    latent = rank + rank // block * 4 + rope * inputs["rope_bytes"]
+    index = inputs["index_head_dim"] + inputs["index_head_dim"] // block * 4
+    return latent, index
+
+
+@pytest.mark.parametrize("page_size", [64, 1])
+def test_sglang_dsa_pool_sizes_follow_from_tokens(page_size):
+    # 656 B latent + 132 B indexer per layer; every layer buffer has tokens + page_size rows.
+    # Only page_size 64 reproduces both logs (page 1 prints 54.51 and 65.48).
+    case = _load(GOLDEN / "sglang_logs" / f"{DSA_LOG}.yaml")
+    inputs, expected = case["inputs"], case["expected"]
+    before = expected["before_fix"]
+    latent, index = _dsa_row_bytes(inputs)
+    assert (latent, index) == (656, 132)
+    layers = inputs["num_cache_layers"]
+
+    def gib(tokens: int, row: int) -> float:
+        return _gib((tokens + page_size) * row * layers)
+
+    logged = (expected["kv_size_gib"], before["kv_size_gib"], before["kv_size_with_indexer_gib"])
+    computed = (
+        gib(expected["tokens"], latent + index),  # the PR logs latent + indexer
+        gib(before["tokens"], latent),  # main logged the latent only
+        gib(before["tokens"], latent + index),
+    )
+    assert (computed == logged) is (page_size == inputs["page_size"])
+    assert expected["tokens"] % inputs["page_size"] == 0
+    assert before["tokens"] % inputs["page_size"] == 0
 
 
 def test_sglang_draft_pool_shares_tokens_and_its_memory_is_the_gap():
