@@ -269,7 +269,7 @@ def test_unknown_model_and_sku_with_suggestions(tmp_path):
     )
     assert lines[1].startswith(
         f"error: {path}:9: products.1.sku (product 'b'): unknown sku 'h100-sxn'; "
-        "did you mean h100-nvl, h100-sxm"
+        "did you mean one of h100-nvl, h100-pcie, h100-sxm?"
     )
 
 

@@ -128,7 +128,9 @@ def test_bad_input_exits_2_with_one_line():
     result = _claim("llama-3.1-70b", "--sku", "h100-sxn")
     assert (result.exit_code, result.stdout) == (2, "")
     (line,) = result.stderr.splitlines()
-    assert line.startswith("error: unknown sku 'h100-sxn'; did you mean h100-nvl, h100-sxm?")
+    assert line.startswith(
+        "error: unknown sku 'h100-sxn'; did you mean one of h100-nvl, h100-pcie, h100-sxm?"
+    )
     result = _claim("llama-3.1-70b", "--sku", "h100-sxm", "--context", "12q")
     assert (result.exit_code, result.stdout) == (2, "")
     assert len(result.stderr.splitlines()) == 1

@@ -114,7 +114,7 @@ def test_ragged_lengths():
         (["size", "llama-3.1-8b", "--tp", "0"], "--tp: 0 must be between 1 and"),
         (["size", "llama-3.1-8b", "--tp", "3"], "vLLM refuses tp 3 for llama-3.1-8b"),
         (["size", "gpt2", "--tp", "5", "-e", "exact"], "cannot split gpt2's 12 attention heads"),
-        (["size", "llama-3.1-8b", "--sku", "h100"], "unknown sku 'h100'"),
+        (["size", "llama-3.1-8b", "--sku", "h100"], "'h100' is a family of 3 SKUs: h100-nvl,"),
         (["size", "llama-3.1-8b", "--format", "xml"], "--format: unknown format 'xml'"),
         (["size", "/nonexistent/config.json"], "config.json"),
         (["show", "nothing-like-it"], "unknown model 'nothing-like-it'"),

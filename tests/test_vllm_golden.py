@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from kvplan.plan.capacity import Capacity
 from kvplan.plan.deployment import Deployment
 from kvplan.plan.engines import EngineSettings
 from kvplan.plan.engines.vllm import VLLM, startup
@@ -72,7 +73,8 @@ def _outcomes(case: dict, model_name: str, version_text: str, draft: int, catalo
     high = int((case["available_kv_gib"] + 0.005) * GIB)
     outcomes = set()
     for available in range(low, high + 1, max(smallest_block // 2, 1)):
-        figures = startup(VLLM, deployment(available), sku, mml)
+        capacity = Capacity(deployment(available), sku, context_tokens=mml)
+        figures = startup(capacity.budget, capacity.pool, mml)
         assert figures is not None
         outcomes.add(
             (

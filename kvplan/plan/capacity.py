@@ -128,7 +128,7 @@ class Capacity:
 
     def log_lines(self) -> list[str]:
         """The startup lines the engine prints for this plan."""
-        return self.deployment.engine.log_lines(self.deployment, self.sku, self.context_tokens)
+        return self.deployment.engine.log_lines(self.budget, self.pool, self.context_tokens)
 
 
 # Tensor-parallel degrees a report tries when none is given: powers of two up to one node.

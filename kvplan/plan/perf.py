@@ -9,7 +9,9 @@ communication is counted; docs/roofline.md gives the formulas and the limits.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
+from functools import lru_cache
 
 from kvplan.errors import KvplanError
 from kvplan.kvmath import (
@@ -18,7 +20,6 @@ from kvplan.kvmath import (
     SharedCache,
     SlidingCache,
     StateCache,
-    kv_bytes_per_seq,
     layer_caches,
     param_counts,
 )
@@ -102,12 +103,14 @@ def decode_step(
     # The tokens attention visits: the engine's layout (HF keeps MLA decompressed) but no
     # block padding, since masked tail slots are not fetched, and windows honoured even
     # where the engine reserves full length (that changes allocation, not reads).
-    caches = deployment.engine.stored_caches(deployment)
-    stage_caches = [tuple(caches[i] for i in r) for r in deployment.stage_ranges()]
-    kv = [sum(kv_bytes_per_seq(c, n) * k for n, k in batch) for c in stage_caches]
+    stage_caches = stage_cache_counts(deployment)
+    kv = [
+        sum(layers * cache.bytes_per_seq(n) * k for cache, layers in c.items() for n, k in batch)
+        for c in stage_caches
+    ]
     bytes_per_step = sum(weights) + sum(kv)
     step_s = bytes_per_step / (sku.bandwidth_bytes_per_s * efficiency.bandwidth_fraction)
-    token_bytes = [sum(cache.token_bytes for cache in caches) for caches in stage_caches]
+    token_bytes = [sum(cache.token_bytes * n for cache, n in c.items()) for c in stage_caches]
     moe = deployment.model.moe
     touched, notes = None, []
     if moe:
@@ -130,6 +133,16 @@ def decode_step(
         experts_touched_per_layer=touched,
         notes=tuple(notes),
     )
+
+
+@lru_cache(maxsize=4096)  # one per deployment; a report asks once per SKU row
+def stage_cache_counts(deployment: Deployment) -> tuple[Counter[LayerCache], ...]:
+    """Each stage's distinct caches as the engine stores them, with their layer counts.
+
+    A handful of terms per stage instead of one per layer keeps whole-catalogue reports fast.
+    """
+    caches = deployment.engine.stored_caches(deployment)
+    return tuple(Counter(caches[i] for i in r) for r in deployment.stage_ranges())
 
 
 def _stage_weight_bytes_read(deployment: Deployment, batch: int) -> list[int]:

@@ -310,8 +310,8 @@ class EngineProfile(ABC):
         bytes_per_block = min(stage.bytes_per_block for stage in pool.layout.stages)
         return pool.num_blocks * bytes_per_block // per_token if per_token else 0
 
-    def log_lines(self, deployment: Deployment, sku: SkuSpec, context_tokens: int) -> list[str]:
-        """The startup lines the engine prints for this plan (none by default)."""
+    def log_lines(self, budget: Budget, pool: KvPool, max_model_len: int) -> list[str]:
+        """The startup lines the engine prints for this budget and pool (none by default)."""
         return []
 
     def notes(self, deployment: Deployment, sku: SkuSpec | None) -> list[str]:

@@ -154,8 +154,8 @@ class VllmProfile(EngineProfile):
             return int(pool.concurrency_at(max_model_len) * max_model_len)
         return pool.num_blocks // len(stage.groups) * stage.block_tokens
 
-    def log_lines(self, deployment: Deployment, sku: SkuSpec, context_tokens: int) -> list[str]:
-        return startup_lines(self, deployment, sku, context_tokens)
+    def log_lines(self, budget: Budget, pool: KvPool, max_model_len: int) -> list[str]:
+        return startup_lines(budget, pool, max_model_len)
 
     def notes(self, deployment: Deployment, sku: SkuSpec | None) -> list[str]:
         notes = super().notes(deployment, sku)
@@ -256,15 +256,11 @@ class VllmStartup:
         return sum(pad for pad, _ in self.padding)
 
 
-def startup(
-    profile: VllmProfile, deployment: Deployment, sku: SkuSpec, max_model_len: int
-) -> VllmStartup | None:
-    """What vLLM prints for this plan at `max_model_len`; None when no memory is left."""
-    budget = profile.budget(deployment, sku)
+def startup(budget: Budget, pool: KvPool, max_model_len: int) -> VllmStartup | None:
+    """What vLLM prints for a pool at `max_model_len`; None when no memory is left."""
     if budget.kv_bytes <= 0:
         return None
-    layout = profile.layout(deployment, sku)
-    pool = profile.pool(layout, budget)
+    layout = pool.layout
     stage = _binding_stage(pool)
     version = layout.version if isinstance(layout, VllmLayout) else DEFAULT_VERSION
     if version.era == "v0":
@@ -282,7 +278,7 @@ def startup(
         max_model_len=max_model_len,
         num_blocks=pool.num_blocks,
         block_tokens=stage.block_tokens,
-        gpu_kv_cache_tokens=profile.capacity_tokens(pool, max_model_len),
+        gpu_kv_cache_tokens=VLLM.capacity_tokens(pool, max_model_len),
         max_concurrency=concurrency,
         needed_bytes=needed,
         estimated_max_model_len=estimate,
@@ -290,18 +286,12 @@ def startup(
     )
 
 
-def startup_lines(
-    profile: VllmProfile, deployment: Deployment, sku: SkuSpec, max_model_len: int
-) -> list[str]:
+def startup_lines(budget: Budget, pool: KvPool, max_model_len: int) -> list[str]:
     """The startup lines vLLM prints for this plan, in that version's wording."""
-    figures = startup(profile, deployment, sku, max_model_len)
+    lines = [f"Available KV cache memory: {budget.kv_bytes / GIB:.2f} GiB"]
+    figures = startup(budget, pool, max_model_len)
     if figures is None:
-        available = profile.budget(deployment, sku).kv_bytes
-        return [
-            f"Available KV cache memory: {available / GIB:.2f} GiB",
-            "No available memory for the cache blocks.",
-        ]
-    lines = [f"Available KV cache memory: {figures.available_bytes / GIB:.2f} GiB"]
+        return [*lines, "No available memory for the cache blocks."]
     for padding, layers in figures.padding:
         if padding / layers > 0.05:  # vLLM only warns above 5 %
             lines.append(
