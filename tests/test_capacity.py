@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
 from factories import make_model
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kvplan.errors import KvplanError
 from kvplan.plan.capacity import Capacity
 from kvplan.plan.deployment import Deployment
 from kvplan.plan.engines import EngineSettings, engine
@@ -149,3 +151,49 @@ def test_verdict_counts_what_fits_and_throughput_uses_it():
     assert not capacity.fits
     decode = capacity.decode()
     assert decode is not None and decode.batch == 4
+
+
+def test_data_parallel_attention_and_expert_parallelism(catalog):
+    # DeepSeek-V3 on 8 H200s. TP 8 keeps the whole MLA latent on every rank, so each GPU holds
+    # every request's latent; DP 8 with expert parallelism (vLLM --data-parallel-size 8
+    # --enable-expert-parallel) runs 8 attention replicas, each holding its own requests, and
+    # spreads the routed experts over all 8 GPUs (docs/engines.md).
+    model, sku = catalog.model("deepseek-v3"), catalog.sku("h200")
+    vllm = engine("vllm")
+    tp8 = Capacity(Deployment(model, vllm, tp=8), sku, 64, 32_768)
+    dp8 = Capacity(Deployment(model, vllm, dp=8, ep=True), sku, 64, 32_768)
+    # One request's latent is the same bytes per GPU either way: 61 layers x 576 x 2 B per
+    # token, in 64-token FlashMLA blocks: 32,768 / 64 = 512 blocks x 64 x 70,272 B.
+    assert tp8.request_bytes_per_gpu() == dp8.request_bytes_per_gpu() == 512 * 64 * 70_272
+    # Capacity: each replica's pool holds its own requests; the deployment holds 8 pools.
+    per_replica = dp8.budget.kv_bytes // dp8.request_bytes_per_gpu()
+    assert dp8.max_concurrency() == 8 * per_replica
+    # Weights per GPU: attention, embeddings and shared experts whole on every GPU (tp 1),
+    # routed experts one eighth each.
+    (stage,) = Deployment(model, vllm).weights().stages
+    expected = stage.sharded_bytes + -(-stage.routed_expert_bytes // 8) + stage.replicated_bytes
+    assert dp8.weights_bytes_per_gpu == expected
+    # With its weights larger per GPU, DP attention still serves more: no latent is repeated.
+    assert dp8.max_concurrency() > tp8.max_concurrency()
+
+
+def test_expert_parallelism_needs_experts(catalog):
+    with pytest.raises(KvplanError, match=r"^--ep: llama-3.1-8b has no routed experts"):
+        Deployment(catalog.model("llama-3.1-8b"), engine("vllm"), ep=True)
+
+
+def test_tp_the_engine_refuses_is_an_error_with_the_reason(catalog):
+    # vLLM: Llama-3.1-8B has 32 query heads and 8 KV heads; tp 3 divides neither.
+    with pytest.raises(KvplanError, match=r"heads \(32\) must be divisible by tensor parallel"):
+        Deployment(catalog.model("llama-3.1-8b"), engine("vllm"), tp=3)
+    # tp 16 > 8 KV heads is fine: each KV head is replicated twice.
+    assert Deployment(catalog.model("llama-3.1-8b"), engine("vllm"), tp=16).tp == 16
+    # Qwen2.5-7B: 28 query heads, 4 KV heads; tp 14 divides the query heads, not 4 KV heads.
+    with pytest.raises(KvplanError, match=r"its 4 KV heads must divide by tp, or tp by them"):
+        Deployment(catalog.model("qwen2.5-7b"), engine("vllm"), tp=14)
+
+
+def test_tp_beyond_a_node_is_noted(catalog):
+    deployment = Deployment(catalog.model("llama-3.1-405b"), engine("vllm"), tp=16)
+    notes = deployment.engine.notes(deployment, catalog.sku("h100-sxm"))
+    assert any("spans 2 nodes of 8 h100-sxm" in note for note in notes)
