@@ -248,6 +248,19 @@ def _line_of(text: str, prefix: str) -> int:
     return next(i for i, line in enumerate(text.splitlines(), 1) if line.startswith(prefix))
 
 
+def _one_error(tmp_path: Path, text: str, at: str, where: str, message: str) -> None:
+    """`text` as mine.yaml gives exactly one line: the line of `at`, `where`, `message`."""
+    folder = _write(tmp_path, "mine.yaml", text)
+    (line,) = _errors(folder)
+    path = folder / "mine.yaml"
+    assert line == f"{path}:{_line_of(text, at)}: {where}: value {{…}}: {message}"
+
+
+def _good_as_mine(extra: str) -> str:
+    text = GOOD_MODEL.replace("name: llama-3.1-8b", "name: mine") + "\n" + extra
+    return "\n".join("aliases: []" if x.startswith("aliases:") else x for x in text.splitlines())
+
+
 @pytest.mark.parametrize(
     ("stem", "section", "message"),
     [
@@ -257,54 +270,32 @@ def _line_of(text: str, prefix: str) -> int:
 )
 def test_kind_without_its_section(tmp_path, stem, section, message):
     text = _without_section(_shipped_as_mine(stem), section)
-    folder = _write(tmp_path, "mine.yaml", text)
-    (line,) = _errors(folder)
-    first = _line_of(text, "name:")
-    assert line == f"{folder / 'mine.yaml'}:{first}: (top level): value {{…}}: {message}"
+    _one_error(tmp_path, text, "name:", "(top level)", message)
 
 
 def test_vision_without_cross_layers(tmp_path):
     vision = (MODELS_DIR / "llama-3.2-11b-vision.yaml").read_text()
-    block = vision[vision.index("vision:\n") : vision.index("layers:\n")]
-    text = GOOD_MODEL.replace("name: llama-3.1-8b", "name: mine") + "\n" + block
-    text = "\n".join("aliases: []" if x.startswith("aliases:") else x for x in text.splitlines())
-    folder = _write(tmp_path, "mine.yaml", text)
-    (line,) = _errors(folder)
-    first = _line_of(text, "name:")
-    assert line == (
-        f"{folder / 'mine.yaml'}:{first}: (top level): value {{…}}: "
-        "a vision section is given but no layer is cross"
-    )
+    text = _good_as_mine(vision[vision.index("vision:\n") : vision.index("layers:\n")])
+    message = "a vision section is given but no layer is cross"
+    _one_error(tmp_path, text, "name:", "(top level)", message)
 
 
 def test_mixer_only_layers_need_mlp_layers(tmp_path):
-    text = GOOD_MODEL.replace("name: llama-3.1-8b", "name: mine") + "\nffn_per_mixer_layer: false\n"
-    text = "\n".join("aliases: []" if x.startswith("aliases:") else x for x in text.splitlines())
-    folder = _write(tmp_path, "mine.yaml", text)
-    (line,) = _errors(folder)
-    first = _line_of(text, "name:")
-    assert line == (
-        f"{folder / 'mine.yaml'}:{first}: (top level): value {{…}}: "
-        "ffn_per_mixer_layer is false but no layer is mlp (no FFN at all)"
-    )
+    text = _good_as_mine("ffn_per_mixer_layer: false\n")
+    message = "ffn_per_mixer_layer is false but no layer is mlp (no FFN at all)"
+    _one_error(tmp_path, text, "name:", "(top level)", message)
 
 
 def test_mamba2_conv_channels_must_add_up(tmp_path):
     # Nemotron-H-8B: 8192 + 2 x 8 groups x 128 = 10_240 conv channels, not 10_000.
     text = _shipped_as_mine("nemotron-h-8b").replace("conv_channels: 10240", "conv_channels: 10000")
-    folder = _write(tmp_path, "mine.yaml", text)
-    (line,) = _errors(folder)
-    assert line == (
-        f"{folder / 'mine.yaml'}:{_line_of(text, 'state:')}: state: value {{…}}: mamba2 "
-        "conv_channels 10000 is not inner_size + 2 x num_groups x ssm_state_size = 10240"
+    message = (
+        "mamba2 conv_channels 10000 is not inner_size + 2 x num_groups x ssm_state_size = 10240"
     )
+    _one_error(tmp_path, text, "state:", "state", message)
 
 
 def test_indexer_needs_the_query_latent(tmp_path):
     text = _shipped_as_mine("deepseek-v3.2").replace("  q_lora_rank: 1536\n", "")
-    folder = _write(tmp_path, "mine.yaml", text)
-    (line,) = _errors(folder)
-    assert line == (
-        f"{folder / 'mine.yaml'}:{_line_of(text, 'mla:')}: mla: value {{…}}: "
-        "mla.indexer needs q_lora_rank (its queries project from it)"
-    )
+    message = "mla.indexer needs q_lora_rank (its queries project from it)"
+    _one_error(tmp_path, text, "mla:", "mla", message)

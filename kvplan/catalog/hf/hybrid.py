@@ -37,20 +37,25 @@ def _linear_plan(c: _Config, n: int) -> list[str]:
     return kinds
 
 
-def _qwen3_next(c: _Config) -> dict[str, Any]:
+def _gdn_hybrid(c: _Config, *, output_gate: bool) -> dict[str, Any]:
+    """Gated-attention layers between Gated DeltaNet layers (Qwen3-Next, Qwen3.5)."""
     base = _base(c, tie_default=False)
-    spec = {
+    return {
         **base,
         "attention": _attention(
             c,
             base["hidden_size"],
             qkv_bias=c.flag("attention_bias", False),
             qk_norm=True,
-            output_gate=True,
+            output_gate=output_gate,
         ),
         "layers": _plan(_linear_plan(c, base["num_layers"])),
         "state": _gated_delta_net(c),
     }
+
+
+def _qwen3_next(c: _Config) -> dict[str, Any]:
+    spec = _gdn_hybrid(c, output_gate=True)
     spec["moe"] = _qwen_moe(c, spec, shared=True)
     return spec
 
@@ -66,19 +71,7 @@ def _qwen3_5(c: _Config) -> dict[str, Any]:
     outer_tie = c.outer.get("tie_word_embeddings") if c.outer is not None else None
     if not c.has("tie_word_embeddings") and isinstance(outer_tie, bool):
         c.data = {**c.data, "tie_word_embeddings": outer_tie}  # stated at the wrapper level
-    base = _base(c, tie_default=False)
-    spec = {
-        **base,
-        "attention": _attention(
-            c,
-            base["hidden_size"],
-            qkv_bias=c.flag("attention_bias", False),
-            qk_norm=True,
-            output_gate=c.flag("attn_output_gate", True),
-        ),
-        "layers": _plan(_linear_plan(c, base["num_layers"])),
-        "state": _gated_delta_net(c),
-    }
+    spec = _gdn_hybrid(c, output_gate=c.flag("attn_output_gate", True))
     if moe:
         spec["moe"] = _qwen_moe(c, spec, shared=True)
     if c.count("mtp_num_hidden_layers", 0):
