@@ -6,11 +6,10 @@ from factories import make_model
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvplan.plan.budget import MemoryOverrides, vllm_budget
-from kvplan.plan.capacity import Capacity, CapacityRequest
-from kvplan.plan.engines import engine
-from kvplan.plan.sizing import Deployment
-from kvplan.plan.vllm import parse_version
+from kvplan.plan.capacity import Capacity
+from kvplan.plan.deployment import Deployment
+from kvplan.plan.engines import EngineSettings, engine
+from kvplan.plan.engines.vllm_version import parse_version
 from kvplan.specs import SkuSpec
 
 GIB = 2**30
@@ -33,10 +32,9 @@ def _sku(memory_bytes: int, family: str = "test") -> SkuSpec:
 
 
 def _capacity(model, engine_name, kv_bytes, batch=1, context=None, tp=1):
-    request = CapacityRequest(
-        batch=batch, context_tokens=context, overrides=MemoryOverrides(kv_memory_bytes=kv_bytes)
-    )
-    return Capacity(Deployment(model, engine(engine_name), tp=tp), _sku(80 * GIB), request)
+    settings = EngineSettings(kv_memory_bytes=kv_bytes)
+    deployment = Deployment(model, engine(engine_name), tp=tp, settings=settings)
+    return Capacity(deployment, _sku(80 * GIB), batch, context)
 
 
 @settings(max_examples=50, deadline=None)
@@ -58,9 +56,9 @@ def test_longest_context_fits_and_one_more_does_not(name, kv_bytes, batch, layer
     found = capacity.max_context_tokens
 
     def fits(n: int) -> bool:
-        if name == "vllm":
-            return capacity.vllm_cache(n).max_concurrency >= batch
-        return batch * capacity.seq_bytes_per_gpu(n) <= kv_bytes
+        # One request of n tokens is charged request_bytes(n); the budget holds batch of them
+        # when their bytes fit (vLLM: whole blocks of the budget, the same condition).
+        return batch * capacity.request_bytes_per_gpu(n) <= kv_bytes
 
     if found:
         assert fits(found)
@@ -80,9 +78,9 @@ def test_exact_longest_context_by_hand():
 
 
 def test_vllm_budget_matches_llm_d_h100_figures(catalog):
-    # llm-d H100 measurements (reference §6): torch total 79.18 GiB, util 0.9, non-torch 0.13 GiB,
-    # weights as logged; logged available KV memory below. The activation peak is kvplan's
-    # estimate (38.7 B per logit, fitted on the first two; Qwen3-32B is a prediction).
+    # llm-d's H100 measurements (vLLM 0.10, util 0.9): torch total 79.18 GiB, non-torch
+    # 0.13 GiB, weights as logged; logged available KV memory below. The activation peak is
+    # kvplan's estimate.
     cases = [
         ("llama-3.1-8b", 14.99, 51.38),
         ("gpt-oss-20b", 13.47, 50.28),
@@ -90,15 +88,10 @@ def test_vllm_budget_matches_llm_d_h100_figures(catalog):
     ]
     sku = _sku(int(79.18 * GIB), family="h100")
     for name, weights_gib, logged_gib in cases:
-        budget = vllm_budget(
-            catalog.model(name),
-            sku,
-            int(weights_gib * GIB),
-            1,
-            parse_version("0.11"),
-            MemoryOverrides(),
-        )
-        assert abs(budget.kv_bytes / GIB - logged_gib) < 0.1, name
+        deployment = Deployment(catalog.model(name), engine("vllm"))
+        budget = Capacity(deployment, sku).budget
+        estimated = budget.kv_bytes + budget.weights_bytes - int(weights_gib * GIB)
+        assert abs(estimated / GIB - logged_gib) < 0.1, name
 
 
 def test_vllm_defaults_by_version_and_gpu(catalog):
@@ -107,39 +100,34 @@ def test_vllm_defaults_by_version_and_gpu(catalog):
     assert parse_version("0.6.4").era == "v0"
     assert parse_version("0.22").era == "v1-new"
     big, a100 = _sku(80 * GIB, "h100"), _sku(80 * GIB, "a100")
-    model = catalog.model("llama-3.1-8b")
-    version = parse_version("0.11")
-    assert vllm_budget(model, big, 0, 1, version, MemoryOverrides()).max_num_batched_tokens == 8192
-    assert vllm_budget(model, a100, 0, 1, version, MemoryOverrides()).max_num_batched_tokens == 2048
+    deployment = Deployment(catalog.model("llama-3.1-8b"), engine("vllm"))
+    assert Capacity(deployment, big).scheduler.max_num_batched_tokens == 8192
+    assert Capacity(deployment, a100).scheduler.max_num_batched_tokens == 2048
 
 
 def test_new_vllm_token_line_is_concurrency_times_length(catalog):
     # >= 0.22 prints int(X * max_model_len); GPT-OSS at 16k: the one-group pool (old) is smaller.
     model = catalog.model("gpt-oss-120b")
-    request_old = CapacityRequest(
-        context_tokens=16384,
-        vllm_version=parse_version("0.11"),
-        overrides=MemoryOverrides(kv_memory_bytes=40 * GIB),
-    )
-    request_new = CapacityRequest(
-        context_tokens=16384,
-        vllm_version=parse_version("0.22"),
-        overrides=MemoryOverrides(kv_memory_bytes=40 * GIB),
-    )
-    deployment = Deployment(model, engine("vllm"), tp=4)
-    old = Capacity(deployment, _sku(80 * GIB, "h100"), request_old).vllm_cache()
-    new = Capacity(deployment, _sku(80 * GIB, "h100"), request_new).vllm_cache()
-    assert new.gpu_kv_cache_tokens == int(new.max_concurrency * 16384)
-    assert old.gpu_kv_cache_tokens == old.num_blocks // 2 * 16
-    assert new.gpu_kv_cache_tokens > old.gpu_kv_cache_tokens
+
+    def capacity(version: str) -> Capacity:
+        settings = EngineSettings(version=version, kv_memory_bytes=40 * GIB)
+        deployment = Deployment(model, engine("vllm"), tp=4, settings=settings)
+        return Capacity(deployment, _sku(80 * GIB, "h100"), context_tokens=16384)
+
+    old, new = capacity("0.11"), capacity("0.22")
+    assert new.kv_capacity_tokens == int(new.pool.concurrency_at(16384) * 16384)
+    # GPT-OSS: 18 full + 18 sliding layers, two groups sharing one pool of 16-token blocks.
+    assert old.kv_capacity_tokens == old.pool.num_blocks // 2 * 16
+    assert new.kv_capacity_tokens > old.kv_capacity_tokens
 
 
 def test_sglang_pool_by_hand(catalog):
     # SGLang: budget = total x mem_fraction_static (0.88 at TP 1) - weights; tokens = budget // cell
-    # Llama-3.1-8B on h100-sxm: 85_520_809_984 B total, weights 8_030_261_248 x 2 B.
+    # Llama-3.1-8B on h100-sxm: runtime memory total, weights 8_030_261_248 x 2 B.
     model, sku = catalog.model("llama-3.1-8b"), catalog.sku("h100-sxm")
-    capacity = Capacity(Deployment(model, engine("sglang")), sku, CapacityRequest())
-    budget = int(85_520_809_984 * 0.88) - 16_060_522_496
+    capacity = Capacity(Deployment(model, engine("sglang")), sku)
+    total = sku.runtime_memory_bytes or sku.memory_bytes
+    budget = int(total * 0.88) - 16_060_522_496
     assert capacity.budget.kv_bytes == budget
     assert capacity.kv_capacity_tokens == budget // 131_072
 
@@ -148,27 +136,33 @@ def test_sglang_cell_matches_published_log(catalog):
     # vllm#21348: SGLang "#tokens: 367404, K size: 8.23 GB" for Qwen3-235B-A22B at TP 4, bf16 KV:
     # K per token per rank = 1 head x 128 x 94 layers x 2 B; x 367,404 = 8.23 GiB.
     deployment = Deployment(catalog.model("qwen3-235b-a22b"), engine("sglang"), tp=4)
-    caches = deployment.stage_caches()[0]
-    k_bytes_per_token = sum(c.token_bytes for c in caches) // 2
+    k_bytes_per_token = sum(c.token_bytes for c in deployment.exact_caches()) // 2
     assert k_bytes_per_token == 128 * 94 * 2
     assert round(367_404 * k_bytes_per_token / GIB, 2) == 8.23
 
 
 def test_verdicts(catalog):
     l4 = catalog.sku("l4")
-    big = Capacity(
-        Deployment(catalog.model("llama-3.1-70b"), engine("vllm")), l4, CapacityRequest()
-    )
+    vllm = engine("vllm")
+    big = Capacity(Deployment(catalog.model("llama-3.1-70b"), vllm), l4)
     assert big.verdict == "weights don't fit"
-    small = Capacity(
-        Deployment(catalog.model("llama-3.1-8b"), engine("vllm")),
-        l4,
-        CapacityRequest(context_tokens=131072),
-    )
+    small = Capacity(Deployment(catalog.model("llama-3.1-8b"), vllm), l4, context_tokens=131072)
     assert small.verdict == "KV too small for one request"
     ok = Capacity(
-        Deployment(catalog.model("llama-3.1-8b"), engine("vllm")),
+        Deployment(catalog.model("llama-3.1-8b"), vllm),
         catalog.sku("h100-sxm"),
-        CapacityRequest(context_tokens=8192),
+        context_tokens=8192,
     )
     assert ok.verdict == "fits"
+
+
+def test_verdict_counts_what_fits_and_throughput_uses_it():
+    # tiny model: 4 layers x 2 KV heads x 64 x 2 (K,V) x 2 B = 2048 B per token; vLLM blocks of
+    # 16 tokens cost 32 KiB. A 1 MiB budget is 32 blocks; a 100-token request is charged
+    # ceil(100/16) = 7 blocks, so 32 // 7 = 4 requests fit out of the 6 asked for.
+    capacity = _capacity(make_model(), "vllm", 2**20, batch=6, context=100)
+    assert capacity.max_concurrency() == 4
+    assert capacity.verdict == "fits 4 of 6"
+    assert not capacity.fits
+    decode = capacity.decode()
+    assert decode is not None and decode.batch == 4

@@ -219,6 +219,39 @@ def test_missing_catalog_folder(tmp_path):
         Catalog((tmp_path / "nope",)).models()
 
 
+@pytest.mark.parametrize(
+    ("typed", "expected"),
+    [
+        ("h100-sxm", "h100-sxm"),
+        ("H100 SXM", "h100-sxm"),
+        ("NVIDIA H100 80GB HBM3", "h100-sxm"),  # nvidia-smi / torch device name
+        ("H100 80GB", "h100-sxm"),  # a unique prefix of the device name
+        ("h100-80gb", "h100-sxm"),
+        ("nvidia_h100_pcie", "h100-pcie"),
+        ("NVIDIA A100-SXM4-80GB", "a100-80gb"),
+        ("l40s", "l40s"),
+        ("mi300", "mi300x"),  # a family of one
+        ("GeForce RTX 4090", "rtx-4090"),
+    ],
+)
+def test_sku_names_people_type(catalog, typed, expected):
+    assert catalog.sku(typed).name == expected
+
+
+def test_a_family_of_several_asks_which(catalog):
+    with pytest.raises(KvplanError) as error:
+        catalog.sku("h100")
+    assert str(error.value) == (
+        "sku 'h100' is a family of 3 SKUs: h100-nvl, h100-pcie, h100-sxm; name one"
+    )
+    assert [s.name for s in catalog.skus_matching("H100")] == ["h100-nvl", "h100-pcie", "h100-sxm"]
+
+
+def test_sku_suggestions_come_from_the_same_family(catalog):
+    with pytest.raises(KvplanError, match=r"did you mean one of h100-nvl, h100-pcie, h100-sxm\?"):
+        catalog.sku("h100-sxn")
+
+
 # --- the newer layer kinds and sections: each missing or inconsistent piece is one exact line ---
 
 

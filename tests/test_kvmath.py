@@ -15,8 +15,9 @@ from kvplan.kvmath import (
     num_kv_heads_per_gpu,
     param_counts,
 )
-from kvplan.plan.engines import engine
-from kvplan.plan.sizing import Deployment, size
+from kvplan.plan.deployment import Deployment
+from kvplan.plan.engines import EngineSettings, engine
+from kvplan.plan.sizing import size
 from kvplan.specs import kv_dtype_info
 
 GIB = 2**30
@@ -97,24 +98,37 @@ def test_vllm_blocks_round_up_per_layer_and_sequence():
     assert exact.kv_bytes == 36_864
 
 
-def test_vllm_sliding_frees_blocks_outside_window():
-    # Window 6 over 4-token blocks at L = 10: tokens 4..9 sit in blocks 1 and 2 -> 2 blocks.
+def test_vllm_charges_sliding_layers_window_plus_a_step():
+    # vLLM's SlidingWindowSpec charges a request ⌈min(W − 1 + max_num_batched_tokens, L) / B⌉ + 1
+    # blocks: a prefill chunk of up to max_num_batched_tokens sits in the cache beside the
+    # window, and the window rarely starts on a block boundary.
+    # Window 6 over 4-token blocks, 512 B per token-layer, L = 100:
+    #   max_num_batched_tokens 2048 (vLLM's small-GPU default): ⌈min(2053, 100)/4⌉ + 1 = 26 blocks
+    #   max_num_batched_tokens 4: ⌈min(9, 100)/4⌉ + 1 = 4 blocks.
     model = make_model(layers={"pattern": ["sliding"], "sliding_window": 6}, num_layers=1)
-    result = size(Deployment(model, engine("vllm"), options=_blocks(4)), [10])
-    assert result.kv_bytes == 2 * 4 * 512
+
+    def charged(step: int | None) -> int:
+        settings = EngineSettings(tokens_per_block=4, max_num_batched_tokens=step)
+        return size(Deployment(model, engine("vllm"), settings=settings), [100]).kv_bytes
+
+    assert charged(None) == 26 * 4 * 512
+    assert charged(4) == 4 * 4 * 512
 
 
-def _blocks(tokens: int):
-    from kvplan.plan.engines import EngineOptions
-
-    return EngineOptions(tokens_per_block=tokens)
+def _blocks(tokens: int) -> EngineSettings:
+    return EngineSettings(tokens_per_block=tokens)
 
 
-def test_mla_uses_64_token_blocks_in_vllm(catalog):
-    # DeepSeek-V3 in vLLM on Hopper: FlashMLA blocks of 64 tokens; 100 tokens -> 2 blocks = 128.
+def test_mla_block_size_follows_the_gpu(catalog):
+    # DeepSeek-V3 in vLLM 0.11: FlashMLA on Hopper (compute capability 9.0) pages 64 tokens,
+    # CUTLASS MLA on Blackwell (10.0) 128, Triton MLA elsewhere 16. 100 tokens of 70,272 B:
+    # Hopper ⌈100/64⌉ = 2 blocks = 128 tokens; Blackwell 1 block = 128; A100 7 x 16 = 112.
     model = catalog.model("deepseek-v3")
-    result = size(Deployment(model, engine("vllm")), [100])
-    assert result.kv_bytes == 128 * 70_272
+    deployment = Deployment(model, engine("vllm"))
+    for sku, tokens in (("h100-sxm", 128), ("b200", 128), ("a100-80gb", 112)):
+        result = size(deployment, [100], catalog.sku(sku))
+        assert result.kv_bytes == tokens * 70_272, sku
+    assert size(deployment, [100]).kv_bytes == 128 * 70_272  # no GPU: Hopper's page
 
 
 def test_tp_replicates_kv_heads_beyond_their_count():
@@ -197,25 +211,18 @@ def test_gated_and_plain_mlp_params():
     assert plain == 9_941_504 - 4 * 512 * 1024
 
 
-def test_paged_sliding_window_oscillates_but_peak_is_kept():
-    # Window 20 over 16-token blocks: at L = 35 tokens 15..34 span blocks 0, 1, 2 (3 blocks);
-    # at L = 36 tokens 16..35 span blocks 1, 2 (2 blocks). The peak up to 36 is 3 blocks.
+def test_charges_never_shrink_as_a_request_grows():
+    # A request is charged the most it holds up to its length. Window 20 over 16-token blocks:
+    # vLLM's charge ⌈min(19 + 2048, L) / 16⌉ + 1 grows with L; a chunked layer (C = 8) holds
+    # 1 token at L = 9 but passed 8 at L = 8, so the exact charge at 9 is 8 tokens' bytes.
     model = make_model(layers={"pattern": ["sliding"], "sliding_window": 20}, num_layers=1)
     deployment = Deployment(model, engine("vllm"))
-    page = 16 * 512
-    assert size(deployment, [35]).kv_bytes == 3 * page
-    assert size(deployment, [36]).kv_bytes == 2 * page
-    caches = deployment.stage_caches()[0]
-    assert deployment.engine.peak_seq_bytes(model, caches, 36, deployment.options) == 3 * page
-
-
-def test_chunked_peak_is_a_full_chunk():
-    model = make_model(layers={"pattern": ["chunked"], "chunk_size": 8}, num_layers=1)
-    deployment = Deployment(model, engine("exact"))
-    caches = deployment.stage_caches()[0]
-    # At L = 9 the layer holds 1 token, but the request passed L = 8 holding 8 (512 B each).
-    assert size(deployment, [9]).kv_bytes == 512
-    assert deployment.engine.peak_seq_bytes(model, caches, 9, deployment.options) == 8 * 512
+    charges = [size(deployment, [n]).kv_bytes for n in range(1, 80)]
+    assert charges == sorted(charges)
+    chunked = make_model(layers={"pattern": ["chunked"], "chunk_size": 8}, num_layers=1)
+    result = size(Deployment(chunked, engine("exact")), [9])
+    assert result.exact_kv_bytes == 512
+    assert result.kv_bytes == 8 * 512
 
 
 # --- layer kinds beyond attention: indexer, KDA, Mamba-2 groups, parallel, cross, mlp ----------

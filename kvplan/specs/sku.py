@@ -20,6 +20,12 @@ class SkuSpec(_Spec):
         description="vendor"
     )
     family: str = Field(min_length=1, description="product family for --sku filters, e.g. h100")
+    compute_capability: str | None = Field(
+        None,
+        pattern=r"^([0-9]{1,2}\.[0-9]|gfx[0-9a-f]{3,4})$",
+        description="NVIDIA compute capability (9.0 = Hopper) or AMD gfx target (gfx942): "
+        "engines pick kernels, hence block sizes, by it",
+    )
     memory_bytes: PositiveInt = Field(description="device memory in bytes, exact")
     memory_basis: str = Field(
         min_length=1,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from functools import lru_cache
 
 from kvplan.errors import KvplanError
 from kvplan.kvmath import (
@@ -19,12 +20,11 @@ from kvplan.kvmath import (
     SharedCache,
     SlidingCache,
     StateCache,
-    kv_bytes_per_seq,
     layer_caches,
     param_counts,
 )
-from kvplan.plan.sizing import Deployment, check_lengths
-from kvplan.plan.weights import weight_bytes
+from kvplan.plan.batch import Batch
+from kvplan.plan.deployment import Deployment
 from kvplan.specs import ModelSpec, SkuSpec, kv_dtype_info, weight_dtype_info
 
 
@@ -87,53 +87,62 @@ class DecodeEstimate:
 
 def decode_step(
     deployment: Deployment,
-    lengths: list[int],
+    batch: Batch,
     sku: SkuSpec,
     efficiency: Efficiency = DEFAULT_EFFICIENCY,
 ) -> DecodeEstimate:
-    """One decode step for sequences at `lengths` tokens, time in seconds.
+    """One decode step of one replica for the sequences of `batch`, time in seconds.
 
     step_s = Σ_stages (weight bytes read + KV bytes read on one GPU of the stage)
              / (bandwidth_bytes_per_s · bandwidth_fraction).
     With pp the stages run one after another for a token and no second micro-batch
     fills the bubble, so stage times add (the simplification docs/roofline.md states).
     """
-    check_lengths(lengths)
-    batch = len(lengths)
-    weights = _stage_weight_bytes_read(deployment, batch)
-    stage_caches = deployment.stage_caches(full_reservation=False)
+    sequences = batch.size
+    weights = _stage_weight_bytes_read(deployment, sequences)
     # The tokens attention visits: the engine's layout (HF keeps MLA decompressed) but no
     # block padding, since masked tail slots are not fetched, and windows honoured even
     # where the engine reserves full length (that changes allocation, not reads).
-    counts = Counter(lengths)  # a uniform batch is one length: size it once
+    stage_caches = stage_cache_counts(deployment)
     kv = [
-        sum(kv_bytes_per_seq(caches, n) * k for n, k in counts.items()) for caches in stage_caches
+        sum(layers * cache.bytes_per_seq(n) * k for cache, layers in c.items() for n, k in batch)
+        for c in stage_caches
     ]
     bytes_per_step = sum(weights) + sum(kv)
     step_s = bytes_per_step / (sku.bandwidth_bytes_per_s * efficiency.bandwidth_fraction)
-    token_bytes = [sum(cache.token_bytes for cache in caches) for caches in stage_caches]
+    token_bytes = [sum(cache.token_bytes * n for cache, n in c.items()) for c in stage_caches]
     moe = deployment.model.moe
     touched, notes = None, []
     if moe:
-        touched = expected_experts_touched(moe.num_experts, moe.experts_per_token, batch)
+        touched = expected_experts_touched(moe.num_experts, moe.experts_per_token, sequences)
         notes.append(
             f"MoE: {touched:.2f} of {moe.num_experts} routed experts read per layer at batch "
-            f"{batch} (uniform routing)"
+            f"{sequences} (uniform routing)"
         )
     if deployment.pp > 1:
         notes.append(f"pp {deployment.pp}: stage times add up (no micro-batch overlap)")
     return DecodeEstimate(
-        batch=batch,
+        batch=sequences,
         weight_bytes_read_per_gpu=max(weights),
         kv_bytes_read_per_gpu=max(kv),
         bytes_read_per_step=bytes_per_step,
         step_s=step_s,
-        tokens_per_s=batch / step_s,
+        tokens_per_s=sequences / step_s,
         kv_bytes_per_token=deployment.tp * sum(token_bytes),
         kv_bytes_per_token_per_gpu=max(token_bytes),
         experts_touched_per_layer=touched,
         notes=tuple(notes),
     )
+
+
+@lru_cache(maxsize=4096)  # one per deployment; a report asks once per SKU row
+def stage_cache_counts(deployment: Deployment) -> tuple[Counter[LayerCache], ...]:
+    """Each stage's distinct caches as the engine stores them, with their layer counts.
+
+    A handful of terms per stage instead of one per layer keeps whole-catalogue reports fast.
+    """
+    caches = deployment.engine.stored_caches(deployment)
+    return tuple(Counter(caches[i] for i in r) for r in deployment.stage_ranges())
 
 
 def _stage_weight_bytes_read(deployment: Deployment, batch: int) -> list[int]:
@@ -146,15 +155,14 @@ def _stage_weight_bytes_read(deployment: Deployment, batch: int) -> list[int]:
     counts as read (gpt-fast's "bandwidth achieved"), although a lookup gathers `batch` rows.
     """
     model = deployment.model
-    weights = weight_bytes(
-        model, deployment.weight_dtype, deployment.tp, deployment.pp, deployment.exact_weights_bytes
-    )
+    weights = deployment.weights()
     moe, fraction = model.moe, 1.0
     if moe:
         fraction = expected_experts_touched(moe.num_experts, moe.experts_per_token, batch)
         fraction /= moe.num_experts
+    shards = deployment.expert_shards
     return [
-        int(stage.per_gpu_bytes(deployment.tp, fraction) * weights.scale)
+        int(stage.per_gpu_bytes(deployment.tp, fraction, shards) * weights.scale)
         for stage in weights.stages
     ]
 
