@@ -16,7 +16,7 @@ MODELS_DIR, SKUS_DIR = shipped_dirs()
 
 
 def test_catalogue_sizes(catalog):
-    assert len(catalog.models()) >= 40
+    assert len(catalog.models()) >= 90
     assert len(catalog.skus()) >= 24
 
 
@@ -63,6 +63,23 @@ REQUIRED_MODELS = [
     "granite-4.0-h-small",
     "falcon-h1-7b",
     "llama-3.2-11b-vision",
+    "qwen3-0.6b",
+    "qwen3-1.7b",
+    "qwen3-4b",
+    "qwen3-14b",
+    "qwen3-coder-480b-a35b",
+    "glm-4.5",
+    "glm-4.5-air",
+    "glm-4.6",
+    "minimax-m2",
+    "mistral-large-3",
+    "phi-4",
+    "olmo-2-7b",
+    "olmo-3-7b",
+    "smollm3-3b",
+    "opt-13b",
+    "opt-66b",
+    "opt-175b",
 ]
 REQUIRED_SKUS = [
     "a10g",

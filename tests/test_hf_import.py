@@ -16,7 +16,7 @@ import pytest
 
 from kvplan.catalog.hf import SUPPORTED_MODEL_TYPES, HfImport, import_hf, spec_from_hf_config
 from kvplan.errors import KvplanError
-from kvplan.kvmath import kv_bytes_per_token
+from kvplan.kvmath import kv_bytes_per_token, param_counts
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hf"
 
@@ -561,6 +561,15 @@ def test_every_family_is_supported():
         "granitemoehybrid",
         "falcon_h1",
         "mllama",
+        "opt",
+        "olmo2",
+        "olmo3",
+        "smollm3",
+        "seed_oss",
+        "glm4_moe",
+        "minimax_m2",
+        "mistral3",
+        "ministral3",
     }
     assert families <= set(SUPPORTED_MODEL_TYPES)
 
@@ -653,3 +662,188 @@ def test_index_without_metadata_mapping_is_not_a_crash(tmp_path):
     imported = import_hf(folder)
     assert imported.weights_bytes is None
     assert any("metadata.total_size" in w for w in imported.warnings)
+
+
+# --- families added for the 2026 catalogue ------------------------------------------------------
+
+
+# OPT-13B: MHA 40 heads of 5120/40 = 128, 40 layers; 2 x 40 x 40 x 128 x 2 = 819_200 B/token.
+# Learned positions: OPTLearnedPositionalEmbedding offsets ids by 2 -> 2048 + 2 = 2050 rows.
+def test_opt_13b():
+    result = load("opt-13b")
+    spec = result.spec
+    assert (spec.attention.num_kv_heads, spec.attention.head_dim) == (40, 128)
+    assert kv_bytes_per_token(spec, kv_dtype="bf16") == 819_200
+    assert spec.learned_positions == 2050
+    assert spec.max_context == 2048
+    assert (spec.mlp, spec.mlp_bias, spec.norm) == ("plain", True, "layer")
+    assert spec.attention.qkv_bias and spec.attention.o_bias
+    assert spec.tie_word_embeddings
+    assert spec.intermediate_size == 20480  # ffn_dim
+    assert spec.weight_dtype == "fp16"
+    assert result.warnings == ()
+    assert spec.aliases == ("facebook/opt-13b",)
+
+
+# OPT-350m is the OPT size with narrower embeddings than its stack (word_embed_proj_dim, with
+# project_in/project_out) and post-LN blocks (FlexLLMGen's opt_config.py: "a different
+# architecture"). Both readings are said; the per-token KV is unchanged.
+def test_opt_projected_embeddings_and_post_norm_are_said():
+    config = config_of("opt-13b") | {"word_embed_proj_dim": 512, "do_layer_norm_before": False}
+    spec, warnings = spec_from_hf_config(config, name="opt-like", source="test")
+    assert kv_bytes_per_token(spec, kv_dtype="bf16") == 819_200
+    assert any("word_embed_proj_dim 512 != hidden_size 5120" in w for w in warnings)
+    assert any("do_layer_norm_before false" in w for w in warnings)
+
+
+# OLMo-2-1124-13B: MHA 40 heads of 128, 40 layers; 2 x 40 x 40 x 128 x 2 = 819_200.
+def test_olmo2_13b():
+    result = load("olmo-2-1124-13b")
+    assert kinds_count(result) == {"full": 40}
+    assert kv_bytes_per_token(result.spec, kv_dtype="bf16") == 819_200
+    assert result.spec.attention.qk_norm
+    assert result.spec.weight_dtype == "fp32"
+    assert has_warning(result, "q_norm/k_norm span the whole q and k projections")
+
+
+# OLMo 3 (tiny test checkpoint): layer_types sliding (window 4096) then full; 4 KV heads of 32;
+# 2 layers x 2 x 4 x 32 x 2 = 1_024 B/token inside the window.
+def test_olmo3_layer_types():
+    result = load("tiny-random-olmo-3")
+    assert result.spec.layer_kinds == ("sliding", "full")
+    assert result.spec.layers.sliding_window == 4096
+    assert kv_bytes_per_token(result.spec, kv_dtype="bf16") == 1_024
+
+
+# Without layer_types, Olmo3Config puts full attention on every 4th layer.
+def test_olmo3_default_plan_every_fourth_layer_full():
+    config = config_of("tiny-random-olmo-3") | {"layer_types": None, "num_hidden_layers": 8}
+    spec, warnings = spec_from_hf_config(config, name="olmo3", source="test")
+    assert spec.layer_kinds == ("sliding", "sliding", "sliding", "full") * 2
+    assert any("one global layer every 4" in w for w in warnings)
+
+
+# SmolLM3 (tiny test checkpoint): 2 full layers, 2 KV heads of 32/4 = 8;
+# 2 x 2 x 2 x 8 x 2 = 128 B/token; tied embeddings as stated.
+def test_smollm3_tiny():
+    result = load("tiny-random-smollm3")
+    assert kinds_count(result) == {"full": 2}
+    assert kv_bytes_per_token(result.spec, kv_dtype="bf16") == 128
+    assert result.spec.tie_word_embeddings
+
+
+# SmolLM3-3B marks every 4th layer NoPE (no_rope_layers 0): those layers still cache K and V.
+def test_smollm3_nope_layers_are_full_attention():
+    config = config_of("tiny-random-smollm3") | {"no_rope_layers": [1, 0]}
+    spec, warnings = spec_from_hf_config(config, name="smollm3", source="test")
+    assert spec.layer_kinds == ("full", "full")
+    assert kv_bytes_per_token(spec, kv_dtype="bf16") == 128
+    assert any("1 NoPE layers still cache K and V" in w for w in warnings)
+
+
+# Seed-OSS-36B: head_dim 128 stated (5120/80 = 64); 2 x 64 x 8 x 128 x 2 = 262_144 B/token.
+# attention_bias covers q/k/v, attention_out_bias (false) the output projection.
+def test_seed_oss_biases_and_head_dim():
+    result = load("seed-oss-36b")
+    attention = result.spec.attention
+    assert (attention.head_dim, attention.qkv_bias, attention.o_bias) == (128, True, False)
+    assert kv_bytes_per_token(result.spec, kv_dtype="bf16") == 262_144
+    assert has_warning(result, "head_dim 128 used as stated", "would give 64")
+
+
+# GLM-4.7 (glm4_moe): 92 layers, 8 KV heads of 128; 2 x 92 x 8 x 128 x 2 = 376_832 B/token.
+# 160 experts top-8 (1536 wide) + 1 shared, first 3 layers dense; one MTP layer not counted.
+def test_glm4_moe():
+    result = load("glm-4.7")
+    spec = result.spec
+    assert kinds_count(result) == {"full": 92}
+    assert kv_bytes_per_token(spec, kv_dtype="bf16") == 376_832
+    assert (spec.attention.qkv_bias, spec.attention.o_bias, spec.attention.qk_norm) == (
+        True,
+        False,
+        True,
+    )
+    moe = spec.moe
+    assert (moe.num_experts, moe.experts_per_token, moe.expert_intermediate_size) == (160, 8, 1536)
+    assert (moe.num_shared_experts, moe.dense_layers, moe.router_bias) == (1, 3, True)
+    assert has_warning(result, "num_nextn_predict_layers 1")
+
+
+# MiniMax-M2.7 (minimax_m2): 62 softmax-attention layers, 8 KV heads of 128 (3072/48 = 64);
+# 2 x 62 x 8 x 128 x 2 = 253_952 B/token. 256 experts top-8 of width intermediate_size 1536.
+def test_minimax_m2():
+    result = load("minimax-m2.7")
+    spec = result.spec
+    assert kinds_count(result) == {"full": 62}
+    assert kv_bytes_per_token(spec, kv_dtype="bf16") == 253_952
+    moe = spec.moe
+    assert (moe.num_experts, moe.experts_per_token, moe.expert_intermediate_size) == (256, 8, 1536)
+    assert (moe.num_shared_experts, moe.router_bias) == (0, True)
+    assert spec.attention.qk_norm
+    assert has_warning(result, "qk_norm_type per_layer")
+    assert has_warning(result, "num_mtp_modules 3")
+
+
+# MiniMax-01/M1 mark lightning (linear) attention layers with attn_type 0: not expressible here.
+def test_minimax_linear_attention_layers_are_one_line_error():
+    config = config_of("minimax-m2.7") | {"attn_type_list": [0] + [1] * 61}
+    with pytest.raises(KvplanError, match="linear-attention layers") as caught:
+        spec_from_hf_config(config, name="m1", source="cfg.json")
+    assert "\n" not in str(caught.value) and "cfg.json" in str(caught.value)
+
+
+# Ministral 3 3B (mistral3 wrapper, ministral3 text_config): 26 layers, 8 KV heads of 128;
+# 2 x 26 x 8 x 128 x 2 = 106_496 B/token; tied embeddings and bf16 (top-level dtype) as stated.
+def test_mistral3_wrapper_reads_text_config():
+    result = load("ministral-3-3b-reasoning-2512")
+    spec = result.spec
+    assert spec.family == "mistral3"
+    assert kv_bytes_per_token(spec, kv_dtype="bf16") == 106_496
+    assert (spec.num_layers, spec.hidden_size, spec.max_context) == (26, 3072, 262144)
+    assert spec.tie_word_embeddings
+    assert spec.weight_dtype == "bf16"
+
+
+# --- import agrees with the catalogue entry for the same model ----------------------------------
+
+# Fixture -> catalogue entry. Weight dtype is left out: several fixtures are re-saves in another
+# dtype (minimax-m2.7 BF16 copy of an FP8 checkpoint; qwen3-coder float32 re-save).
+AGREEING = [
+    ("opt-13b", "opt-13b"),
+    ("olmo-2-1124-13b", "olmo-2-13b"),
+    ("seed-oss-36b", "seed-oss-36b"),
+    ("glm-4.7", "glm-4.7"),
+    ("minimax-m2.7", "minimax-m2.7"),
+    ("ministral-3-3b-reasoning-2512", "ministral-3-3b"),
+    ("qwen3-coder-30b-a3b", "qwen3-coder-30b-a3b"),
+    ("qwen3-8b", "qwen3-8b"),
+    ("mistral-7b-v0.1", "mistral-7b-v0.1"),
+]
+
+_COMPARED = (
+    "family",
+    "hidden_size",
+    "num_layers",
+    "vocab_size",
+    "intermediate_size",
+    "tie_word_embeddings",
+    "max_context",
+    "attention",
+    "mla",
+    "moe",
+    "layers",
+    "mlp",
+    "mlp_bias",
+    "norm",
+    "norms_per_layer",
+    "learned_positions",
+)
+
+
+@pytest.mark.parametrize(("fixture", "name"), AGREEING)
+def test_import_agrees_with_catalogue(fixture, name, catalog):
+    imported, shipped = load(fixture).spec, catalog.model(name)
+    for field in _COMPARED:
+        assert getattr(imported, field) == getattr(shipped, field), field
+    assert kv_bytes_per_token(imported, kv_dtype="bf16") == kv_bytes_per_token(shipped, "bf16")
+    assert param_counts(imported).total == param_counts(shipped).total

@@ -51,10 +51,10 @@ class Capacity:
         self.context_tokens = context_tokens or deployment.model.max_context
         self.efficiency = efficiency
         profile = deployment.engine
-        self.budget: Budget = profile.budget(deployment, sku)
+        self.budget: Budget = profile.budget(deployment, sku, self.context_tokens)
         self.layout: KvLayout = profile.layout(deployment, sku)
         self.pool: KvPool = profile.pool(self.layout, self.budget)
-        self.scheduler: Scheduler = profile.scheduler(deployment, sku)
+        self.scheduler: Scheduler = profile.scheduler(deployment, sku, self.context_tokens)
 
     @property
     def weights_bytes_per_gpu(self) -> int:

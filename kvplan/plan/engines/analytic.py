@@ -77,7 +77,9 @@ class AnalyticProfile(EngineProfile):
     def default_utilization(self, deployment: Deployment) -> float:
         return 1.0
 
-    def budget(self, deployment: Deployment, sku: SkuSpec) -> Budget:
+    def budget(
+        self, deployment: Deployment, sku: SkuSpec, max_model_len: int | None = None
+    ) -> Budget:
         total, basis = device_memory(sku)
         utilization = deployment.settings.utilization or self.default_utilization(deployment)
         return subtract_terms(

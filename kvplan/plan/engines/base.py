@@ -276,7 +276,9 @@ class EngineProfile(ABC):
             )
         return None
 
-    def scheduler(self, deployment: Deployment, sku: SkuSpec | None) -> Scheduler:
+    def scheduler(
+        self, deployment: Deployment, sku: SkuSpec | None, max_model_len: int | None = None
+    ) -> Scheduler:
         """The scheduler limits on `sku` (None: no SKU known), user settings applied."""
         settings = deployment.settings
         return Scheduler(
@@ -294,8 +296,10 @@ class EngineProfile(ABC):
         """How one GPU's KV is cut into blocks, per pipeline stage."""
 
     @abstractmethod
-    def budget(self, deployment: Deployment, sku: SkuSpec) -> Budget:
-        """The KV budget on one GPU of `sku`."""
+    def budget(
+        self, deployment: Deployment, sku: SkuSpec, max_model_len: int | None = None
+    ) -> Budget:
+        """The KV budget on one GPU of `sku` for requests up to `max_model_len` tokens."""
 
     def pool(self, layout: KvLayout, budget: Budget) -> KvPool:
         """The blocks `budget` buys with `layout`."""

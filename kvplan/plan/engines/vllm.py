@@ -110,8 +110,10 @@ class VllmProfile(EngineProfile):
             )
         return None
 
-    def scheduler(self, deployment: Deployment, sku: SkuSpec | None) -> Scheduler:
-        defaults = vllm_memory.scheduler_defaults(sku)
+    def scheduler(
+        self, deployment: Deployment, sku: SkuSpec | None, max_model_len: int | None = None
+    ) -> Scheduler:
+        defaults = vllm_memory.scheduler_defaults(sku, version_of(deployment), max_model_len)
         settings = deployment.settings
         return Scheduler(
             settings.max_num_batched_tokens or defaults.max_num_batched_tokens,
@@ -125,21 +127,25 @@ class VllmProfile(EngineProfile):
             self.scheduler(deployment, sku).max_num_batched_tokens,
         )
 
-    def budget(self, deployment: Deployment, sku: SkuSpec) -> Budget:
+    def budget(
+        self, deployment: Deployment, sku: SkuSpec, max_model_len: int | None = None
+    ) -> Budget:
+        """vLLM's "Available KV cache memory" on one rank (the V0 profile depends on the
+        length: it batches whole prompts)."""
         version = version_of(deployment)
         total, basis = device_memory(sku)
-        scheduler = self.scheduler(deployment, sku)
+        scheduler = self.scheduler(deployment, sku, max_model_len)
 
         def estimate() -> tuple[int, int, int, int]:
             return (
-                vllm_memory.activation_bytes(deployment, scheduler),
-                vllm_memory.non_torch_bytes(deployment),
-                vllm_memory.cudagraph_bytes(deployment, version.subtracts_cudagraph_estimate),
+                vllm_memory.activation_bytes(deployment, version, scheduler),
+                vllm_memory.non_torch_bytes(deployment, version),
+                vllm_memory.cudagraph_bytes(deployment, version),
                 vllm_memory.ESTIMATE_BAND_BYTES,
             )
 
         utilization = deployment.settings.utilization or version.default_utilization
-        weights = deployment.weights().per_gpu_bytes
+        weights = vllm_memory.weights_bytes(deployment, sku, version)
         return subtract_terms(total, basis, utilization, weights, deployment.settings, estimate)
 
     def capacity_tokens(self, pool: KvPool, max_model_len: int) -> int:
@@ -186,8 +192,14 @@ class VllmProfile(EngineProfile):
         version = version_of(deployment)
         if sku is not None and version.subtracts_cudagraph_estimate:
             notes.append(
-                f"vLLM {version.text} subtracts its CUDA-graph memory estimate from the budget; "
-                "kvplan assumes 0 unless --cudagraph-memory is given"
+                f"vLLM {version.text} subtracts its CUDA-graph estimate from the budget; kvplan "
+                "estimates it from the layers captured (--cudagraph-memory to set it)"
+            )
+        if sku is not None and settings.kv_memory_bytes is None:
+            band = vllm_memory.band_for(version)
+            notes.append(
+                f"activation peak and non-torch memory are estimates fitted on {band.basis}; "
+                "the budget carries their band"
             )
         return notes
 
