@@ -65,6 +65,9 @@ EXPERTS = Limit("experts", "experts", 2**16, "the most shipped is Qwen3-Next's 5
 GPUS = Limit(
     "a parallel degree: tp, pp, GPUs per node", "GPUs", 2**12, "one NVL72 rack has 72 GPUs"
 )
+TILES = Limit(
+    "image tiles, images or aspect ratios", "", 2**16, "Llama 3.2 Vision reads 4 tiles an image"
+)
 PARAMS = Limit(
     "a parameter count",
     "parameters",
@@ -99,6 +102,7 @@ NUMBERS: tuple[Limit, ...] = (
     VOCAB,
     EXPERTS,
     GPUS,
+    TILES,
     PARAMS,
     MEMORY,
     BANDWIDTH,

@@ -85,7 +85,7 @@ def _scaled(
 
 def _bounded(value: int, text: object, what: str, minimum: int, limit: limits.Limit) -> int:
     if value < minimum:
-        raise KvplanError(f"{what}: {text} must be at least {minimum}")
+        raise KvplanError(f"{what}: {text} must be between {minimum} and {limit.maximum:,}")
     if value > limit.maximum:
         raise KvplanError(f"{what}: {limit.describe(value)}")
     return value

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 
 from kvplan.errors import KvplanError
 from kvplan.kvmath import ceil_div, layer_caches, num_kv_heads_per_gpu
-from kvplan.plan.engines import ENGINES, EngineOptions, blocks_held
-from kvplan.plan.sizing import Deployment, check_lengths
+from kvplan.plan.batch import Batch
+from kvplan.plan.deployment import Deployment
+from kvplan.plan.engines import ENGINES, EngineSettings
 from kvplan.specs import ModelSpec, kv_dtype_info
 
 # KV dtypes the Triton kernel reads (kvplan.kernels.decode): the q dtype, or fp8 with
@@ -231,7 +232,7 @@ def build_plan(
         raise KvplanError(f"--layers: {layers} must be at least 1")
     if layers > model.num_layers:
         raise KvplanError(f"--layers: {layers} exceeds {model.name}'s {model.num_layers} layers")
-    check_lengths(lengths)
+    batch = Batch.of(lengths)
     kinds = set(model.layer_kinds)
     if not kinds <= set(VERIFIABLE_KINDS) or len(kinds) != 1:
         raise KvplanError(
@@ -240,8 +241,15 @@ def build_plan(
         )
     kind = kinds.pop()
 
-    options = EngineOptions(tokens_per_block=tokens_per_block)
-    block = profile.tokens_per_block(model, options)
+    deployment = Deployment(
+        model=model,
+        engine=profile,
+        kv_dtype=dtype.name,
+        tp=tp,
+        settings=EngineSettings(tokens_per_block=tokens_per_block),
+    )
+    layout = profile.layout(deployment, None)
+    block = layout.tokens_per_block
     caches = layer_caches(model, dtype, tp)
     cache = caches[0]  # every layer is the same kind, so one cache stands for all
     attention = model.attention
@@ -269,11 +277,10 @@ def build_plan(
         rope_dim = 0
         sm_scale = 1 / math.sqrt(attention.head_dim)
 
-    per_layer_kv_bytes = sum(profile.seq_bytes(model, (cache,), n, options) for n in lengths)
-    blocks = sum(blocks_held(cache, n, block) for n in lengths) + NULL_PAGES_PER_LAYER
-    deployment = Deployment(
-        model=model, engine=profile, kv_dtype=dtype.name, tp=tp, options=options
-    )
+    # Full and MLA layers hold ⌈L / P⌉ pages of every sequence in every engine.
+    seq_blocks = sum(count * ceil_div(tokens, block) for tokens, count in batch)
+    per_layer_kv_bytes = seq_blocks * block * cache.token_bytes
+    blocks = seq_blocks + NULL_PAGES_PER_LAYER
     return VerifyPlan(
         model=model,
         engine=profile.name,
@@ -295,7 +302,7 @@ def build_plan(
         predicted_blocks_per_layer=blocks,
         predicted_kv_bytes=layers * per_layer_kv_bytes,
         predicted_null_page_bytes=layers * NULL_PAGES_PER_LAYER * block * cache.token_bytes,
-        plan_kv_bytes_per_gpu=deployment.kv_bytes_per_gpu(list(lengths)),
+        plan_kv_bytes_per_gpu=sum(count * layout.request_bytes(n) for n, count in batch),
     )
 
 

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from kvplan import limits
-from kvplan.cli.common import _catalog, _format, _lengths, _model, user_errors
+from kvplan.cli.common import _batch, _catalog, _format, _model, user_errors
 from kvplan.cli.options import (
     BatchOpt,
     BlockSizeOpt,
@@ -166,7 +166,11 @@ def verify(
         with _VerifyProgress() as progress:
             record = run_verify(
                 spec,
-                lengths=_lengths(context or default_context, batch, lengths),
+                lengths=[
+                    tokens
+                    for tokens, count in _batch(context or default_context, batch, lengths)
+                    for _ in range(count)
+                ],
                 kv_dtype=kv_dtype,
                 engine=engine,
                 tp=tp,

@@ -85,7 +85,7 @@ def test_a_closed_pipe_is_quiet():
         (("nosuch",), "error: No such command 'nosuch'. (see `kvplan --help`)"),
         (
             ("size", "gpt2", "--tp", "0"),
-            "error: --tp: 0 must be at least 1 (see `kvplan size --help`)",
+            "error: --tp: 0 must be between 1 and 4,096 (see `kvplan size --help`)",
         ),
     ],
 )
@@ -109,7 +109,9 @@ def test_bare_kvplan_shows_the_help_on_stderr():
 def test_test_runners_take_the_same_path():
     result = CliRunner().invoke(app, ["size", "gpt2", "--batch", "-1"])
     assert result.exit_code == 2 and result.stdout == ""
-    assert result.stderr == "error: --batch: -1 must be at least 1 (see `kvplan size --help`)\n"
+    assert result.stderr == (
+        "error: --batch: -1 must be between 1 and 1,048,576 (see `kvplan size --help`)\n"
+    )
 
 
 def test_exit_codes_of_every_ending(capsys):
