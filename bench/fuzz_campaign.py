@@ -13,7 +13,7 @@ a memory cap, and is judged on what a user would see:
 
 Usage:
     python bench/fuzz_campaign.py [--repo PATH] [--seed 0] [--scale 1.0] [--jobs 2]
-        [--timeout 10] [--json results.json]
+        [--timeout 10] [--json results.json] [--classes numbers,catalogue]
 
 `--repo` runs another checkout's kvplan (e.g. /work/main, to count what a change fixed); the
 cases and their expectations always come from this checkout.
@@ -117,9 +117,12 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds per case")
     parser.add_argument("--json", type=Path, help="write every case's outcome here")
+    parser.add_argument("--classes", help="comma-separated input classes to run (default: all)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="kvplan-fuzz-") as scratch:
         cases = generate(args.seed, args.scale, Path(scratch))
+        if args.classes:
+            cases = [c for c in cases if c.kind in args.classes.split(",")]
         print(f"{len(cases)} cases against {args.repo}", file=sys.stderr, flush=True)
         start = time.perf_counter()
         done = 0

@@ -160,7 +160,7 @@ def test_format_json_prints_the_record():
     [
         (["no-such-model"], ["unknown model"]),
         (["llama-3.1-8b", "--context", "1M", "--batch", "8"], ["does not fit", "GiB"]),
-        (["llama-3.1-8b", "--layers", "0"], ["--layers", "at least 1"]),
+        (["llama-3.1-8b", "--layers", "0"], ["--layers", "must be between 1 and"]),
         (["llama-3.1-8b", "--layers", "-3"], ["--layers"]),
         (["llama-3.1-8b", "--layers", "33"], ["--layers", "32 layers"]),
         (["llama-3.1-8b", "--kv-dtype", "int4"], ["--kv-dtype"]),
