@@ -158,16 +158,3 @@ def check_name(text: str, what: str) -> str:
         raise KvplanError(f"{what}: {shown}: {problem}")
     return text
 
-
-def check_version_text(text: str, what: str) -> str:
-    """`text` when it is short ASCII, as a version is; else a one-line KvplanError.
-
-    Checked before a version is parsed: its digits become Python ints, and a 5,000-digit one
-    raises ValueError inside int() (the 4,300-digit conversion limit).
-    """
-    if len(text) > NUMBER_CHARS or not text.isascii():
-        raise KvplanError(
-            f"{what}: {text[:NUMBER_CHARS]!r} is not a version like 0.11 "
-            f"(ASCII, at most {NUMBER_CHARS} characters)"
-        )
-    return text

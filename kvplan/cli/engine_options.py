@@ -17,7 +17,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from kvplan import limits
-from kvplan.cli.options import count, fraction, name, version
+from kvplan.cli.options import count, fraction, name
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -44,7 +44,6 @@ _PARAMETERS: dict[str, tuple[Any, Any]] = {
             _option(
                 "--engine-version",
                 "--vllm-version",
-                parser=version,
                 help="engine version whose rules and log wording to follow "
                 "(vLLM 0.5 – 0.33; default 0.11)",
             ),

@@ -47,7 +47,6 @@ def _checked_name(value: str) -> str:
 
 
 name = _usage(_checked_name)
-version = _usage(lambda value: limits.check_version_text(value, "version"))
 
 ModelArg = Annotated[
     str,

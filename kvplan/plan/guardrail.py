@@ -155,7 +155,7 @@ class ProductSpec(BaseModel):
     def _version(cls, value: str | None) -> str | None:
         if value is not None:
             try:
-                parse_version(limits.check_version_text(value, "vllm_version"))
+                parse_version(value)
             except KvplanError as error:
                 raise ValueError(_without_prefix(error)) from None
         return value

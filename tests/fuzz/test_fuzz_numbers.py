@@ -156,7 +156,7 @@ def test_kv_memory_on_the_command_line(text):
         (("report", "-m", "gpt2", "-s", "h100-sxm", "--kv-memory", "9" * 400), "--kv-memory"),
         (("size", "gpt2", "--batch", str(2**31)), "--batch: 2,147,483,648 is above"),
         (("report", "-m", "gpt2", "--draft-layers", "9" * 20), "--draft-layers: 99,999"),
-        (("report", "-m", "gpt2", "--vllm-version", "0." + "9" * 400), "--engine-version"),
+        (("report", "-m", "gpt2", "--vllm-version", "0." + "9" * 400), "--vllm-version"),
         (("report", "-m", "gpt2", "--utilization", "nan"), "--utilization"),
         (("report", "-m", "gpt2", "--utilization", "1.5"), "--utilization"),
         (("size", "gpt2", "--context", "８k"), "not an ASCII digit"),
