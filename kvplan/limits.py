@@ -157,4 +157,3 @@ def check_name(text: str, what: str) -> str:
         shown = repr(text) if len(text) <= 40 else f"{text[:40]!r}…"
         raise KvplanError(f"{what}: {shown}: {problem}")
     return text
-

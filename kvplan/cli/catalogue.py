@@ -62,7 +62,7 @@ DocumentFormatOpt = Annotated[
 
 
 def _document_format(value: str | None, default: str) -> str:
-    chosen = value or default
+    chosen = default if value is None else value
     if chosen not in ("json", "yaml"):
         raise KvplanError(f"--format: unknown format {chosen!r} (allowed: json, yaml)")
     return chosen

@@ -145,7 +145,7 @@ def report(
             deployments,
             skus_list,
             batch=batch,
-            context_tokens=parse_tokens(context, "--context") if context else None,
+            context_tokens=parse_tokens(context, "--context") if context is not None else None,
             tps=tuple(tp) if tp else None,
             efficiency=Efficiency(bandwidth_efficiency, compute_efficiency),
         )

@@ -62,7 +62,7 @@ def size(
             tp=tp,
             pp=pp,
         )
-        target = catalog.sku(sku) if sku else None
+        target = catalog.sku(sku) if sku is not None else None
         result = size_plan(deployment, _batch(context, batch, lengths), target)
         render_size(result, output, explain)
     # Not fitting is a result, not an error: rendered above, then exit 1 like `check`.

@@ -150,7 +150,7 @@ def verify(
         output = _format(fmt)
         catalog = _catalog(catalog_dirs)
         spec, _ = _model(catalog, model)
-        target = catalog.sku(sku) if sku else None
+        target = catalog.sku(sku) if sku is not None else None
         try:  # torch and triton are the optional `verify` extra; size/report never load them
             from kvplan.validate.harness import resolve_device, run_verify
         except ImportError as error:
@@ -168,7 +168,9 @@ def verify(
                 spec,
                 lengths=[
                     tokens
-                    for tokens, count in _batch(context or default_context, batch, lengths)
+                    for tokens, count in _batch(
+                        default_context if context is None else context, batch, lengths
+                    )
                     for _ in range(count)
                 ],
                 kv_dtype=kv_dtype,
