@@ -175,3 +175,22 @@ def test_exact_context_reaches_the_output():
     outcome = cli("size", "gpt2", "--context", "1073741823", "-f", "json")
     assert_accepted(outcome)
     assert json.loads(outcome.stdout)["context"] == 1_073_741_823
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("report", "-m", "gpt2", "-s", "h100-sxm", "--context", ""),
+        ("size", "gpt2", "--context", ""),
+        ("size", "gpt2", "--lengths", ""),
+        ("size", "gpt2", "--format", ""),
+        ("size", "gpt2", "--kv-dtype", ""),
+        ("size", "gpt2", "--engine", ""),
+        ("schema", "models", "--format", ""),
+        ("report", "-m", "gpt2", "-s", "h100-sxm", "--kv-memory", ""),
+    ],
+)
+def test_empty_values_are_refused_not_ignored(argv):
+    # An empty value is a value that went missing (`--context "$CTX"` with CTX unset), never
+    # "not given": the default would answer a question nobody asked.
+    assert_refused(cli(*argv), argv[-2])
