@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from kvplan.cli import catalogue, check, report, size, verify
+from kvplan.cli import catalogue, check, recommend, report, size, verify
 from kvplan.cli.common import user_errors, warn
 
 __all__ = ["app", "main", "user_errors", "warn"]
@@ -56,6 +56,7 @@ app.command()(catalogue.schema)
 app.command()(report.report)
 app.command()(check.check)
 app.command()(check.claim)
+app.command()(recommend.recommend)
 app.command()(verify.verify)
 app.command("import-hf")(catalogue.import_hf_command)
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from kvplan.errors import KvplanError
+from kvplan.plan.engines.choices import SearchChoices, default_search_choices
 
 if TYPE_CHECKING:
     from kvplan.kvmath import LayerCache
@@ -317,6 +318,23 @@ class EngineProfile(ABC):
     def log_lines(self, budget: Budget, pool: KvPool, max_model_len: int) -> list[str]:
         """The startup lines the engine prints for this budget and pool (none by default)."""
         return []
+
+    def search_choices(self, model: ModelSpec, sku: SkuSpec) -> SearchChoices:
+        """KV dtypes, weight dtypes and block sizes a search may set for `model` on `sku`."""
+        return default_search_choices(model, sku)
+
+    def utilizations(self, deployment: Deployment, sku: SkuSpec) -> tuple[float | None, ...]:
+        """Memory fractions a search may try, ascending (None: the engine's default only)."""
+        return (None,)
+
+    def launch_command(
+        self, deployment: Deployment, sku: SkuSpec, context_tokens: int
+    ) -> str | None:
+        """The command that starts `deployment` on `sku` for requests of `context_tokens`.
+
+        None when kvplan cannot write one for this engine (or this deployment).
+        """
+        return None
 
     def notes(self, deployment: Deployment, sku: SkuSpec | None) -> list[str]:
         """Assumptions this profile made for the plan, said where the numbers are shown."""

@@ -6,7 +6,7 @@ terms in `vllm_memory`; this module puts them together behind `EngineProfile`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
@@ -21,6 +21,7 @@ from kvplan.plan.engines.base import (
     device_memory,
     subtract_terms,
 )
+from kvplan.plan.engines.choices import SearchChoices, released_in_16_bit
 from kvplan.plan.engines.vllm_pages import (
     VllmStage,
     estimated_max_model_len,
@@ -40,6 +41,22 @@ if TYPE_CHECKING:
 BLOCK_TOKENS = 16
 MLA_BLOCK_TOKENS_BY_CAPABILITY = {"9.0": 64, "10.0": 128, "10.3": 128}
 MLA_BLOCK_TOKENS_UNKNOWN_GPU = 64
+
+
+# Block sizes a search tries for plain attention: vLLM's FlashAttention backend needs a
+# multiple of 16 (v1/attention/backends/flash_attn.py: "Block size must be a multiple of
+# 16") and CacheConfig allows at most 32 on CUDA ("On CUDA devices, only block sizes up to 32
+# are supported"). MLA backends and attention + Mamba hybrids keep the size vLLM picks.
+SEARCHED_BLOCK_TOKENS = (16, 32)
+# gpu_memory_utilization values a search tries above the version's default. vLLM leaves
+# 1 − utilization of the GPU for what it allocates outside its budget: CUDA graphs before 0.20
+# ("CUDA graphs can take additional 1~3 GiB memory per GPU", V0's capture log, vllm#7593),
+# NCCL buffers, other processes. Close to 1 that share no longer holds them: capture runs out
+# of memory at 0.98 (vllm#57475, vllm#19186). kvplan stops at 0.95: 4 GiB of an 80 GiB GPU.
+SEARCHED_UTILIZATIONS = (0.92, 0.95)
+# --kv-cache-dtype for kvplan's KV dtypes (config/cache.py CacheDType, 0.11): "auto" stores
+# the model's 16-bit dtype, "fp8" is E4M3 on CUDA.
+KV_CACHE_DTYPE_FLAGS = {"bf16": "auto", "fp16": "auto", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8_e5m2"}
 
 
 def version_of(deployment: Deployment) -> VllmVersion:
@@ -148,6 +165,66 @@ class VllmProfile(EngineProfile):
         weights = vllm_memory.weights_bytes(deployment, sku, version)
         return subtract_terms(total, basis, utilization, weights, deployment.settings, estimate)
 
+    def search_choices(self, model: ModelSpec, sku: SkuSpec) -> SearchChoices:
+        choices = super().search_choices(model, sku)
+        if model.mla is None and "state" not in model.layer_kinds:
+            return replace(choices, tokens_per_block=SEARCHED_BLOCK_TOKENS)
+        return choices
+
+    def utilizations(self, deployment: Deployment, sku: SkuSpec) -> tuple[float | None, ...]:
+        """The version's default, then 0.92 and 0.95 where the rest of the GPU holds the CUDA
+        graphs that versions before 0.20 capture outside the budget."""
+        version = version_of(deployment)
+        total, _ = device_memory(sku)
+        outside = 0
+        if not version.subtracts_cudagraph_estimate:
+            outside = vllm_memory.cudagraph_estimate_bytes(deployment)
+        higher = tuple(
+            u
+            for u in SEARCHED_UTILIZATIONS
+            if u > version.default_utilization and total - int(total * u) >= outside
+        )
+        return (version.default_utilization, *higher)
+
+    def launch_command(
+        self, deployment: Deployment, sku: SkuSpec, context_tokens: int
+    ) -> str | None:
+        """`vllm serve MODEL …` with every flag the deployment sets and the scheduler limits
+        pinned (their defaults differ by GPU and version). None for a KV dtype or weights
+        `vllm serve` cannot be told to use."""
+        kv_flag = KV_CACHE_DTYPE_FLAGS.get(deployment.kv_dtype)
+        weights = deployment.weight_dtype
+        quantize = weights not in (None, deployment.model.weight_dtype)
+        if kv_flag is None or (quantize and not _quantizes_at_load(deployment)):
+            return None
+        settings = deployment.settings
+        scheduler = self.scheduler(deployment, sku, context_tokens)
+        words = ["vllm serve", _model_id(deployment.model)]
+        words += ["--tensor-parallel-size", str(deployment.tp)]
+        if deployment.pp > 1:
+            words += ["--pipeline-parallel-size", str(deployment.pp)]
+        if deployment.dp > 1:
+            words += ["--data-parallel-size", str(deployment.dp)]
+        if deployment.ep:
+            words.append("--enable-expert-parallel")
+        words += ["--max-model-len", str(context_tokens)]
+        if settings.kv_memory_bytes is not None:
+            # The spelling vLLM's own startup log suggests (0.11 and later).
+            words.append(f"--kv-cache-memory={settings.kv_memory_bytes}")
+        else:
+            utilization = settings.utilization or version_of(deployment).default_utilization
+            words += ["--gpu-memory-utilization", f"{utilization:g}"]
+        words += ["--kv-cache-dtype", kv_flag]
+        words += ["--max-num-seqs", str(scheduler.max_num_seqs)]
+        if settings.tokens_per_block:
+            words += ["--block-size", str(settings.tokens_per_block)]
+        words += ["--max-num-batched-tokens", str(scheduler.max_num_batched_tokens)]
+        if quantize:
+            words += ["--quantization", str(weights)]
+        if settings.hybrid_allocator is False:
+            words.append("--disable-hybrid-kv-cache-manager")
+        return " ".join(words)
+
     def capacity_tokens(self, pool: KvPool, max_model_len: int) -> int:
         """ "GPU KV cache size: N tokens" as the version defines it.
 
@@ -202,6 +279,25 @@ class VllmProfile(EngineProfile):
                 "the budget carries their band"
             )
         return notes
+
+
+def _quantizes_at_load(deployment: Deployment) -> bool:
+    """fp8 weights from a 16-bit checkpoint: `--quantization fp8` quantises them at load."""
+    return deployment.weight_dtype == "fp8" and released_in_16_bit(deployment.model)
+
+
+def _model_id(model: ModelSpec) -> str:
+    """The Hugging Face repo id `vllm serve` loads: the first alias that is one, else the
+    repo of the config's source URL, else the catalogue name."""
+    for alias in model.aliases:
+        if alias.count("/") == 1:
+            return alias
+    marker = "huggingface.co/"
+    if marker in model.source:
+        parts = model.source.split(marker, 1)[1].split("/")
+        if len(parts) >= 2:
+            return f"{parts[0]}/{parts[1]}"
+    return model.name
 
 
 def _divisors(n: int) -> str:

@@ -183,5 +183,10 @@ def cudagraph_bytes(deployment: Deployment, version: VllmVersion) -> int:
     """The CUDA-graph estimate vLLM ≥ 0.20 subtracts (0 before: graphs use the headroom)."""
     if not version.subtracts_cudagraph_estimate:
         return 0
+    return cudagraph_estimate_bytes(deployment)
+
+
+def cudagraph_estimate_bytes(deployment: Deployment) -> int:
+    """CUDA-graph memory of the binding stage: a base plus a share per layer captured."""
     layers = max(len(r) for r in deployment.stage_ranges())
     return CUDAGRAPH_BASE_BYTES + layers * CUDAGRAPH_BYTES_PER_LAYER
