@@ -159,6 +159,7 @@ def layer_caches(
     return tuple(caches)
 
 
+@lru_cache(maxsize=1024)  # asked once per deployment built; a search builds thousands
 def stage_layer_ranges(num_layers: int, pp: int) -> tuple[range, ...]:
     """Layers of each pipeline stage, split the way vLLM's `get_pp_indices` splits them.
 

@@ -15,6 +15,7 @@ from kvplan.plan.engines import vllm_memory
 from kvplan.plan.engines.base import (
     Budget,
     EngineProfile,
+    EngineSettings,
     KvLayout,
     KvPool,
     Scheduler,
@@ -139,7 +140,7 @@ class VllmProfile(EngineProfile):
 
     def layout(self, deployment: Deployment, sku: SkuSpec | None) -> KvLayout:
         return _layout(
-            deployment,
+            _layout_key(deployment),
             block_tokens(deployment, sku),
             self.scheduler(deployment, sku).max_num_batched_tokens,
         )
@@ -302,6 +303,25 @@ def _model_id(model: ModelSpec) -> str:
 
 def _divisors(n: int) -> str:
     return ", ".join(str(d) for d in range(1, min(n, 64) + 1) if n % d == 0)
+
+
+def _layout_key(deployment: Deployment) -> Deployment:
+    """The deployment stripped to what its layout depends on (model, KV dtype, tp, pp, the
+    version and cache settings), so plans that differ only in memory settings, weights or
+    replicas share one cached layout."""
+    s = deployment.settings
+    kept = EngineSettings(
+        version=s.version,
+        tokens_per_block=s.tokens_per_block,
+        hybrid_allocator=s.hybrid_allocator,
+        draft_layers=s.draft_layers,
+    )
+    plain = deployment.dp == 1 and not deployment.ep and deployment.weight_dtype is None
+    if kept == s and plain and deployment.exact_weights_bytes is None:
+        return deployment
+    return deployment.replace(
+        settings=kept, weight_dtype=None, dp=1, ep=False, exact_weights_bytes=None
+    )
 
 
 @lru_cache(maxsize=4096)  # one layout per (model, tp, ...) serves every SKU of a report

@@ -3,22 +3,29 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
+from functools import cached_property
 
 from kvplan.plan.capacity import Capacity
 from kvplan.plan.deployment import Deployment
 from kvplan.plan.engines import KvPool
-from kvplan.plan.recommend.objective import Score
+from kvplan.plan.recommend.objective import Score, usable_pool
 from kvplan.specs import SkuSpec, kv_dtype_info
 
 
 @dataclass(frozen=True)
 class Candidate:
-    """One point of the space, evaluated: its capacity, cost, score and pool less headroom."""
+    """One point of the space, evaluated: its capacity, cost and score."""
 
     capacity: Capacity
     cost: float
     score: Score
-    usable: KvPool
+    headroom: Fraction
+
+    @cached_property
+    def usable(self) -> KvPool:
+        """The pool less the headroom share of the KV budget."""
+        return usable_pool(self.capacity, self.headroom)
 
     @property
     def deployment(self) -> Deployment:
@@ -59,7 +66,7 @@ class Candidate:
 class Loss:
     """One way an alternative is worse than the first: `kind`, its value, the first's."""
 
-    kind: str  # cost, gpus, weights, kv, nodes, pipeline, held, utilization, order
+    kind: str  # gpus or price (the cost), weights, kv, nodes, pipeline, held, utilization, order
     value: float | str
     first: float | str
 
@@ -80,7 +87,7 @@ def _rank_key(c: Candidate) -> tuple:
         d.pp,
         -c.score.achieved,
         c.capacity.budget.utilization,
-        c.capacity.layout.tokens_per_block,
+        c.deployment.settings.tokens_per_block or 0,
         c.sku.name,
         d.tp,
         d.dp,

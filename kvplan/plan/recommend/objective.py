@@ -10,9 +10,12 @@ and it sets `kv_monotone = False`, so every max_num_seqs and memory fraction is 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
+from fractions import Fraction
 from typing import Protocol
 
+from kvplan.errors import KvplanError
 from kvplan.plan.batch import MAX_BATCH
 from kvplan.plan.capacity import Capacity
 from kvplan.plan.engines import KvPool
@@ -55,8 +58,8 @@ class Objective(Protocol):
         """More KV budget never lowers the score (allows the dominance pruning)."""
         ...
 
-    def score(self, capacity: Capacity, usable: KvPool) -> Score:
-        """The score of one candidate; `usable` is its pool less the headroom."""
+    def score(self, capacity: Capacity, headroom: Fraction) -> Score:
+        """The score of one candidate, `headroom` of each KV budget kept unused."""
         ...
 
 
@@ -68,16 +71,36 @@ class ConcurrencyTarget:
     concurrency: int
     kv_monotone: bool = True
 
+    def __post_init__(self) -> None:
+        if not 1 <= self.concurrency <= MAX_BATCH:
+            raise KvplanError(
+                f"--concurrency: {self.concurrency} must be between 1 and {MAX_BATCH:,} requests"
+            )
+        if self.context_tokens < 1:
+            raise KvplanError(f"--context: {self.context_tokens} must be at least 1 token")
+
     @property
     def running_requests(self) -> int:
         return self.concurrency
 
-    def score(self, capacity: Capacity, usable: KvPool) -> Score:
+    def score(self, capacity: Capacity, headroom: Fraction) -> Score:
         """Requests of the context the KV within the headroom holds, over every replica."""
         dp = capacity.deployment.dp
-        held = usable.requests_at(self.context_tokens) * dp if capacity.kv_usable else 0
+        held = 0
+        if capacity.kv_usable:
+            held = usable_pool(capacity, headroom).requests_at(self.context_tokens) * dp
         admitted = capacity.scheduler.max_num_seqs * dp >= self.concurrency
         return Score(min(held, MAX_BATCH), self.concurrency, admitted)
+
+
+def usable_pool(capacity: Capacity, headroom: Fraction) -> KvPool:
+    """The pool the engine builds from the KV budget less `headroom` of it (rounded up)."""
+    budget = capacity.budget
+    kept = budget.kv_bytes
+    if kept > 0:
+        kept -= math.ceil(kept * headroom)
+    profile = capacity.deployment.engine
+    return profile.pool(capacity.layout, replace(budget, kv_bytes=kept))
 
 
 class Cost(Protocol):

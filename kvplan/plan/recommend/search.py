@@ -17,7 +17,6 @@ Exhaustive over the stated space, yet fast, by two kinds of pruning that never d
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
@@ -25,7 +24,6 @@ from kvplan.errors import KvplanError
 from kvplan.plan.batch import MAX_BATCH
 from kvplan.plan.capacity import Capacity
 from kvplan.plan.deployment import Deployment
-from kvplan.plan.engines import KvPool
 from kvplan.plan.recommend.candidates import Candidate, Ranked, closer, rank_candidates
 from kvplan.plan.recommend.objective import Cost, GpuCount, Objective
 from kvplan.plan.recommend.space import Point, SearchSpace, points_of
@@ -83,6 +81,12 @@ def recommend(
     """
     if not 0 <= headroom < 1:
         raise KvplanError(f"--headroom: {float(headroom):g} must be at least 0 and below 1")
+    native = base.model.max_context
+    if objective.context_tokens > native:
+        raise KvplanError(
+            f"--context: {objective.context_tokens:,} tokens exceed {base.model.name}'s native "
+            f"limit of {native:,} (engines refuse a longer max_model_len)"
+        )
     cost = cost or GpuCount()
     points, unpriced, searched = points_of(base, objective, space, cost)
     points.sort(key=lambda p: p.cost)
@@ -140,9 +144,10 @@ def _evaluate(
     except KvplanError:
         return [], 0
     sku, profile = point.sku, deployment.engine
-    fractions = (
-        (settings.utilization,) if settings.utilization else profile.utilizations(deployment, sku)
-    )
+    # A fixed fraction is kept; a fixed KV budget makes the fraction irrelevant.
+    fractions: tuple[float | None, ...] = (settings.utilization,)
+    if settings.utilization is None and settings.kv_memory_bytes is None:
+        fractions = profile.utilizations(deployment, sku)
     seqs = _max_num_seqs(deployment, sku, objective)
     computed = 0
 
@@ -156,8 +161,7 @@ def _evaluate(
             min(objective.running_requests, MAX_BATCH),
             objective.context_tokens,
         )
-        usable = _usable_pool(capacity, headroom)
-        return Candidate(capacity, point.cost, objective.score(capacity, usable), usable)
+        return Candidate(capacity, point.cost, objective.score(capacity, headroom), headroom)
 
     if not objective.kv_monotone:
         return [at(f, s) for f in fractions for s in seqs], computed
@@ -187,13 +191,3 @@ def _max_num_seqs(
     while values[-1] * 2 < default:
         values.append(values[-1] * 2)
     return (*values, default) if default > need else tuple(values)
-
-
-def _usable_pool(capacity: Capacity, headroom: Fraction) -> KvPool:
-    """The pool the engine would build from the KV budget less `headroom` of it."""
-    budget = capacity.budget
-    kept = budget.kv_bytes
-    if kept > 0:
-        kept -= math.ceil(kept * headroom)
-    profile = capacity.deployment.engine
-    return profile.pool(capacity.layout, replace(budget, kv_bytes=kept))
