@@ -124,6 +124,11 @@ def test_launch_command_flags_for_quantised_weights_pp_dp_and_a100(catalog):
     # vLLM 0.11 has no int4 KV cache, and int4 weights need another checkpoint.
     assert fixed.engine.launch_command(fixed.replace(kv_dtype="int4"), a100, 8192) is None
     assert fixed.engine.launch_command(fixed.replace(weight_dtype="int4"), a100, 8192) is None
+    # DeepSeek-V3.2's sparse MLA defaults to fp8 in vLLM: 16 bits are asked for by name.
+    sparse = vllm(catalog, "deepseek-v3.2")
+    assert "--kv-cache-dtype bfloat16" in sparse.engine.launch_command(sparse, a100, 8192)
+    sparse_fp8 = sparse.replace(kv_dtype="fp8_e4m3")
+    assert "--kv-cache-dtype auto" in sparse.engine.launch_command(sparse_fp8, a100, 8192)
     # Engines without a command of their own say so.
     exact = fixed.replace(engine=engine("exact"))
     assert exact.engine.launch_command(exact, a100, 8192) is None
@@ -150,7 +155,8 @@ def test_block_sizes_searched_only_for_plain_attention(catalog):
         16,
         32,
     )
-    for model in ("deepseek-v2-lite", "jamba-1.5-mini"):  # MLA page; Mamba-aligned page
+    # MLA page; Mamba-aligned pages (Jamba: state layers; Falcon-H1: attention + state).
+    for model in ("deepseek-v2-lite", "jamba-1.5-mini", "falcon-h1-7b"):
         assert profile.search_choices(catalog.model(model), h100).tokens_per_block == (None,)
 
 

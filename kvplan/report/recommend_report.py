@@ -254,7 +254,8 @@ def _notes(result: Recommendation, payload: dict[str, Any]) -> list[str]:
             f"without quantisation, the closest as cheap as #1 holds "
             f"{plain['concurrency_within_headroom']:,} within the headroom "
             f"({plain['max_concurrency']:,} in all) on {plain['gpus']}× {plain['sku']}, "
-            f"tp {plain['tp']} × pp {plain['pp']} × dp {plain['dp']}"
+            f"tp {plain['tp']} × pp {plain['pp']} × dp {plain['dp']}, utilization "
+            f"{plain['gpu_memory_utilization']:g}"
         )
     first = payload["ranked"][0] if payload["ranked"] else payload["closest_miss"]
     notes += first["notes"]

@@ -364,14 +364,19 @@ def _layout(deployment: Deployment, block: int, max_num_batched_tokens: int) -> 
     hybrid = uses_hybrid_allocator(deployment)
     caches = VLLM.stored_caches(deployment, full_reservation=not hybrid)
     mamba_aligned = deployment.settings.tokens_per_block is None
+    # Stages holding the same caches get the same layout (pp 64 of a uniform model: two).
+    built: dict[tuple[LayerCache, ...], VllmStage] = {}
     stages = []
     for layers in deployment.stage_ranges():
-        specs = page_specs(caches, layers, block, mamba_aligned)
-        if deployment.settings.draft_layers and specs:
-            # EAGLE's draft layer joins the target's cache group (vllm#19996: 32 + 1 layers).
-            draft = next((s for s in specs if s.kind in ("full", "mla")), specs[0])
-            specs = specs + [draft] * deployment.settings.draft_layers
-        stages.append(stage_layout(specs, version, max_num_batched_tokens))
+        held = tuple(caches[i] for i in layers)
+        if held not in built:
+            specs = page_specs(caches, layers, block, mamba_aligned)
+            if deployment.settings.draft_layers and specs:
+                # EAGLE's draft layer joins the target's cache group (vllm#19996: 32 + 1).
+                draft = next((s for s in specs if s.kind in ("full", "mla")), specs[0])
+                specs = specs + [draft] * deployment.settings.draft_layers
+            built[held] = stage_layout(specs, version, max_num_batched_tokens)
+        stages.append(built[held])
     ranges = deployment.stage_ranges()
     per_token = max(sum(caches[i].context_token_bytes for i in r) for r in ranges)
     shown_block = min(stage.block_tokens for stage in stages)

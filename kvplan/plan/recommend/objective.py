@@ -119,7 +119,7 @@ class GpuCount:
     name: str = "gpus"
 
     def of(self, sku: SkuSpec, gpus: int) -> float | None:
-        return float(gpus)
+        return gpus
 
 
 @dataclass(frozen=True)
