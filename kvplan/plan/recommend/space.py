@@ -42,6 +42,8 @@ class SearchSpace:
 
 @dataclass(frozen=True)
 class Point:
+    """One point of the space and its cost; None dtype/block: the release / engine default."""
+
     sku: SkuSpec
     cost: float
     tp: int
