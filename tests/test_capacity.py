@@ -196,7 +196,10 @@ def test_tp_the_engine_refuses_is_an_error_with_the_reason(catalog):
 def test_tp_beyond_a_node_is_noted(catalog):
     deployment = Deployment(catalog.model("llama-3.1-405b"), engine("vllm"), tp=16)
     notes = deployment.engine.notes(deployment, catalog.sku("h100-sxm"))
-    assert any("spans 2 nodes of 8 h100-sxm" in note for note in notes)
+    assert any("spans 2 nodes of 8 h100-sxm: TP traffic" in note for note in notes)
+    staged = deployment.replace(tp=8, pp=2)
+    notes = staged.engine.notes(staged, catalog.sku("h100-sxm"))
+    assert any("spans 2 nodes of 8 h100-sxm: pipeline traffic" in note for note in notes)
 
 
 def test_an_overflowing_batch_is_drawn_as_overflow(catalog):

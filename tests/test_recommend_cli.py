@@ -227,3 +227,48 @@ def test_recommended_command_gives_the_claimed_capacity_in_report(
     for key in ("kv_budget_bytes_per_gpu", "kv_blocks", "max_concurrency", "gpus"):
         assert row[key] == claimed[key], (key, args)
     assert row["log_lines"] == claimed["log_lines"]
+
+
+def test_price_per_hour_from_a_sku_file(tmp_path):
+    from pathlib import Path
+
+    shipped = Path(__file__).resolve().parent.parent / "sku_profiles" / "l4.yaml"
+    (tmp_path / "l4.yaml").write_text(shipped.read_text() + "price_per_hour: 0.8\n")
+    result = run(
+        "recommend",
+        "llama-3.1-8b",
+        "-c",
+        "8k",
+        "-n",
+        "16",
+        "-s",
+        "l4",
+        "--rank",
+        "price",
+        "--catalog",
+        str(tmp_path),
+        "-f",
+        "json",
+    )
+    assert result.exit_code == 0, result.output
+    for record in json.loads(result.stdout)["ranked"]:
+        assert record["cost"] == record["gpus"] * 0.8
+    # --price overrides the file's figure.
+    cheaper = run(
+        "recommend",
+        "llama-3.1-8b",
+        "-c",
+        "8k",
+        "-n",
+        "16",
+        "-s",
+        "l4",
+        "--price",
+        "l4=0.5/h",
+        "--catalog",
+        str(tmp_path),
+        "-f",
+        "json",
+    )
+    first = json.loads(cheaper.stdout)["ranked"][0]
+    assert first["cost"] == first["gpus"] * 0.5

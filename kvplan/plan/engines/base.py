@@ -341,9 +341,12 @@ class EngineProfile(ABC):
         notes = []
         if sku is not None and deployment.gpus_per_replica > sku.max_gpus_per_node:
             nodes = -(-deployment.gpus_per_replica // sku.max_gpus_per_node)
+            # TP within a node keeps its all-reduces on the node's links; only the pipeline
+            # hand-offs between stages cross the network then.
+            crossing = "TP" if deployment.tp > sku.max_gpus_per_node else "pipeline"
             notes.append(
                 f"tp {deployment.tp} × pp {deployment.pp} spans {nodes} nodes of "
-                f"{sku.max_gpus_per_node} {sku.name}: TP traffic crosses the network"
+                f"{sku.max_gpus_per_node} {sku.name}: {crossing} traffic crosses the network"
             )
         return notes
 
