@@ -4,7 +4,9 @@ Pure Python over kvplan's formula (no torch): the predicted pool is what kvplan'
 profile says the batch holds on one GPU for the verified layers, plus the one reserved
 "null" page per layer that the allocator keeps, as vLLM keeps its null block
 (vllm/v1/core/block_pool.py: block 0 is never handed to a request; block-table padding
-points at it). Dimension names (B, Hq, Hkv, D, P, S) are those of ``kvplan.kernels``.
+points at it). The planner's numbers come from the two functions at the end of this module,
+the only places verify calls into ``kvplan.plan``. Dimension names (B, Hq, Hkv, D, P, S)
+are those of ``kvplan.kernels``.
 """
 
 from __future__ import annotations
@@ -13,10 +15,8 @@ import math
 from dataclasses import dataclass
 
 from kvplan.errors import KvplanError
-from kvplan.kvmath import ceil_div, layer_caches, num_kv_heads_per_gpu
-from kvplan.plan.engines import ENGINES, EngineOptions, blocks_held
-from kvplan.plan.sizing import Deployment, check_lengths
-from kvplan.specs import ModelSpec, kv_dtype_info
+from kvplan.kvmath import LayerCache, ceil_div, layer_caches, num_kv_heads_per_gpu
+from kvplan.specs import DtypeInfo, ModelSpec, SkuSpec, kv_dtype_info
 
 # KV dtypes the Triton kernel reads (kvplan.kernels.decode): the q dtype, or fp8 with
 # per-tensor scales. int8/int4/nvfp4/mxfp4 carry per-group scales the kernel does not apply.
@@ -130,16 +130,6 @@ class VerifyPlan:
         entries = sum(ceil_div(n, self.tokens_per_block) for n in self.lengths)
         return entries * BLOCK_TABLE_ENTRY_BYTES + self.batch * SEQ_LEN_BYTES
 
-    @property
-    def useful_bytes_per_layer(self) -> int:
-        """Bytes a decode step must move per layer: KV + q + out + block table + seq_lens."""
-        return (
-            self.kv_bytes_read_per_layer
-            + self.q_bytes_per_layer
-            + self.out_bytes_per_layer
-            + self.block_table_bytes_per_layer
-        )
-
     def partial_bytes_per_layer(self, num_splits: int) -> int:
         """Split-K partials written then read back: 2 · B · Hq · S · (Dv + 1) · 4; 0 at S = 1."""
         if num_splits <= 1:
@@ -222,7 +212,6 @@ def build_plan(
             f"--engine: verify allocates a paged pool, so it checks "
             f"{', '.join(VERIFIABLE_ENGINES)}; got {engine!r}"
         )
-    profile = ENGINES[engine.lower()]
     if tp < 1:
         raise KvplanError(f"--tp: {tp} must be at least 1")
     if tokens_per_block is not None and tokens_per_block < 1:
@@ -231,7 +220,6 @@ def build_plan(
         raise KvplanError(f"--layers: {layers} must be at least 1")
     if layers > model.num_layers:
         raise KvplanError(f"--layers: {layers} exceeds {model.name}'s {model.num_layers} layers")
-    check_lengths(lengths)
     kinds = set(model.layer_kinds)
     if not kinds <= set(VERIFIABLE_KINDS) or len(kinds) != 1:
         raise KvplanError(
@@ -240,10 +228,9 @@ def build_plan(
         )
     kind = kinds.pop()
 
-    options = EngineOptions(tokens_per_block=tokens_per_block)
-    block = profile.tokens_per_block(model, options)
-    caches = layer_caches(model, dtype, tp)
-    cache = caches[0]  # every layer is the same kind, so one cache stands for all
+    cache = layer_caches(model, dtype, tp)[0]  # every layer is one kind: one cache stands for all
+    engine_kv = engine_kv_prediction(model, dtype, engine, tp, tokens_per_block, cache, lengths)
+    block = engine_kv.tokens_per_block
     attention = model.attention
     if attention.num_heads % tp:
         raise KvplanError(
@@ -269,14 +256,9 @@ def build_plan(
         rope_dim = 0
         sm_scale = 1 / math.sqrt(attention.head_dim)
 
-    per_layer_kv_bytes = sum(profile.seq_bytes(model, (cache,), n, options) for n in lengths)
-    blocks = sum(blocks_held(cache, n, block) for n in lengths) + NULL_PAGES_PER_LAYER
-    deployment = Deployment(
-        model=model, engine=profile, kv_dtype=dtype.name, tp=tp, options=options
-    )
     return VerifyPlan(
         model=model,
-        engine=profile.name,
+        engine=engine_kv.engine,
         kv_dtype=dtype.name,
         q_dtype=q_dtype_for(dtype.name),
         tp=tp,
@@ -292,10 +274,10 @@ def build_plan(
         sm_scale=sm_scale,
         element_bytes=dtype.bits // 8,
         token_bytes_per_layer=cache.token_bytes,
-        predicted_blocks_per_layer=blocks,
-        predicted_kv_bytes=layers * per_layer_kv_bytes,
+        predicted_blocks_per_layer=engine_kv.blocks_per_layer + NULL_PAGES_PER_LAYER,
+        predicted_kv_bytes=layers * engine_kv.kv_bytes_per_layer,
         predicted_null_page_bytes=layers * NULL_PAGES_PER_LAYER * block * cache.token_bytes,
-        plan_kv_bytes_per_gpu=deployment.kv_bytes_per_gpu(list(lengths)),
+        plan_kv_bytes_per_gpu=engine_kv.plan_kv_bytes_per_gpu,
     )
 
 
@@ -303,3 +285,145 @@ def max_layers_within(plan: VerifyPlan, budget_bytes: int) -> int:
     """The most layers whose pool fits in `budget_bytes` (0 if not even one)."""
     per_layer = plan.predicted_pool_bytes_per_layer
     return max(0, min(plan.model_layers, budget_bytes // per_layer))
+
+
+# --- the planner's numbers -------------------------------------------------------------------
+# Every call into kvplan.plan (the engine model) is in the two functions below, so that a
+# change of the engine model's API is a change here and nowhere else in verify.
+
+
+@dataclass(frozen=True)
+class EngineKv:
+    """What the engine profile says one GPU holds for the batch, in one layer."""
+
+    engine: str
+    """the profile's canonical name."""
+    tokens_per_block: int
+    """P: the engine's page (vLLM 16, MLA 64, --block-size; 1 for token-granular engines)."""
+    kv_bytes_per_layer: int
+    """Σ_b the engine's bytes for sequence b in one layer."""
+    blocks_per_layer: int
+    """Σ_b the blocks the engine holds for sequence b in one layer (no null page)."""
+    plan_kv_bytes_per_gpu: int
+    """the engine's bytes for the batch over every layer (kvplan size's kv_bytes_per_gpu)."""
+
+
+def engine_kv_prediction(
+    model: ModelSpec,
+    dtype: DtypeInfo,
+    engine: str,
+    tp: int,
+    tokens_per_block: int | None,
+    cache: LayerCache,
+    lengths: list[int],
+) -> EngineKv:
+    """The engine profile's page size, bytes and blocks for the batch (one layer, one GPU)."""
+    from kvplan.plan.engines import ENGINES, EngineOptions, blocks_held
+    from kvplan.plan.sizing import Deployment, check_lengths
+
+    check_lengths(lengths)
+    profile = ENGINES[engine.lower()]
+    options = EngineOptions(tokens_per_block=tokens_per_block)
+    block = profile.tokens_per_block(model, options)
+    deployment = Deployment(
+        model=model, engine=profile, kv_dtype=dtype.name, tp=tp, options=options
+    )
+    return EngineKv(
+        engine=profile.name,
+        tokens_per_block=block,
+        kv_bytes_per_layer=sum(profile.seq_bytes(model, (cache,), n, options) for n in lengths),
+        blocks_per_layer=sum(blocks_held(cache, n, block) for n in lengths),
+        plan_kv_bytes_per_gpu=deployment.kv_bytes_per_gpu(list(lengths)),
+    )
+
+
+@dataclass(frozen=True)
+class CapacityPrediction:
+    """The planner's vLLM budget for one GPU of a deployment on a SKU: what --capacity tests."""
+
+    sku: str
+    total_bytes: int
+    """device memory the budget starts from."""
+    utilization: float
+    """gpu_memory_utilization."""
+    weights_bytes_per_gpu: int
+    activation_bytes: int
+    """the profile run's torch peak estimate (activations, sampler, workspaces)."""
+    non_torch_bytes: int
+    """CUDA context, NCCL, cuBLAS workspaces: the estimate the budget subtracts."""
+    cudagraph_bytes: int
+    kv_budget_bytes: int
+    """"Available KV cache memory": total × utilization − the four terms above."""
+    tokens_per_block: int
+    layers_per_block: int
+    """layers that share one block id on this GPU."""
+    page_bytes_per_block: int
+    """one block id over those layers: layers_per_block × P × bytes per token per layer."""
+    num_blocks: int
+    """"# GPU blocks": ⌊kv_budget_bytes / page_bytes_per_block⌋."""
+    context_tokens: int
+    max_concurrency: float
+    """vLLM's "Maximum concurrency for context_tokens tokens per request"."""
+
+    @property
+    def ceiling_bytes(self) -> int:
+        """total × utilization: what the engine lets itself use on the device."""
+        return int(self.total_bytes * self.utilization)
+
+
+def capacity_prediction(
+    model: ModelSpec,
+    sku: SkuSpec,
+    *,
+    kv_dtype: str,
+    tp: int,
+    context_tokens: int,
+    tokens_per_block: int | None,
+    utilization: float | None,
+) -> CapacityPrediction:
+    """The planner's vLLM budget and block count for `model` on one GPU of `sku`.
+
+    Raises:
+        KvplanError: the weights leave no KV budget (the message gives the terms).
+    """
+    from kvplan.plan.budget import MemoryOverrides
+    from kvplan.plan.capacity import Capacity, CapacityRequest
+    from kvplan.plan.engines import ENGINES, EngineOptions
+    from kvplan.plan.sizing import Deployment
+
+    deployment = Deployment(
+        model=model,
+        engine=ENGINES["vllm"],
+        kv_dtype=kv_dtype_info(kv_dtype).name,
+        tp=tp,
+        options=EngineOptions(tokens_per_block=tokens_per_block),
+    )
+    request = CapacityRequest(
+        context_tokens=context_tokens, overrides=MemoryOverrides(utilization=utilization)
+    )
+    capacity = Capacity(deployment, sku, request)
+    budget = capacity.budget
+    if budget.kv_bytes <= 0:
+        raise KvplanError(
+            f"--capacity: the planner leaves no KV memory for {model.name} on {sku.name}: "
+            f"{budget.total_bytes:,} B × {budget.utilization} − weights "
+            f"{budget.weights_bytes:,} − activation {budget.activation_bytes:,} − non-torch "
+            f"{budget.non_torch_bytes:,} = {budget.kv_bytes:,} B"
+        )
+    cache = capacity.vllm_cache()
+    return CapacityPrediction(
+        sku=sku.name,
+        total_bytes=budget.total_bytes,
+        utilization=budget.utilization,
+        weights_bytes_per_gpu=capacity.weights_bytes_per_gpu,
+        activation_bytes=budget.activation_bytes,
+        non_torch_bytes=budget.non_torch_bytes,
+        cudagraph_bytes=budget.cudagraph_bytes,
+        kv_budget_bytes=budget.kv_bytes,
+        tokens_per_block=cache.block_tokens,
+        layers_per_block=sum(group.layers for group in cache.groups),
+        page_bytes_per_block=cache.layout.bytes_per_block,
+        num_blocks=cache.num_blocks,
+        context_tokens=capacity.context_tokens,
+        max_concurrency=cache.max_concurrency,
+    )
