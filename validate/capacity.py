@@ -130,8 +130,7 @@ class DeviceBudget:
         """Forget tensors (the caller drops its references) and return cached memory."""
         for tensor in tensors:
             self._held.pop(id(tensor), None)
-        tensors.clear()
-        gc.collect()
+        tensors.clear()  # the last references: the memory goes back to the allocator now
         if self.is_cuda:
             torch.cuda.empty_cache()
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kvplan.kernels.config import heads_per_program
+from kvplan.kernels.splits import heads_per_program
 from kvplan.kvmath import ceil_div
 from kvplan.validate.plan import BLOCK_TABLE_ENTRY_BYTES, SEQ_LEN_BYTES, VerifyPlan
 

@@ -23,25 +23,32 @@ from kvplan.errors import KvplanError
 CPU_TORCH_INDEX = "https://download.pytorch.org/whl/cpu"
 
 
-def install_hint() -> str:
+def install_hint(root: Path | None = None, has_gpu_driver: bool | None = None) -> str:
     """The command that installs the verify extra for the way kvplan is installed here.
 
     A checkout (editable install, or run from source) has pyproject.toml beside the kvplan
     package: `pip install 'kvplan[verify]'` would fetch another kvplan from an index there,
     so the hint installs the checkout's own extra. On a machine without an NVIDIA driver it
     first points at PyTorch's CPU-only wheels (no CUDA libraries to download).
+
+    Args:
+        root: the folder holding the kvplan package; default: where it was imported from.
+        has_gpu_driver: whether nvidia-smi is on PATH; default: looked up.
     """
     import shutil
 
-    import kvplan
+    if root is None:
+        import kvplan
 
-    root = Path(kvplan.__file__).resolve().parents[1]
+        root = Path(kvplan.__file__).resolve().parents[1]
+    if has_gpu_driver is None:
+        has_gpu_driver = shutil.which("nvidia-smi") is not None
     pip = f"{sys.executable} -m pip install"
     if (root / "pyproject.toml").is_file():
         command = f"{pip} -e '{root}[verify]'"
     else:
         command = f"{pip} 'kvplan[verify]'"
-    if shutil.which("nvidia-smi") is None:
+    if not has_gpu_driver:
         command = f"{pip} torch --index-url {CPU_TORCH_INDEX} && {command}"
     return command
 
