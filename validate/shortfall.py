@@ -26,8 +26,8 @@ class Shortfall:
     ideal_s: float
     """unique bytes / copy bandwidth."""
     terms_s: dict[str, float]
-    """kv_rereads, q_reloads, split_partials (upper bounds at copy bandwidth) and latency
-    (what the bytes leave unexplained; ≥ 0)."""
+    """kv_rereads, q_reloads, split_partials, table_rereads (upper bounds at copy bandwidth)
+    and latency (what the bytes leave unexplained; ≥ 0)."""
     responsible: str
     statement: str
 
@@ -63,6 +63,7 @@ def explain_shortfall(
         "kv_rereads": traffic.kv_issued_bytes - traffic.kv_unique_bytes,
         "q_reloads": traffic.q_issued_bytes - traffic.q_unique_bytes,
         "split_partials": traffic.partial_bytes,
+        "table_rereads": traffic.table_issued_bytes - traffic.table_unique_bytes,
     }
     terms_s = {name: layers * value / copy_bytes_per_s for name, value in byte_terms.items()}
     ideal_s = layers * traffic.unique_bytes / copy_bytes_per_s
@@ -85,6 +86,7 @@ def explain_shortfall(
             "q_reloads": f"q loaded by each of {traffic.num_splits} splits",
             "split_partials": f"split-K partials of {traffic.num_splits} splits written and "
             "read back",
+            "table_rereads": "block-table entries read by every KV head's programs",
         }[responsible]
     statement = (
         f"the step took {step_s * 1e3:.3f} ms against {ideal_s * 1e3:.3f} ms for its unique "
