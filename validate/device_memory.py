@@ -25,6 +25,7 @@ import torch
 from kvplan.validate.allocator_rules import LARGE, SMALL, FreeBlock
 
 T = TypeVar("T")
+DEFAULT_POOL_ID = (0, 0)  # memory_snapshot's segment_pool_id of the ordinary pools
 STAT_KEYS = {
     "requested": "requested_bytes.all.current",
     "allocated": "allocated_bytes.all.current",
@@ -84,7 +85,10 @@ def free_blocks(segments: list[dict[str, Any]], stream: int) -> dict[str, list[F
     """Cached free blocks per pool on `stream`, from memory_snapshot segments."""
     pools: dict[str, list[FreeBlock]] = {SMALL: [], LARGE: []}
     for segment in segments:
-        if segment.get("stream", 0) != stream:
+        # Other streams' blocks and CUDA graphs' private pools (pool id ≠ (0, 0)) are never
+        # handed to an allocation on this stream outside a capture.
+        private = tuple(segment.get("segment_pool_id", DEFAULT_POOL_ID)) != DEFAULT_POOL_ID
+        if segment.get("stream", 0) != stream or private:
             continue
         pool = SMALL if segment.get("segment_type") == "small" else LARGE
         for block in segment["blocks"]:

@@ -52,9 +52,7 @@ def reference_scratch_bytes_per_token(plan: VerifyPlan) -> int:
     return heads * (plan.head_dim_k + plan.head_dim_v) * 8 * 2
 
 
-def tokens_checked_max(
-    plan: VerifyPlan, device_type: str, scratch_bytes: int | None = None
-) -> int:
+def tokens_checked_max(plan: VerifyPlan, device_type: str, scratch_bytes: int | None = None) -> int:
     """Longest prefix of one sequence the reference compares, in whole pages.
 
     Args:

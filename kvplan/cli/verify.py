@@ -186,8 +186,7 @@ def verify(
             from kvplan.validate.harness import VerifyRequest, resolve_device, run_verify
         except ImportError as error:
             raise KvplanError(
-                f"kvplan verify needs the verify extra ({error.name} is missing): "
-                f"{install_hint()}"
+                f"kvplan verify needs the verify extra ({error.name} is missing): {install_hint()}"
             ) from None
         from kvplan.report.verify_report import render_verify
         from kvplan.validate.record import exit_code, write_record
@@ -219,8 +218,7 @@ def verify(
                 record = run_verify(spec, request, progress)
         except ModuleNotFoundError as error:  # e.g. numpy, imported by Triton's interpreter
             raise KvplanError(
-                f"kvplan verify needs the verify extra ({error.name} is missing): "
-                f"{install_hint()}"
+                f"kvplan verify needs the verify extra ({error.name} is missing): {install_hint()}"
             ) from None
         if json_path is not None:
             write_record(json_path, record)
