@@ -1,7 +1,8 @@
 """`kvplan verify --capacity` on CPU: the planner's vLLM budget, reproduced by allocation.
 
-A one-layer model and a small SKU (YAML written here, loaded with --catalog) keep the proof
-under the CPU cap and the kernel run to a few tiles. Every expected figure is derived by hand
+A one-layer model and a made-up small SKU (docs/examples/tiny-catalog, the documented
+example, loaded with --catalog) keep the proof under the CPU cap and the kernel run to a few
+tiles. Every expected figure is derived by hand
 below from vLLM 0.11's budget rule as kvplan documents it (docs/engines.md):
     budget = ⌊total × 0.9⌋ − weights − activation − non-torch (0.13 GiB).
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -23,32 +25,6 @@ from typer.testing import CliRunner
 
 from kvplan.cli import app
 from kvplan.validate.capacity import capacity_lengths, largest_true
-
-MODEL_YAML = """\
-name: tiny-verify
-source: "test fixture: a one-layer GQA model"
-family: llama
-hidden_size: 64
-num_layers: 1
-vocab_size: 256
-intermediate_size: 128
-tie_word_embeddings: false
-max_context: 256
-weight_dtype: bf16
-attention: {num_heads: 4, num_kv_heads: 2, head_dim: 16}
-layers: {pattern: [full]}
-"""
-SKU_YAML = """\
-name: tiny-gpu
-vendor: other
-family: test
-memory_bytes: 158_838_593
-memory_basis: "test fixture: the vLLM budget holds 40 blocks of tiny-verify"
-memory_type: test
-bandwidth_bytes_per_s: 1_000_000_000
-peak_flop_per_s: {bf16: 1_000_000_000_000}
-source: "test fixture"
-"""
 
 # Weights (bf16, 2 B): embeddings 256 x 64 = 16_384 and an untied head 16_384; q 64 x 64 =
 # 4_096, k and v 64 x (2 x 16) = 2_048 each, o 4_096; gated MLP 3 x 64 x 128 = 24_576; three
@@ -64,23 +40,17 @@ BUDGET_BYTES = CEILING_BYTES - WEIGHTS_BYTES - ACTIVATION_BYTES - NON_TORCH_BYTE
 PAGE_BYTES = 16 * 2 * 16 * 2 * 2  # 16 tokens x 2 KV heads x 16 x (K, V) x 2 B = 2_048
 
 
-@pytest.fixture
-def catalog_dir(tmp_path):
-    folder = tmp_path / "catalog"
-    folder.mkdir()
-    (folder / "tiny-verify.yaml").write_text(MODEL_YAML)
-    (folder / "tiny-gpu.yaml").write_text(SKU_YAML)
-    return folder
+CATALOG_DIR = Path(__file__).resolve().parents[1] / "docs" / "examples" / "tiny-catalog"
 
 
-def test_capacity_proof_on_cpu(tmp_path, catalog_dir):
+def test_capacity_proof_on_cpu(tmp_path):
     path = tmp_path / "capacity.json"
     result = CliRunner().invoke(
         app,
         [
             *["verify", "tiny-verify", "--sku", "tiny-gpu", "--capacity", "--context", "64"],
             *["--device", "cpu", "--repeats", "1"],
-            *["--catalog", str(catalog_dir), "--json", str(path)],
+            *["--catalog", str(CATALOG_DIR), "--json", str(path)],
         ],
         env={"COLUMNS": "200"},
     )

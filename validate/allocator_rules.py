@@ -110,7 +110,7 @@ class Allocation:
         limit = "≥ 512 B" if self.pool == SMALL else "> 1 MiB"
         return (
             f"{self.pool} pool, {where} not split: the remainder of {self.unsplit_bytes:,} B "
-            f"is under the split threshold ({limit}), so the whole block is allocated"
+            f"is not {limit}, so the whole block is allocated"
         )
 
 
