@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import pytest
 from factories import make_model
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvplan.plan.budget import MemoryOverrides, vllm_budget
-from kvplan.plan.capacity import Capacity, CapacityRequest
-from kvplan.plan.engines import engine
-from kvplan.plan.sizing import Deployment
-from kvplan.plan.vllm import parse_version
+from kvplan.errors import KvplanError
+from kvplan.plan.capacity import Capacity
+from kvplan.plan.deployment import Deployment
+from kvplan.plan.engines import EngineSettings, engine
+from kvplan.plan.engines.vllm_version import parse_version
 from kvplan.specs import SkuSpec
 
 GIB = 2**30
@@ -33,10 +34,9 @@ def _sku(memory_bytes: int, family: str = "test") -> SkuSpec:
 
 
 def _capacity(model, engine_name, kv_bytes, batch=1, context=None, tp=1):
-    request = CapacityRequest(
-        batch=batch, context_tokens=context, overrides=MemoryOverrides(kv_memory_bytes=kv_bytes)
-    )
-    return Capacity(Deployment(model, engine(engine_name), tp=tp), _sku(80 * GIB), request)
+    settings = EngineSettings(kv_memory_bytes=kv_bytes)
+    deployment = Deployment(model, engine(engine_name), tp=tp, settings=settings)
+    return Capacity(deployment, _sku(80 * GIB), batch, context)
 
 
 @settings(max_examples=50, deadline=None)
@@ -58,9 +58,9 @@ def test_longest_context_fits_and_one_more_does_not(name, kv_bytes, batch, layer
     found = capacity.max_context_tokens
 
     def fits(n: int) -> bool:
-        if name == "vllm":
-            return capacity.vllm_cache(n).max_concurrency >= batch
-        return batch * capacity.seq_bytes_per_gpu(n) <= kv_bytes
+        # One request of n tokens is charged request_bytes(n); the budget holds batch of them
+        # when their bytes fit (vLLM: whole blocks of the budget, the same condition).
+        return batch * capacity.request_bytes_per_gpu(n) <= kv_bytes
 
     if found:
         assert fits(found)
@@ -79,67 +79,40 @@ def test_exact_longest_context_by_hand():
     assert capacity.max_concurrency(1025) == 4
 
 
-def test_vllm_budget_matches_llm_d_h100_figures(catalog):
-    # llm-d H100 measurements (reference §6): torch total 79.18 GiB, util 0.9, non-torch 0.13 GiB,
-    # weights as logged; logged available KV memory below. The activation peak is kvplan's
-    # estimate (38.7 B per logit, fitted on the first two; Qwen3-32B is a prediction).
-    cases = [
-        ("llama-3.1-8b", 14.99, 51.38),
-        ("gpt-oss-20b", 13.47, 50.28),
-        ("qwen3-32b", 61.03, 4.45),
-    ]
-    sku = _sku(int(79.18 * GIB), family="h100")
-    for name, weights_gib, logged_gib in cases:
-        budget = vllm_budget(
-            catalog.model(name),
-            sku,
-            int(weights_gib * GIB),
-            1,
-            parse_version("0.11"),
-            MemoryOverrides(),
-        )
-        assert abs(budget.kv_bytes / GIB - logged_gib) < 0.1, name
-
-
 def test_vllm_defaults_by_version_and_gpu(catalog):
     assert parse_version("0.11").default_utilization == 0.9
     assert parse_version("0.20.0").default_utilization == 0.92
     assert parse_version("0.6.4").era == "v0"
     assert parse_version("0.22").era == "v1-new"
     big, a100 = _sku(80 * GIB, "h100"), _sku(80 * GIB, "a100")
-    model = catalog.model("llama-3.1-8b")
-    version = parse_version("0.11")
-    assert vllm_budget(model, big, 0, 1, version, MemoryOverrides()).max_num_batched_tokens == 8192
-    assert vllm_budget(model, a100, 0, 1, version, MemoryOverrides()).max_num_batched_tokens == 2048
+    deployment = Deployment(catalog.model("llama-3.1-8b"), engine("vllm"))
+    assert Capacity(deployment, big).scheduler.max_num_batched_tokens == 8192
+    assert Capacity(deployment, a100).scheduler.max_num_batched_tokens == 2048
 
 
 def test_new_vllm_token_line_is_concurrency_times_length(catalog):
     # >= 0.22 prints int(X * max_model_len); GPT-OSS at 16k: the one-group pool (old) is smaller.
     model = catalog.model("gpt-oss-120b")
-    request_old = CapacityRequest(
-        context_tokens=16384,
-        vllm_version=parse_version("0.11"),
-        overrides=MemoryOverrides(kv_memory_bytes=40 * GIB),
-    )
-    request_new = CapacityRequest(
-        context_tokens=16384,
-        vllm_version=parse_version("0.22"),
-        overrides=MemoryOverrides(kv_memory_bytes=40 * GIB),
-    )
-    deployment = Deployment(model, engine("vllm"), tp=4)
-    old = Capacity(deployment, _sku(80 * GIB, "h100"), request_old).vllm_cache()
-    new = Capacity(deployment, _sku(80 * GIB, "h100"), request_new).vllm_cache()
-    assert new.gpu_kv_cache_tokens == int(new.max_concurrency * 16384)
-    assert old.gpu_kv_cache_tokens == old.num_blocks // 2 * 16
-    assert new.gpu_kv_cache_tokens > old.gpu_kv_cache_tokens
+
+    def capacity(version: str) -> Capacity:
+        settings = EngineSettings(version=version, kv_memory_bytes=40 * GIB)
+        deployment = Deployment(model, engine("vllm"), tp=4, settings=settings)
+        return Capacity(deployment, _sku(80 * GIB, "h100"), context_tokens=16384)
+
+    old, new = capacity("0.11"), capacity("0.22")
+    assert new.kv_capacity_tokens == int(new.pool.concurrency_at(16384) * 16384)
+    # GPT-OSS: 18 full + 18 sliding layers, two groups sharing one pool of 16-token blocks.
+    assert old.kv_capacity_tokens == old.pool.num_blocks // 2 * 16
+    assert new.kv_capacity_tokens > old.kv_capacity_tokens
 
 
 def test_sglang_pool_by_hand(catalog):
     # SGLang: budget = total x mem_fraction_static (0.88 at TP 1) - weights; tokens = budget // cell
-    # Llama-3.1-8B on h100-sxm: 85_520_809_984 B total, weights 8_030_261_248 x 2 B.
+    # Llama-3.1-8B on h100-sxm: runtime memory total, weights 8_030_261_248 x 2 B.
     model, sku = catalog.model("llama-3.1-8b"), catalog.sku("h100-sxm")
-    capacity = Capacity(Deployment(model, engine("sglang")), sku, CapacityRequest())
-    budget = int(85_520_809_984 * 0.88) - 16_060_522_496
+    capacity = Capacity(Deployment(model, engine("sglang")), sku)
+    total = sku.runtime_memory_bytes or sku.memory_bytes
+    budget = int(total * 0.88) - 16_060_522_496
     assert capacity.budget.kv_bytes == budget
     assert capacity.kv_capacity_tokens == budget // 131_072
 
@@ -148,27 +121,95 @@ def test_sglang_cell_matches_published_log(catalog):
     # vllm#21348: SGLang "#tokens: 367404, K size: 8.23 GB" for Qwen3-235B-A22B at TP 4, bf16 KV:
     # K per token per rank = 1 head x 128 x 94 layers x 2 B; x 367,404 = 8.23 GiB.
     deployment = Deployment(catalog.model("qwen3-235b-a22b"), engine("sglang"), tp=4)
-    caches = deployment.stage_caches()[0]
-    k_bytes_per_token = sum(c.token_bytes for c in caches) // 2
+    k_bytes_per_token = sum(c.token_bytes for c in deployment.exact_caches()) // 2
     assert k_bytes_per_token == 128 * 94 * 2
     assert round(367_404 * k_bytes_per_token / GIB, 2) == 8.23
 
 
 def test_verdicts(catalog):
     l4 = catalog.sku("l4")
-    big = Capacity(
-        Deployment(catalog.model("llama-3.1-70b"), engine("vllm")), l4, CapacityRequest()
-    )
+    vllm = engine("vllm")
+    big = Capacity(Deployment(catalog.model("llama-3.1-70b"), vllm), l4)
     assert big.verdict == "weights don't fit"
-    small = Capacity(
-        Deployment(catalog.model("llama-3.1-8b"), engine("vllm")),
-        l4,
-        CapacityRequest(context_tokens=131072),
-    )
+    small = Capacity(Deployment(catalog.model("llama-3.1-8b"), vllm), l4, context_tokens=131072)
     assert small.verdict == "KV too small for one request"
     ok = Capacity(
-        Deployment(catalog.model("llama-3.1-8b"), engine("vllm")),
+        Deployment(catalog.model("llama-3.1-8b"), vllm),
         catalog.sku("h100-sxm"),
-        CapacityRequest(context_tokens=8192),
+        context_tokens=8192,
     )
     assert ok.verdict == "fits"
+
+
+def test_verdict_counts_what_fits_and_throughput_uses_it():
+    # tiny model: 4 layers x 2 KV heads x 64 x 2 (K,V) x 2 B = 2048 B per token; vLLM blocks of
+    # 16 tokens cost 32 KiB. A 1 MiB budget is 32 blocks; a 100-token request is charged
+    # ceil(100/16) = 7 blocks, so 32 // 7 = 4 requests fit out of the 6 asked for.
+    capacity = _capacity(make_model(), "vllm", 2**20, batch=6, context=100)
+    assert capacity.max_concurrency() == 4
+    assert capacity.verdict == "fits 4 of 6"
+    assert not capacity.fits
+    decode = capacity.decode()
+    assert decode is not None and decode.batch == 4
+
+
+def test_data_parallel_attention_and_expert_parallelism(catalog):
+    # DeepSeek-V3 on 8 H200s. TP 8 keeps the whole MLA latent on every rank, so each GPU holds
+    # every request's latent; DP 8 with expert parallelism (vLLM --data-parallel-size 8
+    # --enable-expert-parallel) runs 8 attention replicas, each holding its own requests, and
+    # spreads the routed experts over all 8 GPUs (docs/engines.md).
+    model, sku = catalog.model("deepseek-v3"), catalog.sku("h200")
+    vllm = engine("vllm")
+    tp8 = Capacity(Deployment(model, vllm, tp=8), sku, 64, 32_768)
+    dp8 = Capacity(Deployment(model, vllm, dp=8, ep=True), sku, 64, 32_768)
+    # One request's latent is the same bytes per GPU either way: 61 layers x 576 x 2 B per
+    # token, in 64-token FlashMLA blocks: 32,768 / 64 = 512 blocks x 64 x 70,272 B.
+    assert tp8.request_bytes_per_gpu() == dp8.request_bytes_per_gpu() == 512 * 64 * 70_272
+    # Capacity: each replica's pool holds its own requests; the deployment holds 8 pools.
+    per_replica = dp8.budget.kv_bytes // dp8.request_bytes_per_gpu()
+    assert dp8.max_concurrency() == 8 * per_replica
+    # Weights per GPU: attention, embeddings and shared experts whole on every GPU (tp 1),
+    # routed experts one eighth each.
+    (stage,) = Deployment(model, vllm).weights().stages
+    expected = stage.sharded_bytes + -(-stage.routed_expert_bytes // 8) + stage.replicated_bytes
+    assert dp8.weights_bytes_per_gpu == expected
+    # With its weights larger per GPU, DP attention still serves more: no latent is repeated.
+    assert dp8.max_concurrency() > tp8.max_concurrency()
+
+
+def test_expert_parallelism_needs_experts(catalog):
+    with pytest.raises(KvplanError, match=r"^--ep: llama-3.1-8b has no routed experts"):
+        Deployment(catalog.model("llama-3.1-8b"), engine("vllm"), ep=True)
+
+
+def test_tp_the_engine_refuses_is_an_error_with_the_reason(catalog):
+    # vLLM: Llama-3.1-8B has 32 query heads and 8 KV heads; tp 3 divides neither.
+    with pytest.raises(KvplanError, match=r"heads \(32\) must be divisible by tensor parallel"):
+        Deployment(catalog.model("llama-3.1-8b"), engine("vllm"), tp=3)
+    # tp 16 > 8 KV heads is fine: each KV head is replicated twice.
+    assert Deployment(catalog.model("llama-3.1-8b"), engine("vllm"), tp=16).tp == 16
+    # Qwen2.5-7B: 28 query heads, 4 KV heads; tp 14 divides the query heads, not 4 KV heads.
+    with pytest.raises(KvplanError, match=r"its 4 KV heads must divide by tp, or tp by them"):
+        Deployment(catalog.model("qwen2.5-7b"), engine("vllm"), tp=14)
+
+
+def test_tp_beyond_a_node_is_noted(catalog):
+    deployment = Deployment(catalog.model("llama-3.1-405b"), engine("vllm"), tp=16)
+    notes = deployment.engine.notes(deployment, catalog.sku("h100-sxm"))
+    assert any("spans 2 nodes of 8 h100-sxm" in note for note in notes)
+
+
+def test_an_overflowing_batch_is_drawn_as_overflow(catalog):
+    # Llama-3.1-8B, 64 requests of 32k on one H100: 64 x 32,768 x 131,072 B = 256 GiB of KV
+    # against an 80 GB GPU. The bar must not look exactly full: it runs past the memory.
+    from kvplan.report.capacity_report import capacity_table, memory_split
+
+    row = Capacity(Deployment(catalog.model("llama-3.1-8b"), engine("vllm")),
+                   catalog.sku("h100-sxm"), 64, 32_768)  # fmt: skip
+    split = memory_split(row)
+    assert split.kv_bytes == 64 * 32_768 * 131_072
+    assert split.overflow_bytes == split.weights_bytes + split.kv_bytes - split.memory_bytes
+    assert split.free_bytes == 0
+    (shown,) = capacity_table([row]).display_rows
+    assert "!" in shown[-1] and shown[-1].endswith("GiB")
+    assert shown[-2].startswith("fits ") and " of 64" in shown[-2]

@@ -16,7 +16,7 @@ MODELS_DIR, SKUS_DIR = shipped_dirs()
 
 
 def test_catalogue_sizes(catalog):
-    assert len(catalog.models()) >= 40
+    assert len(catalog.models()) >= 90
     assert len(catalog.skus()) >= 24
 
 
@@ -56,6 +56,30 @@ REQUIRED_MODELS = [
     "qwen3-30b-a3b",
     "qwen3-next-80b-a3b",
     "jamba-1.5-mini",
+    "deepseek-v3.2",
+    "kimi-linear-48b-a3b",
+    "qwen3.5-397b-a17b",
+    "nemotron-h-8b",
+    "granite-4.0-h-small",
+    "falcon-h1-7b",
+    "llama-3.2-11b-vision",
+    "qwen3-0.6b",
+    "qwen3-1.7b",
+    "qwen3-4b",
+    "qwen3-14b",
+    "qwen3-coder-480b-a35b",
+    "glm-4.5",
+    "glm-4.5-air",
+    "glm-4.6",
+    "minimax-m2",
+    "mistral-large-3",
+    "phi-4",
+    "olmo-2-7b",
+    "olmo-3-7b",
+    "smollm3-3b",
+    "opt-13b",
+    "opt-66b",
+    "opt-175b",
 ]
 REQUIRED_SKUS = [
     "a10g",
@@ -210,3 +234,118 @@ def test_user_sku(tmp_path):
 def test_missing_catalog_folder(tmp_path):
     with pytest.raises(KvplanError, match="not a folder"):
         Catalog((tmp_path / "nope",)).models()
+
+
+@pytest.mark.parametrize(
+    ("typed", "expected"),
+    [
+        ("h100-sxm", "h100-sxm"),
+        ("H100 SXM", "h100-sxm"),
+        ("NVIDIA H100 80GB HBM3", "h100-sxm"),  # nvidia-smi / torch device name
+        ("H100 80GB", "h100-sxm"),  # a unique prefix of the device name
+        ("h100-80gb", "h100-sxm"),
+        ("nvidia_h100_pcie", "h100-pcie"),
+        ("NVIDIA A100-SXM4-80GB", "a100-80gb"),
+        ("l40s", "l40s"),
+        ("mi300", "mi300x"),  # a family of one
+        ("GeForce RTX 4090", "rtx-4090"),
+    ],
+)
+def test_sku_names_people_type(catalog, typed, expected):
+    assert catalog.sku(typed).name == expected
+
+
+def test_a_family_of_several_asks_which(catalog):
+    with pytest.raises(KvplanError) as error:
+        catalog.sku("h100")
+    assert str(error.value) == (
+        "sku 'h100' is a family of 3 SKUs: h100-nvl, h100-pcie, h100-sxm; name one"
+    )
+    assert [s.name for s in catalog.skus_matching("H100")] == ["h100-nvl", "h100-pcie", "h100-sxm"]
+
+
+def test_sku_suggestions_come_from_the_same_family(catalog):
+    with pytest.raises(KvplanError, match=r"did you mean one of h100-nvl, h100-pcie, h100-sxm\?"):
+        catalog.sku("h100-sxn")
+
+
+# --- the newer layer kinds and sections: each missing or inconsistent piece is one exact line ---
+
+
+def _shipped_as_mine(stem: str) -> str:
+    """A shipped model's YAML renamed to `mine`, with no aliases to collide with the shipped one."""
+    text = (MODELS_DIR / f"{stem}.yaml").read_text().replace(f"name: {stem}\n", "name: mine\n")
+    return "\n".join(
+        "aliases: []" if line.startswith("aliases:") else line for line in text.splitlines()
+    )
+
+
+def _without_section(text: str, key: str) -> str:
+    """`text` without the top-level mapping `key:` and its indented lines."""
+    lines, skipping = [], False
+    for line in text.splitlines():
+        if line.startswith(f"{key}:"):
+            skipping = True
+            continue
+        if skipping and line.startswith("  "):
+            continue
+        skipping = False
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def _line_of(text: str, prefix: str) -> int:
+    return next(i for i, line in enumerate(text.splitlines(), 1) if line.startswith(prefix))
+
+
+def _one_error(tmp_path: Path, text: str, at: str, where: str, message: str) -> None:
+    """`text` as mine.yaml gives exactly one line: the line of `at`, `where`, `message`."""
+    folder = _write(tmp_path, "mine.yaml", text)
+    (line,) = _errors(folder)
+    path = folder / "mine.yaml"
+    assert line == f"{path}:{_line_of(text, at)}: {where}: value {{…}}: {message}"
+
+
+def _good_as_mine(extra: str) -> str:
+    text = GOOD_MODEL.replace("name: llama-3.1-8b", "name: mine") + "\n" + extra
+    return "\n".join("aliases: []" if x.startswith("aliases:") else x for x in text.splitlines())
+
+
+@pytest.mark.parametrize(
+    ("stem", "section", "message"),
+    [
+        ("llama-3.2-11b-vision", "vision", "cross layers need a vision section"),
+        ("falcon-h1-7b", "state", "parallel layers need a state section"),
+    ],
+)
+def test_kind_without_its_section(tmp_path, stem, section, message):
+    text = _without_section(_shipped_as_mine(stem), section)
+    _one_error(tmp_path, text, "name:", "(top level)", message)
+
+
+def test_vision_without_cross_layers(tmp_path):
+    vision = (MODELS_DIR / "llama-3.2-11b-vision.yaml").read_text()
+    text = _good_as_mine(vision[vision.index("vision:\n") : vision.index("layers:\n")])
+    message = "a vision section is given but no layer is cross"
+    _one_error(tmp_path, text, "name:", "(top level)", message)
+
+
+def test_mixer_only_layers_need_mlp_layers(tmp_path):
+    text = _good_as_mine("ffn_per_mixer_layer: false\n")
+    message = "ffn_per_mixer_layer is false but no layer is mlp (no FFN at all)"
+    _one_error(tmp_path, text, "name:", "(top level)", message)
+
+
+def test_mamba2_conv_channels_must_add_up(tmp_path):
+    # Nemotron-H-8B: 8192 + 2 x 8 groups x 128 = 10_240 conv channels, not 10_000.
+    text = _shipped_as_mine("nemotron-h-8b").replace("conv_channels: 10240", "conv_channels: 10000")
+    message = (
+        "mamba2 conv_channels 10000 is not inner_size + 2 x num_groups x ssm_state_size = 10240"
+    )
+    _one_error(tmp_path, text, "state:", "state", message)
+
+
+def test_indexer_needs_the_query_latent(tmp_path):
+    text = _shipped_as_mine("deepseek-v3.2").replace("  q_lora_rank: 1536\n", "")
+    message = "mla.indexer needs q_lora_rank (its queries project from it)"
+    _one_error(tmp_path, text, "mla:", "mla", message)

@@ -269,7 +269,7 @@ def test_unknown_model_and_sku_with_suggestions(tmp_path):
     )
     assert lines[1].startswith(
         f"error: {path}:9: products.1.sku (product 'b'): unknown sku 'h100-sxn'; "
-        "did you mean h100-nvl, h100-sxm"
+        "did you mean one of h100-nvl, h100-pcie, h100-sxm?"
     )
 
 
@@ -291,7 +291,7 @@ def test_bad_context_kv_dtype_and_engine_one_line_each(tmp_path):
         "did you mean 'fp8'? (allowed: fp32, bf16, fp16, fp8_e4m3, fp8_e5m2, int8, int4, nvfp4, "
         "mxfp4)",
         f"error: {path}:8: products.0.engine: value 'vllm2': unknown engine "
-        "(allowed: exact, vllm, sglang, hf, naive)",
+        "(allowed: vllm, sglang, exact, hf, naive)",
     ]
 
 

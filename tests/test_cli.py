@@ -65,14 +65,15 @@ def test_size_json_contract_exact_integers_at_40_columns():
 
 
 def test_size_table_shows_textbook_and_bar():
-    result = run("size", "llama-2-70b", "-c", "8k", "-b", "32", "--sku", "h100-sxm", "--explain")
-    assert result.exit_code == 0
+    result = run("size", "llama-2-70b", "-c", "4k", "-b", "32", "--sku", "h100-sxm", "--explain")
+    # 69B params x 2 B = 138 GB of weights on one 80 GB GPU: a failed check, exit 1.
+    assert result.exit_code == 1
     assert "textbook MHA formula" in result.stdout and "8.0×" in result.stdout
-    assert "█" in result.stdout and "does NOT fit" in result.stdout
-    # 2 x 8 KV heads x 256 B rows x 8,192 tokens x 32 sequences x 80 layers = 85,899,345,920 B.
+    assert "█" in result.stdout and "weights don't fit" in result.stdout
+    # 2 x 8 KV heads x 256 B rows x 4,096 tokens x 32 sequences x 80 layers = 42,949,672,960 B.
     explained = (
-        "2 (K and V) × 8 (kv heads per GPU) × 256 (bytes per head row) × (8,192 tokens kept × "
-        "32 sequences; all L tokens) × 80 layers × 1 GPUs = 85,899,345,920 B"
+        "2 (K and V) × 8 (kv heads per GPU) × 256 (bytes per head row) × (4,096 tokens kept × "
+        "32 sequences; all L tokens) × 80 layers × 1 GPUs = 42,949,672,960 B"
     )
     assert explained in result.stdout
 
@@ -90,21 +91,30 @@ def test_size_warns_past_native_limit():
 def test_ragged_lengths():
     result = run("size", "llama-3.1-8b", "--lengths", "1,1k,32k", "-f", "json")
     record = json.loads(result.stdout)
-    assert record["batch"] == 3 and record["lengths"] == [1, 1024, 32768]
-    assert record["kv_bytes"] == 131_072 * (1 + 1024 + 32768)
+    assert record["batch"] == 3
+    assert record["sequences"] == [
+        {"tokens": 1, "count": 1},
+        {"tokens": 1024, "count": 1},
+        {"tokens": 32768, "count": 1},
+    ]
+    assert record["exact_kv_bytes"] == 131_072 * (1 + 1024 + 32768)
+    # vLLM charges whole 16-token blocks: 1 + 64 + 2048 blocks of 16 tokens.
+    assert record["kv_bytes"] == 131_072 * 16 * (1 + 64 + 2048)
 
 
 @pytest.mark.parametrize(
     ("args", "fragment"),
     [
         (["size", "llama-3.1-8c"], "unknown model 'llama-3.1-8c'; did you mean"),
-        (["size", "llama-3.1-8b", "--batch", "-1"], "--batch: -1 must be at least 1"),
-        (["size", "llama-3.1-8b", "--batch", "0"], "--batch: 0 must be at least 1"),
+        (["size", "llama-3.1-8b", "--batch", "-1"], "--batch: -1 must be between 1 and"),
+        (["size", "llama-3.1-8b", "--batch", "0"], "--batch: 0 must be between 1 and"),
         (["size", "llama-3.1-8b", "--context", "12q"], "--context: '12q' is not a token count"),
         (["size", "llama-3.1-8b", "--kv-dtype", "fp9"], "unknown dtype 'fp9'; did you mean 'fp8'"),
         (["size", "llama-3.1-8b", "--engine", "vlm"], "unknown engine 'vlm'; did you mean 'vllm'"),
-        (["size", "llama-3.1-8b", "--tp", "0"], "--tp: 0 must be at least 1"),
-        (["size", "llama-3.1-8b", "--sku", "h100"], "unknown sku 'h100'"),
+        (["size", "llama-3.1-8b", "--tp", "0"], "--tp: 0 must be between 1 and"),
+        (["size", "llama-3.1-8b", "--tp", "3"], "vLLM refuses tp 3 for llama-3.1-8b"),
+        (["size", "gpt2", "--tp", "5", "-e", "exact"], "cannot split gpt2's 12 attention heads"),
+        (["size", "llama-3.1-8b", "--sku", "h100"], "'h100' is a family of 3 SKUs: h100-nvl,"),
         (["size", "llama-3.1-8b", "--format", "xml"], "--format: unknown format 'xml'"),
         (["size", "/nonexistent/config.json"], "config.json"),
         (["show", "nothing-like-it"], "unknown model 'nothing-like-it'"),
@@ -147,15 +157,27 @@ def test_models_skus_show_schema_json():
 def test_every_model_field_has_a_description():
     from kvplan.specs import (
         AttentionSpec,
+        IndexerSpec,
         LayerPlan,
         MlaSpec,
         ModelSpec,
         MoeSpec,
         SkuSpec,
         StateSpec,
+        VisionSpec,
     )
 
-    for spec in (ModelSpec, AttentionSpec, MlaSpec, MoeSpec, StateSpec, LayerPlan, SkuSpec):
+    for spec in (
+        ModelSpec,
+        AttentionSpec,
+        MlaSpec,
+        IndexerSpec,
+        MoeSpec,
+        StateSpec,
+        VisionSpec,
+        LayerPlan,
+        SkuSpec,
+    ):
         missing = [n for n, f in spec.model_fields.items() if not f.description]
         assert missing == [], spec.__name__
 

@@ -19,11 +19,10 @@ PACKAGES = {
 ALLOWED = {
     "errors": set(),
     "units": {"errors"},
-    "specs": {"errors"},
-    "kvmath": {"specs", "errors"},
+    "specs": {"errors", "specs"},
+    "kvmath": {"specs", "errors", "kvmath"},
     "catalog": {"specs", "errors", "catalog", "units"},
-    "plan": {"kvmath", "catalog", "specs", "errors", "plan", "perf", "units"},
-    "perf": {"kvmath", "specs", "errors", "plan", "units"},
+    "plan": {"kvmath", "catalog", "specs", "errors", "plan", "units"},
     "report": {"plan", "specs", "report", "units", "errors"},
     "cli": {
         "cli",
@@ -33,7 +32,6 @@ ALLOWED = {
         "kvmath",
         "catalog",
         "plan",
-        "perf",
         "report",
         "validate",
         "kernels",

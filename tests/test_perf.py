@@ -11,7 +11,10 @@ from hypothesis import strategies as st
 
 from kvplan.errors import KvplanError
 from kvplan.kvmath import ChunkedCache, FullCache, SlidingCache, StateCache
-from kvplan.perf import (
+from kvplan.plan.batch import Batch
+from kvplan.plan.deployment import Deployment
+from kvplan.plan.engines import EngineSettings, engine
+from kvplan.plan.perf import (
     DecodeEstimate,
     Efficiency,
     _stage_weight_bytes_read,
@@ -22,8 +25,7 @@ from kvplan.perf import (
     matmul_params_per_token,
     prefill,
 )
-from kvplan.plan.engines import engine
-from kvplan.plan.sizing import Deployment
+from kvplan.plan.sizing import size
 from kvplan.specs import SkuSpec
 
 EXACT = engine("exact")
@@ -103,7 +105,7 @@ def test_llama_3_1_8b_decode_batch_one_context_one(catalog):
     # step = (16_060_522_496 + 131_072) / 3.35e12 = 16_060_653_568 / 3.35e12 ≈ 4.794 ms.
     sku = catalog.sku("h100-sxm")
     deployment = Deployment(catalog.model("llama-3.1-8b"), EXACT)
-    estimate = decode_step(deployment, [1], sku, NO_LOSS)
+    estimate = decode_step(deployment, Batch.of([1]), sku, NO_LOSS)
     assert estimate.weight_bytes_read_per_gpu == 16_060_522_496
     assert estimate.kv_bytes_read_per_gpu == 131_072
     assert estimate.bytes_read_per_step == 16_060_653_568
@@ -112,7 +114,7 @@ def test_llama_3_1_8b_decode_batch_one_context_one(catalog):
     assert estimate.kv_bytes_per_token == estimate.kv_bytes_per_token_per_gpu == 131_072
     assert estimate.experts_touched_per_layer is None
     # The default 85 % of bandwidth: the same bytes take 1/0.85 as long.
-    default = decode_step(deployment, [1], sku)
+    default = decode_step(deployment, Batch.of([1]), sku)
     assert default.step_s == pytest.approx(estimate.step_s / 0.85, rel=1e-12)
 
 
@@ -121,7 +123,8 @@ def test_llama_3_1_8b_decode_batch_32_at_8k(catalog):
     # bytes = 16_060_522_496 + 34_359_738_368 = 50_420_260_864; with 85 % of 3.35 TB/s:
     # step = 50_420_260_864 / 2.8475e12 ≈ 17.71 ms, so 32 / step ≈ 1807 tokens/s.
     sku = catalog.sku("h100-sxm")
-    estimate = decode_step(Deployment(catalog.model("llama-3.1-8b"), EXACT), [8192] * 32, sku)
+    deployment = Deployment(catalog.model("llama-3.1-8b"), EXACT)
+    estimate = decode_step(deployment, Batch.uniform(8192, 32), sku)
     assert estimate.kv_bytes_read_per_gpu == 34_359_738_368
     assert estimate.bytes_read_per_step == 50_420_260_864
     assert estimate.step_s == pytest.approx(50_420_260_864 / 2.8475e12, rel=1e-12)
@@ -133,7 +136,7 @@ def test_tp_splits_weights_and_kv_heads(catalog):
     # Weights per GPU are weights.py's figure (matrices and vocabulary / 8, norms replicated).
     model = catalog.model("llama-3.1-8b")
     deployment = Deployment(model, EXACT, tp=8)
-    estimate = decode_step(deployment, [1000], catalog.sku("h100-sxm"), NO_LOSS)
+    estimate = decode_step(deployment, Batch.of([1000]), catalog.sku("h100-sxm"), NO_LOSS)
     assert estimate.kv_bytes_per_token_per_gpu == 16_384
     assert estimate.kv_bytes_per_token == 131_072
     assert estimate.kv_bytes_read_per_gpu == 16_384_000
@@ -145,8 +148,8 @@ def test_pipeline_stages_add_up_rather_than_overlap(catalog):
     # layers 16-31, the final norm and lm_head. One token passes both stages in turn, so
     # the bytes on the critical path are the whole model's: same step time as pp 1.
     model, sku = catalog.model("llama-3.1-8b"), catalog.sku("h100-sxm")
-    one = decode_step(Deployment(model, EXACT), [4096] * 4, sku)
-    two = decode_step(Deployment(model, EXACT, pp=2), [4096] * 4, sku)
+    one = decode_step(Deployment(model, EXACT), Batch.of([4096] * 4), sku)
+    two = decode_step(Deployment(model, EXACT, pp=2), Batch.of([4096] * 4), sku)
     assert two.bytes_read_per_step == one.bytes_read_per_step
     assert two.step_s == pytest.approx(one.step_s, rel=1e-12)
     assert two.weight_bytes_read_per_gpu < one.weight_bytes_read_per_gpu
@@ -168,7 +171,10 @@ def test_tiny_moe_reads_touched_experts():
     )
     deployment = Deployment(model, EXACT)
     sku = make_sku()
-    reads = [decode_step(deployment, [1] * b, sku).weight_bytes_read_per_gpu for b in (1, 2, 100)]
+    reads = [
+        decode_step(deployment, Batch.uniform(1, b), sku).weight_bytes_read_per_gpu
+        for b in (1, 2, 100)
+    ]
     assert reads == [13_607_936, 16_753_664, 19_899_392]
     assert reads[0] == deployment.weights().active_bytes
     assert reads[2] == deployment.weights().per_gpu_bytes
@@ -179,13 +185,13 @@ def test_deepseek_v3_batch_one_reads_active_weights(catalog):
     # The MLA latent is whole on every TP rank: 70_272 B per token per GPU, x 8 for the replica.
     model = catalog.model("deepseek-v3")
     sku = catalog.sku("h200")
-    single = decode_step(Deployment(model, EXACT), [1], sku)
+    single = decode_step(Deployment(model, EXACT), Batch.of([1]), sku)
     assert single.weight_bytes_read_per_gpu == Deployment(model, EXACT).weights().active_bytes
     assert single.experts_touched_per_layer == pytest.approx(8, rel=1e-12)
-    sharded = decode_step(Deployment(model, EXACT, tp=8), [1], sku)
+    sharded = decode_step(Deployment(model, EXACT, tp=8), Batch.of([1]), sku)
     assert sharded.kv_bytes_per_token_per_gpu == 70_272
     assert sharded.kv_bytes_per_token == 8 * 70_272
-    pair = decode_step(Deployment(model, EXACT), [1, 1], sku)
+    pair = decode_step(Deployment(model, EXACT), Batch.of([1, 1]), sku)
     assert pair.notes == (
         "MoE: 15.75 of 256 routed experts read per layer at batch 2 (uniform routing)",
     )
@@ -197,7 +203,7 @@ def test_weight_reads_match_weights_py_for_every_catalogue_model(catalog, tp, pp
     # of 100_000 every expert is touched ((1 - k/E)^b underflows), so reads = all weights.
     # (The stage helper is called directly: a 100_000-sequence KV sum per model is slow.)
     for model in catalog.models():
-        if pp > model.num_layers:
+        if pp > model.num_layers or model.attention.num_heads % tp:
             continue
         deployment = Deployment(model, EXACT, tp=tp, pp=pp)
         reads = _stage_weight_bytes_read(deployment, 100_000)
@@ -208,7 +214,7 @@ def test_weight_reads_follow_exact_checkpoint_bytes(catalog):
     # An HF import's safetensors total rescales per-GPU figures the way weights.py does.
     model = catalog.model("llama-3.1-8b")
     deployment = Deployment(model, EXACT, tp=2, exact_weights_bytes=16_000_000_000)
-    estimate = decode_step(deployment, [1], catalog.sku("h100-sxm"))
+    estimate = decode_step(deployment, Batch.of([1]), catalog.sku("h100-sxm"))
     assert estimate.weight_bytes_read_per_gpu == deployment.weights().per_gpu_bytes
 
 
@@ -225,8 +231,8 @@ def test_weight_reads_follow_exact_checkpoint_bytes(catalog):
 def test_kv_read_is_what_the_exact_engine_holds(catalog, name, tp, pp, context):
     deployment = Deployment(catalog.model(name), EXACT, tp=tp, pp=pp)
     lengths = [context, context // 2, 1]
-    estimate = decode_step(deployment, lengths, catalog.sku("h100-sxm"))
-    assert estimate.kv_bytes_read_per_gpu == deployment.kv_bytes_per_gpu(lengths)
+    estimate = decode_step(deployment, Batch.of(lengths), catalog.sku("h100-sxm"))
+    assert estimate.kv_bytes_read_per_gpu == size(deployment, Batch.of(lengths)).kv_bytes_per_gpu
 
 
 def test_kv_read_ignores_block_padding_and_full_reservation(catalog):
@@ -234,14 +240,14 @@ def test_kv_read_ignores_block_padding_and_full_reservation(catalog):
     # are exact tokens. At 1000 tokens vLLM holds 63 blocks = 1008 tokens per layer.
     model = catalog.model("mistral-7b-v0.1")
     sku = catalog.sku("h100-sxm")
-    exact = decode_step(Deployment(model, EXACT), [1000, 40_000], sku)
+    exact = decode_step(Deployment(model, EXACT), Batch.of([1000, 40_000]), sku)
     vllm = Deployment(model, engine("vllm"))
-    paged = decode_step(vllm, [1000, 40_000], sku)
+    paged = decode_step(vllm, Batch.of([1000, 40_000]), sku)
+    batch = Batch.of([1000, 40_000])
     assert paged.kv_bytes_read_per_gpu == exact.kv_bytes_read_per_gpu
-    assert paged.kv_bytes_read_per_gpu < vllm.kv_bytes_per_gpu([1000, 40_000])
-    assert exact.kv_bytes_read_per_gpu < Deployment(model, EXACT).kv_bytes_per_gpu(
-        [1000, 40_000], full_reservation=True
-    )
+    assert paged.kv_bytes_read_per_gpu < size(vllm, batch).kv_bytes_per_gpu
+    reserved = Deployment(model, EXACT, settings=EngineSettings(hybrid_allocator=False))
+    assert exact.kv_bytes_read_per_gpu < size(reserved, batch).kv_bytes_per_gpu
 
 
 @settings(max_examples=30, deadline=None)
@@ -255,8 +261,8 @@ def test_tokens_per_s_grows_with_batch_while_step_time_grows(catalog, name, batc
     # so T grows with b but T/b shrinks: more tokens per second, each step slower.
     deployment = Deployment(catalog.model(name), EXACT)
     sku = catalog.sku("h100-sxm")
-    smaller = decode_step(deployment, [context] * batch, sku)
-    larger = decode_step(deployment, [context] * (batch + 1), sku)
+    smaller = decode_step(deployment, Batch.of([context] * batch), sku)
+    larger = decode_step(deployment, Batch.of([context] * (batch + 1)), sku)
     assert larger.step_s > smaller.step_s
     assert larger.tokens_per_s > smaller.tokens_per_s
 
@@ -265,14 +271,14 @@ def test_decode_rejects_empty_batch_and_empty_sequence(catalog):
     deployment = Deployment(catalog.model("llama-3.1-8b"), EXACT)
     sku = catalog.sku("h100-sxm")
     with pytest.raises(KvplanError, match=r"^--batch: at least one sequence is needed$"):
-        decode_step(deployment, [], sku)
-    with pytest.raises(KvplanError, match=r"^--context: 0 must be at least 1 token$"):
-        decode_step(deployment, [5, 0], sku)
+        decode_step(deployment, Batch.of([]), sku)
+    with pytest.raises(KvplanError, match=r"^--context: 0 must be between 1 and "):
+        decode_step(deployment, Batch.of([5, 0]), sku)
 
 
 def test_decode_estimate_is_frozen(catalog):
     deployment = Deployment(catalog.model("llama-3.1-8b"), EXACT)
-    estimate = decode_step(deployment, [1], catalog.sku("h100-sxm"))
+    estimate = decode_step(deployment, Batch.of([1]), catalog.sku("h100-sxm"))
     assert isinstance(estimate, DecodeEstimate)
     with pytest.raises(AttributeError):
         estimate.step_s = 0.0  # type: ignore[misc]

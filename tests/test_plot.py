@@ -12,9 +12,9 @@ from typer.testing import CliRunner
 
 from kvplan.cli import app
 from kvplan.errors import KvplanError
-from kvplan.plan.capacity import CapacityRequest, capacity_grid
+from kvplan.plan.capacity import capacity_grid
+from kvplan.plan.deployment import Deployment
 from kvplan.plan.engines import engine
-from kvplan.plan.sizing import Deployment
 from kvplan.report.plot import MAX_PLOT_ROWS, ensure_plot_possible, plot_report
 
 MISSING = "--plot needs matplotlib: pip install 'kvplan[plot]'"
@@ -28,7 +28,7 @@ def rows(catalog):
         for name in ("llama-3.1-8b", "llama-3.1-70b")
     ]
     skus = [catalog.sku("h100-sxm"), catalog.sku("l4")]
-    return capacity_grid(deployments, skus, CapacityRequest(batch=4, context_tokens=32_768), (1, 8))
+    return capacity_grid(deployments, skus, batch=4, context_tokens=32_768, tps=(1, 8))
 
 
 @pytest.mark.parametrize("suffix, magic", [(".svg", b"<?xml"), (".png", b"\x89PNG")])

@@ -4,7 +4,7 @@ A one-layer model and a made-up small SKU (docs/examples/tiny-catalog, the docum
 example, loaded with --catalog) keep the proof under the CPU cap and the kernel run to a few
 tiles. Every expected figure is derived by hand
 below from vLLM 0.11's budget rule as kvplan documents it (docs/engines.md):
-    budget = ⌊total × 0.9⌋ − weights − activation − non-torch (0.13 GiB).
+    budget = ⌊total × 0.9⌋ − weights − activation − non-torch (0.15 GiB at TP 1).
 """
 
 from __future__ import annotations
@@ -26,17 +26,18 @@ from typer.testing import CliRunner
 from kvplan.cli import app
 from kvplan.validate.capacity import capacity_lengths, largest_true
 
+# vLLM 0.11's budget as kvplan's engine model states it (kvplan/plan/engines/vllm_memory.py):
 # Weights (bf16, 2 B): embeddings 256 x 64 = 16_384 and an untied head 16_384; q 64 x 64 =
 # 4_096, k and v 64 x (2 x 16) = 2_048 each, o 4_096; gated MLP 3 x 64 x 128 = 24_576; three
 # RMSNorms of 64. 69_824 parameters = 139_648 B.
 WEIGHTS_BYTES = 139_648
 # Activation: a < 70 GiB SKU gets max_num_batched_tokens 2048, max_num_seqs 256. Sampler
-# 38.7 x 256 x 256 = 2_536_243; forward 2 B x 2048 x (4 x 64 + (4 + 2 x 2) x 16 + 3 x 128
-# = 768) = 3_145_728: the larger.
-ACTIVATION_BYTES = 3_145_728
-NON_TORCH_BYTES = 139_586_437  # round(0.13 x 2^30)
-CEILING_BYTES = 142_954_733  # ⌊158_838_593 x 0.9⌋
-BUDGET_BYTES = CEILING_BYTES - WEIGHTS_BYTES - ACTIVATION_BYTES - NON_TORCH_BYTES  # 82_920
+# 39 B x 256 x 256 = 2_555_904; forward 2048 tokens x 2 B x (2 x 64 + (4 + 2 x 2) x 16 +
+# 3 x 128 = 640) = 2_621_440: the larger.
+ACTIVATION_BYTES = 2_621_440
+NON_TORCH_BYTES = 161_061_274  # round(0.15 x 2^30), TP 1
+CEILING_BYTES = 163_905_286  # ⌊182_116_985 x 0.9⌋
+BUDGET_BYTES = CEILING_BYTES - WEIGHTS_BYTES - ACTIVATION_BYTES - NON_TORCH_BYTES  # 82_924
 PAGE_BYTES = 16 * 2 * 16 * 2 * 2  # 16 tokens x 2 KV heads x 16 x (K, V) x 2 B = 2_048
 
 
@@ -58,7 +59,7 @@ def test_capacity_proof_on_cpu(tmp_path):
     record = json.loads(path.read_text())
     capacity = record["capacity"]
     prediction = capacity["prediction"]
-    assert BUDGET_BYTES == 82_920
+    assert BUDGET_BYTES == 82_924
     assert prediction["weights_bytes_per_gpu"] == WEIGHTS_BYTES
     assert prediction["activation_bytes"] == ACTIVATION_BYTES
     assert prediction["non_torch_bytes"] == NON_TORCH_BYTES
@@ -79,15 +80,15 @@ def test_capacity_proof_on_cpu(tmp_path):
     assert capacity["placeholders"]["used_after_bytes"] == WEIGHTS_BYTES + ACTIVATION_BYTES
     assert capacity["pool"]["used_after_bytes"] == WEIGHTS_BYTES + ACTIVATION_BYTES + 40 * 2048
     assert capacity["fits"] is True
-    # Largest by allocation: ⌊(142_954_733 − 3_285_376) / 2_048⌋ = 68_197 within the ceiling,
-    # ⌊(158_838_593 − 3_285_376) / 2_048⌋ = 75_953 at all. The 0.13 GiB non-torch estimate,
-    # absent on a CPU, is 68_157.4 blocks of the difference; the budget's floor remainder
-    # (82_920 − 40 x 2_048 = 1_000 B) the rest.
-    assert capacity["largest_blocks_within_ceiling"] == 68_197
-    assert capacity["largest_blocks_allocatable"] == 75_953
+    # Largest by allocation: ⌊(163_905_286 − 2_761_088) / 2_048⌋ = 78_683 within the ceiling,
+    # ⌊(182_116_985 − 2_761_088) / 2_048⌋ = 87_576 at all. The 0.15 GiB non-torch estimate,
+    # absent on a CPU, is 78_643.2 blocks of the difference; the budget's floor remainder
+    # (82_924 − 40 x 2_048 = 1_004 B) the rest.
+    assert capacity["largest_blocks_within_ceiling"] == 78_683
+    assert capacity["largest_blocks_allocatable"] == 87_576
     terms = capacity["difference_terms_bytes"]
     assert terms["non_torch_estimated_minus_measured"] == NON_TORCH_BYTES
-    assert terms["planner_budget_remainder"] == 1_000
+    assert terms["planner_budget_remainder"] == 1_004
     assert abs(capacity["difference_explained_blocks"] - capacity["blocks_difference"]) < 1
     assert "CPU run" in " ".join(record["notes"])
     assert "capacity pass" in result.stdout

@@ -14,15 +14,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kvplan.kvmath import stage_layer_ranges
-from kvplan.plan.vllm import (
-    estimated_max_model_len,
-    kv_cache_for_budget,
-    page_specs,
-    parse_version,
-    stage_layout,
-)
-from kvplan.specs import kv_dtype_info
+from kvplan.plan.capacity import Capacity
+from kvplan.plan.deployment import Deployment
+from kvplan.plan.engines import EngineSettings
+from kvplan.plan.engines.vllm import VLLM, startup
 
 GOLDEN = Path(__file__).parent / "golden" / "vllm_logs"
 GIB = 2**30
@@ -49,34 +44,46 @@ def _load(name: str) -> dict:
 
 
 def _outcomes(case: dict, model_name: str, version_text: str, draft: int, catalog) -> set[tuple]:
+    """Every startup figure set the budgets within the logged line's rounding produce."""
     model = catalog.model(model_name)
-    version = parse_version(version_text)
-    dtype = kv_dtype_info("fp8" if case["kv_cache_dtype"] == "fp8" else "bf16")
-    stages: list = []
-    for layers in stage_layer_ranges(model.num_layers, case.get("pp") or 1):
-        specs = page_specs(
-            model, dtype, case["tp"], layers, case.get("block_size"), version.era != "v0"
-        )
-        stages.append(stage_layout(specs + [specs[0]] * draft, version))
     mml = case["max_model_len"]
-    mnbt = case.get("max_num_batched_tokens") or 8192
-    smallest_block = min(spec.page_bytes for layout in stages for spec, _ in layout.spec_counts)
+
+    def deployment(available: int) -> Deployment:
+        settings = EngineSettings(
+            version=version_text,
+            tokens_per_block=case.get("block_size"),
+            draft_layers=draft,
+            kv_memory_bytes=available,
+            max_num_batched_tokens=case.get("max_num_batched_tokens") or 8192,
+        )
+        return Deployment(
+            model,
+            VLLM,
+            kv_dtype="fp8" if case["kv_cache_dtype"] == "fp8" else "bf16",
+            tp=case["tp"],
+            pp=case.get("pp") or 1,
+            settings=settings,
+        )
+
+    # A fixed KV budget ignores the GPU's memory: any SKU serves.
+    sku = catalog.sku("h100-sxm")
+    layout = VLLM.layout(deployment(1), sku)
+    smallest_block = min(stage.bytes_per_block for stage in layout.stages)
     low = int((case["available_kv_gib"] - 0.005) * GIB)
     high = int((case["available_kv_gib"] + 0.005) * GIB)
     outcomes = set()
-    for available in range(low, high + 1, smallest_block // 2):
-        cache = kv_cache_for_budget(tuple(stages), available, mml, mnbt, version)
-        estimate = None
-        if not cache.fits_one_request:
-            estimate = estimated_max_model_len(tuple(stages), available, mml, mnbt)
+    for available in range(low, high + 1, max(smallest_block // 2, 1)):
+        capacity = Capacity(deployment(available), sku, context_tokens=mml)
+        figures = startup(capacity.budget, capacity.pool, mml)
+        assert figures is not None
         outcomes.add(
             (
-                cache.num_blocks,
-                cache.gpu_kv_cache_tokens,
-                round(cache.max_concurrency, 2),
-                estimate,
-                round(cache.needed_bytes / GIB, 2),
-                cache.padding_layers,
+                figures.num_blocks,
+                figures.gpu_kv_cache_tokens,
+                round(figures.max_concurrency, 2),
+                figures.estimated_max_model_len,
+                round(figures.needed_bytes / GIB, 2),
+                figures.padding_layers,
             )
         )
     return outcomes

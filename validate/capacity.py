@@ -263,6 +263,7 @@ def prediction_record(prediction: CapacityPrediction) -> dict[str, Any]:
     return {
         "sku": prediction.sku,
         "total_bytes": prediction.total_bytes,
+        "total_basis": prediction.total_basis,
         "gpu_memory_utilization": prediction.utilization,
         "ceiling_bytes": prediction.ceiling_bytes,
         "weights_bytes_per_gpu": prediction.weights_bytes_per_gpu,
@@ -270,8 +271,8 @@ def prediction_record(prediction: CapacityPrediction) -> dict[str, Any]:
         "non_torch_bytes": prediction.non_torch_bytes,
         "cudagraph_bytes": prediction.cudagraph_bytes,
         "kv_budget_bytes": prediction.kv_budget_bytes,
+        "uncertainty_bytes": prediction.uncertainty_bytes,
         "tokens_per_block": prediction.tokens_per_block,
-        "layers_per_block": prediction.layers_per_block,
         "page_bytes_per_block": prediction.page_bytes_per_block,
         "num_blocks": prediction.num_blocks,
         "context_tokens": prediction.context_tokens,

@@ -57,10 +57,8 @@ class CapacityRun:
         """The verify plan's pool must be the planner's blocks (two formulas, one answer)."""
         prediction = self.prediction
         planned = prediction.num_blocks * prediction.page_bytes_per_block
-        if (
-            plan.predicted_blocks_per_layer != prediction.num_blocks
-            or prediction.layers_per_block != plan.layers_verified
-            or plan.predicted_pool_bytes != planned
+        if plan.predicted_blocks_per_layer != prediction.num_blocks or (
+            plan.predicted_pool_bytes != planned
         ):
             raise RuntimeError(
                 f"verify's pool ({plan.predicted_blocks_per_layer} blocks, "

@@ -317,23 +317,40 @@ def engine_kv_prediction(
     cache: LayerCache,
     lengths: list[int],
 ) -> EngineKv:
-    """The engine profile's page size, bytes and blocks for the batch (one layer, one GPU)."""
-    from kvplan.plan.engines import ENGINES, EngineOptions, blocks_held
-    from kvplan.plan.sizing import Deployment, check_lengths
+    """The engine profile's page size, bytes and blocks for the batch (one layer, one GPU).
 
-    check_lengths(lengths)
+    The bytes are the engine's charge for the batch on one GPU (``KvLayout.request_bytes``);
+    verify's models have one layer kind, so each layer holds an equal share, whole pages.
+    """
+    from kvplan.plan.batch import Batch
+    from kvplan.plan.deployment import Deployment
+    from kvplan.plan.engines import ENGINES, EngineSettings
+
+    batch = Batch.of(lengths)
     profile = ENGINES[engine.lower()]
-    options = EngineOptions(tokens_per_block=tokens_per_block)
-    block = profile.tokens_per_block(model, options)
     deployment = Deployment(
-        model=model, engine=profile, kv_dtype=dtype.name, tp=tp, options=options
+        model=model,
+        engine=profile,
+        kv_dtype=dtype.name,
+        tp=tp,
+        settings=EngineSettings(tokens_per_block=tokens_per_block),
     )
+    layout = profile.layout(deployment, None)
+    block = layout.tokens_per_block
+    plan_bytes = sum(count * layout.request_bytes(tokens) for tokens, count in batch)
+    per_layer, rest = divmod(plan_bytes, model.num_layers)
+    blocks, partial = divmod(per_layer, block * cache.token_bytes)
+    if rest or partial:
+        raise RuntimeError(
+            f"{profile.name} charges {plan_bytes:,} B for the batch, not whole pages of "
+            f"{block} tokens in each of {model.num_layers} layers"
+        )
     return EngineKv(
         engine=profile.name,
         tokens_per_block=block,
-        kv_bytes_per_layer=sum(profile.seq_bytes(model, (cache,), n, options) for n in lengths),
-        blocks_per_layer=sum(blocks_held(cache, n, block) for n in lengths),
-        plan_kv_bytes_per_gpu=deployment.kv_bytes_per_gpu(list(lengths)),
+        kv_bytes_per_layer=per_layer,
+        blocks_per_layer=blocks,
+        plan_kv_bytes_per_gpu=plan_bytes,
     )
 
 
@@ -344,6 +361,8 @@ class CapacityPrediction:
     sku: str
     total_bytes: int
     """device memory the budget starts from."""
+    total_basis: str
+    """where total_bytes comes from (runtime-visible memory, or the datasheet)."""
     utilization: float
     """gpu_memory_utilization."""
     weights_bytes_per_gpu: int
@@ -353,12 +372,12 @@ class CapacityPrediction:
     """CUDA context, NCCL, cuBLAS workspaces: the estimate the budget subtracts."""
     cudagraph_bytes: int
     kv_budget_bytes: int
-    """"Available KV cache memory": total × utilization − the four terms above."""
+    """"Available KV cache memory": ⌊total × utilization⌋ − the four terms above."""
+    uncertainty_bytes: int
+    """the band the estimated terms carry: the budget is good to ± this many bytes."""
     tokens_per_block: int
-    layers_per_block: int
-    """layers that share one block id on this GPU."""
     page_bytes_per_block: int
-    """one block id over those layers: layers_per_block × P × bytes per token per layer."""
+    """one block id over every layer on this GPU."""
     num_blocks: int
     """"# GPU blocks": ⌊kv_budget_bytes / page_bytes_per_block⌋."""
     context_tokens: int
@@ -367,7 +386,7 @@ class CapacityPrediction:
 
     @property
     def ceiling_bytes(self) -> int:
-        """total × utilization: what the engine lets itself use on the device."""
+        """⌊total × utilization⌋: what the engine lets itself use on the device."""
         return int(self.total_bytes * self.utilization)
 
 
@@ -386,44 +405,41 @@ def capacity_prediction(
     Raises:
         KvplanError: the weights leave no KV budget (the message gives the terms).
     """
-    from kvplan.plan.budget import MemoryOverrides
-    from kvplan.plan.capacity import Capacity, CapacityRequest
-    from kvplan.plan.engines import ENGINES, EngineOptions
-    from kvplan.plan.sizing import Deployment
+    from kvplan.plan.capacity import Capacity
+    from kvplan.plan.deployment import Deployment
+    from kvplan.plan.engines import ENGINES, EngineSettings
 
     deployment = Deployment(
         model=model,
         engine=ENGINES["vllm"],
         kv_dtype=kv_dtype_info(kv_dtype).name,
         tp=tp,
-        options=EngineOptions(tokens_per_block=tokens_per_block),
+        settings=EngineSettings(tokens_per_block=tokens_per_block, utilization=utilization),
     )
-    request = CapacityRequest(
-        context_tokens=context_tokens, overrides=MemoryOverrides(utilization=utilization)
-    )
-    capacity = Capacity(deployment, sku, request)
-    budget = capacity.budget
-    if budget.kv_bytes <= 0:
+    capacity = Capacity(deployment, sku, context_tokens=context_tokens)
+    budget, layout, pool = capacity.budget, capacity.layout, capacity.pool
+    if not capacity.kv_usable:
         raise KvplanError(
             f"--capacity: the planner leaves no KV memory for {model.name} on {sku.name}: "
             f"{budget.total_bytes:,} B × {budget.utilization} − weights "
             f"{budget.weights_bytes:,} − activation {budget.activation_bytes:,} − non-torch "
             f"{budget.non_torch_bytes:,} = {budget.kv_bytes:,} B"
         )
-    cache = capacity.vllm_cache()
+    (stage,) = layout.stages  # verify plans one pipeline stage
     return CapacityPrediction(
         sku=sku.name,
         total_bytes=budget.total_bytes,
+        total_basis=budget.total_basis,
         utilization=budget.utilization,
-        weights_bytes_per_gpu=capacity.weights_bytes_per_gpu,
+        weights_bytes_per_gpu=budget.weights_bytes,
         activation_bytes=budget.activation_bytes,
         non_torch_bytes=budget.non_torch_bytes,
         cudagraph_bytes=budget.cudagraph_bytes,
         kv_budget_bytes=budget.kv_bytes,
-        tokens_per_block=cache.block_tokens,
-        layers_per_block=sum(group.layers for group in cache.groups),
-        page_bytes_per_block=cache.layout.bytes_per_block,
-        num_blocks=cache.num_blocks,
+        uncertainty_bytes=budget.uncertainty_bytes,
+        tokens_per_block=layout.tokens_per_block,
+        page_bytes_per_block=stage.bytes_per_block,
+        num_blocks=pool.num_blocks,
         context_tokens=capacity.context_tokens,
-        max_concurrency=cache.max_concurrency,
+        max_concurrency=pool.concurrency_at(capacity.context_tokens),
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -135,13 +136,18 @@ class Catalog:
         return spec
 
     def sku(self, name: str) -> SkuSpec:
-        """The SKU called `name` (catalogue name or alias, any case)."""
+        """The SKU called `name`: a catalogue name or alias in any case or spacing, the device
+        name nvidia-smi or torch prints ("NVIDIA H100 80GB HBM3"), a unique prefix of one
+        ("H100 80GB"), or a family with a single member. A family of several asks which."""
         fast = self._shipped_file("sku", name)
         if fast is not None:
             return load_spec(fast, SkuSpec)
-        spec = self._sku_index.get(name)
-        assert isinstance(spec, SkuSpec)
-        return spec
+        index = self._sku_index
+        if _key(name) in index.by_name:
+            spec = index.get(name)
+            assert isinstance(spec, SkuSpec)
+            return spec
+        return resolve_sku(name, self.skus())
 
     def models(self) -> list[ModelSpec]:
         """Every model, sorted by name."""
@@ -154,8 +160,8 @@ class Catalog:
         return [specs[n] for n in sorted(specs)]  # type: ignore[misc]
 
     def skus_matching(self, name: str) -> list[SkuSpec]:
-        """SKUs named `name`, or every SKU of family `name` (e.g. 'h100')."""
-        family = [s for s in self.skus() if _key(s.family) == _key(name)]
+        """Every SKU of family `name` (e.g. 'h100'), or the one SKU `name` resolves to."""
+        family = [s for s in self.skus() if _normal(s.family) == _normal(name)]
         return family or [self.sku(name)]
 
     def _shipped_file(self, kind: str, name: str) -> Path | None:
@@ -168,6 +174,46 @@ class Catalog:
         models_dir, skus_dir = shipped_dirs()
         path = (models_dir if kind == "model" else skus_dir) / f"{_key(name)}.yaml"
         return path if path.is_file() else None
+
+
+def _normal(name: str) -> str:
+    """A SKU name as people type it, reduced: lower case, no vendor prefix, one '-' per gap.
+
+    "NVIDIA H100 80GB HBM3", "h100 80gb hbm3" and "H100_80GB-HBM3" all become h100-80gb-hbm3.
+    """
+    text = re.sub(r"[\s_/]+", "-", name.strip().lower())
+    return re.sub(r"^(nvidia|amd|intel|tesla|geforce)-", "", text).strip("-")
+
+
+def resolve_sku(name: str, skus: list[SkuSpec]) -> SkuSpec:
+    """The SKU `name` means among `skus`, or a KvplanError that says what it could mean."""
+    wanted = _normal(name)
+    labels = {s.name: [_normal(label) for label in (s.name, *s.aliases)] for s in skus}
+    exact = [s for s in skus if wanted in labels[s.name]]
+    if len(exact) == 1:
+        return exact[0]
+    family = [s for s in skus if _normal(s.family) == wanted]
+    if len(family) == 1:
+        return family[0]
+    if family:
+        members = ", ".join(s.name for s in family)
+        raise KvplanError(f"sku {name!r} is a family of {len(family)} SKUs: {members}; name one")
+    prefixed = [
+        s for s in skus if any(label.startswith(wanted + "-") for label in labels[s.name])
+    ]
+    if len(prefixed) == 1:
+        return prefixed[0]
+    candidates = prefixed or [s for s in skus if wanted.startswith(_normal(s.family))]
+    if candidates:
+        members = ", ".join(sorted(s.name for s in candidates))
+        raise KvplanError(f"unknown sku {name!r}; did you mean one of {members}?")
+    every = {label: s.name for s in skus for label in labels[s.name]}
+    close = difflib.get_close_matches(wanted, list(every), n=3, cutoff=0.5)
+    suggestions = sorted({every[c] for c in close})
+    hint = f"; did you mean {', '.join(suggestions)}?" if suggestions else ""
+    raise KvplanError(
+        f"unknown sku {name!r}{hint} ({len(skus)} known; `kvplan skus` lists them)"
+    )
 
 
 def _kind_of(path: Path) -> str:

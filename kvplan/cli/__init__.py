@@ -8,6 +8,7 @@ importing this package loads no torch, triton or numpy.
 from __future__ import annotations
 
 import os
+from typing import Annotated
 
 import typer
 
@@ -23,6 +24,29 @@ app = typer.Typer(
     help="Exact KV-cache sizing, per-GPU capacity and on-device verification for LLM serving.",
     context_settings={"help_option_names": ["-h", "--help"]},
 )
+
+def _print_version(value: bool) -> None:
+    if value:
+        from kvplan import __version__
+
+        typer.echo(f"kvplan {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_print_version,
+            is_eager=True,
+            help="print kvplan's version and exit",
+        ),
+    ] = False,
+) -> None:
+    """Exact KV-cache sizing, per-GPU capacity and on-device verification for LLM serving."""
+
 
 app.command()(size.size)
 app.command()(catalogue.models)

@@ -49,19 +49,38 @@ def show(
         render_entry(entry, _format(fmt))
 
 
+DocumentFormatOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--format",
+        "-f",
+        help="output format: json or yaml (schema: json by default; import-hf: yaml)",
+        show_default=False,
+    ),
+]
+
+
+def _document_format(value: str | None, default: str) -> str:
+    chosen = value or default
+    if chosen not in ("json", "yaml"):
+        raise KvplanError(f"--format: unknown format {chosen!r} (allowed: json, yaml)")
+    return chosen
+
+
 def schema(
     kind: Annotated[str, typer.Argument(help="models or skus", show_default=False)],
+    fmt: DocumentFormatOpt = None,
 ) -> None:
     """Print the JSON Schema of catalogue files, for editor validation of your own YAML."""
     with user_errors():
-        import json
-
+        from kvplan.report.catalog_report import schema_text
         from kvplan.specs import ModelSpec, SkuSpec
 
         types = {"models": ModelSpec, "model": ModelSpec, "skus": SkuSpec, "sku": SkuSpec}
+        output = _document_format(fmt, "json")
         if kind not in types:
             raise KvplanError(f"schema: unknown kind {kind!r} (allowed: models, skus)")
-        sys.stdout.write(json.dumps(types[kind].model_json_schema(), indent=2) + "\n")
+        sys.stdout.write(schema_text(types[kind].model_json_schema(), output))
 
 
 def import_hf_command(
@@ -75,16 +94,18 @@ def import_hf_command(
     name: Annotated[
         str | None, typer.Option(help="catalogue name (default: from the config)")
     ] = None,
+    fmt: DocumentFormatOpt = None,
 ) -> None:
-    """Turn a Hugging Face config.json into a catalogue YAML entry."""
+    """Turn a Hugging Face config.json into a catalogue YAML entry (or its JSON)."""
     with user_errors():
         from kvplan.catalog.hf import import_hf
-        from kvplan.report.catalog_report import spec_yaml
+        from kvplan.report.catalog_report import spec_json, spec_yaml
 
+        output_format = _document_format(fmt, "yaml")
         imported = import_hf(config, name=name)
         for line in imported.warnings:
             warn(line)
-        text = spec_yaml(imported.spec)
+        text = (spec_json if output_format == "json" else spec_yaml)(imported.spec)
         if output is None:
             sys.stdout.write(text)
             return

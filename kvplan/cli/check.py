@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from kvplan.cli.common import _catalog, _deployment, _format, user_errors
+from kvplan.cli.engine_options import EngineOptions, engine_options
 from kvplan.cli.options import (
     BatchOpt,
     CatalogOpt,
@@ -48,6 +49,7 @@ def check(
         raise typer.Exit(1)
 
 
+@engine_options
 def claim(
     model: ModelArg,
     sku: Annotated[
@@ -57,21 +59,17 @@ def claim(
     batch: BatchOpt = 1,
     kv_dtype: KvDtypeOpt = "bf16",
     weight_dtype: WeightDtypeOpt = None,
-    engine: Annotated[
-        str,
-        typer.Option(
-            "--engine",
-            "-e",
-            help="exact (physics, no reserve), vllm or sglang (add the engine's reserve: "
-            "activations, non-torch memory, the unused utilization share), hf or naive",
-        ),
-    ] = "exact",
     tp: TpOpt = 1,
     pp: PpOpt = 1,
     fmt: FormatOpt = "table",
     catalog_dirs: CatalogOpt = None,
+    *,
+    engine_options: EngineOptions,
 ) -> None:
-    """The bytes behind a "long context" claim: KV, weights and total per GPU; does it fit."""
+    """The bytes behind a "long context" claim: KV, weights, the engine's reserve per GPU.
+
+    Exits 1 when the claim does not fit, with the same verdict `check` and `report` give.
+    """
     with user_errors():
         from kvplan.plan.guardrail import claim_sheet
         from kvplan.report.claim_report import render_claim
@@ -82,7 +80,7 @@ def claim(
         deployment = _deployment(
             catalog,
             model,
-            engine=engine,
+            engine_options,
             kv_dtype=kv_dtype,
             weight_dtype=weight_dtype,
             tp=tp,
@@ -90,3 +88,5 @@ def claim(
         )
         sheet = claim_sheet(deployment, catalog.sku(sku), parse_tokens(context, "--context"), batch)
         render_claim(sheet, output)
+    if not sheet.fits:
+        raise typer.Exit(1)

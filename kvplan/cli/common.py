@@ -41,14 +41,15 @@ def _catalog(dirs: list[Path] | None):
     return Catalog(tuple(dirs or ()))
 
 
-def _lengths(context: str, batch: int, lengths: str | None) -> list[int]:
+def _batch(context: str, batch: int, lengths: str | None):
+    """The batch to size: --lengths, else --batch sequences of --context tokens."""
+    from kvplan.plan.batch import Batch
     from kvplan.units import parse_tokens
 
     if lengths:
-        return [parse_tokens(part, "--lengths") for part in lengths.split(",") if part.strip()]
-    if batch < 1:
-        raise KvplanError(f"--batch: {batch} must be at least 1 sequence")
-    return [parse_tokens(context, "--context")] * batch
+        parts = [part for part in lengths.split(",") if part.strip()]
+        return Batch.of(parse_tokens(part, "--lengths") for part in parts)
+    return Batch.uniform(parse_tokens(context, "--context"), batch)
 
 
 def _model(catalog, name: str):
@@ -67,30 +68,38 @@ def _model(catalog, name: str):
 def _deployment(
     catalog,
     model: str,
+    engine_options,
     *,
-    engine: str,
     kv_dtype: str,
     weight_dtype: str | None,
     tp: int,
     pp: int,
-    tokens_per_block: int | None = None,
 ):
-    """The one deployment `size` and `claim` describe; an imported HF config's exact weight
-    bytes count unless --weight-dtype asks for another dtype."""
-    from kvplan.plan.engines import EngineOptions
-    from kvplan.plan.engines import engine as engine_profile
-    from kvplan.plan.sizing import Deployment
-    from kvplan.specs import kv_dtype_info
-
+    """The deployment a command describes; an imported HF config's exact weight bytes count
+    unless --weight-dtype asks for another dtype."""
     spec, exact_weights = _model(catalog, model)
+    return _deployment_of(spec, engine_options, kv_dtype, weight_dtype, tp, pp, exact_weights)
+
+
+def _deployment_of(spec, engine_options, kv_dtype, weight_dtype, tp, pp, exact_weights=None):
+    """A deployment of a model spec with the command's engine options."""
+    from kvplan.plan.deployment import Deployment
+    from kvplan.plan.engines import engine as engine_profile
+    from kvplan.specs import kv_dtype_info, weight_dtype_info
+
+    name, settings, dp, ep = engine_options.resolve()
+    if weight_dtype is not None:
+        weight_dtype = weight_dtype_info(weight_dtype).name
     return Deployment(
         model=spec,
-        engine=engine_profile(engine),
+        engine=engine_profile(name),
         kv_dtype=kv_dtype_info(kv_dtype).name,
         weight_dtype=weight_dtype,
         tp=tp,
         pp=pp,
-        options=EngineOptions(tokens_per_block=tokens_per_block),
+        dp=dp,
+        ep=ep,
+        settings=settings,
         exact_weights_bytes=exact_weights if weight_dtype is None else None,
     )
 

@@ -8,9 +8,9 @@ from typing import Annotated
 
 import typer
 
-from kvplan.cli.common import _catalog, _deployment, _format, user_errors
+from kvplan.cli.common import _catalog, _deployment_of, _format, _model, user_errors
+from kvplan.cli.engine_options import EngineOptions, engine_options
 from kvplan.cli.options import (
-    BlockSizeOpt,
     CatalogOpt,
     FormatOpt,
     KvDtypeOpt,
@@ -22,6 +22,7 @@ from kvplan.errors import KvplanError
 RepeatOpt = list[str] | None
 
 
+@engine_options
 def report(
     model: Annotated[
         RepeatOpt,
@@ -54,66 +55,6 @@ def report(
     ] = None,
     kv_dtype: KvDtypeOpt = "bf16",
     weight_dtype: WeightDtypeOpt = None,
-    engine: Annotated[
-        str, typer.Option("--engine", "-e", help="vllm (default), sglang, exact, hf or naive")
-    ] = "vllm",
-    utilization: Annotated[
-        float | None,
-        typer.Option(
-            help="fraction of GPU memory the engine may use (vLLM gpu_memory_utilization, "
-            "default 0.9, 0.92 from 0.20; SGLang mem_fraction_static, default by TP; exact 1.0)",
-            show_default=False,
-        ),
-    ] = None,
-    kv_memory: Annotated[
-        str | None,
-        typer.Option(
-            help="fixed KV budget per GPU, like vLLM --kv-cache-memory (e.g. 51.38GiB)",
-            show_default=False,
-        ),
-    ] = None,
-    vllm_version: Annotated[
-        str, typer.Option(help="vLLM version whose accounting and log wording to follow (0.6–0.33)")
-    ] = "0.11",
-    max_num_batched_tokens: Annotated[
-        int | None,
-        typer.Option(
-            help="vLLM max_num_batched_tokens (default 8192 on ≥70 GiB non-A100 GPUs, else 2048)",
-            show_default=False,
-        ),
-    ] = None,
-    max_num_seqs: Annotated[
-        int | None,
-        typer.Option(help="vLLM max_num_seqs (default 1024 / 256 as above)", show_default=False),
-    ] = None,
-    activation_memory: Annotated[
-        str | None,
-        typer.Option(
-            help="override vLLM's activation peak estimate (bytes or GiB)", show_default=False
-        ),
-    ] = None,
-    non_torch_memory: Annotated[
-        str | None,
-        typer.Option(help="override the non-torch overhead (default 0.13 GiB)", show_default=False),
-    ] = None,
-    cudagraph_memory: Annotated[
-        str | None,
-        typer.Option(
-            help="CUDA-graph memory vLLM ≥ 0.20 subtracts (default 0)", show_default=False
-        ),
-    ] = None,
-    block_size: BlockSizeOpt = None,
-    no_hybrid_allocator: Annotated[
-        bool,
-        typer.Option(
-            "--no-hybrid-allocator",
-            help="windowed layers reserve full length (vLLM --disable-hybrid-kv-cache-manager)",
-        ),
-    ] = False,
-    draft_layers: Annotated[
-        int,
-        typer.Option(help="speculative-decoding draft layers that share the KV cache (EAGLE: 1)"),
-    ] = 0,
     bandwidth_efficiency: Annotated[
         float, typer.Option(help="fraction of datasheet bandwidth decode reaches (roofline)")
     ] = 0.85,
@@ -137,19 +78,15 @@ def report(
     ] = None,
     fmt: FormatOpt = "table",
     catalog_dirs: CatalogOpt = None,
+    *,
+    engine_options: EngineOptions,
 ) -> None:
     """Per-SKU capacity: KV budget, longest context, highest concurrency, decode tokens/s."""
     with user_errors():
-        from kvplan.perf import Efficiency
-        from kvplan.plan.budget import MemoryOverrides
-        from kvplan.plan.capacity import CapacityRequest, capacity_grid
-        from kvplan.plan.engines import EngineOptions
-        from kvplan.plan.engines import engine as engine_profile
-        from kvplan.plan.sizing import Deployment
-        from kvplan.plan.vllm import parse_version
+        from kvplan.plan.capacity import capacity_grid
+        from kvplan.plan.perf import Efficiency
         from kvplan.report.capacity_report import SORT_KEYS, capacity_record, render_report
-        from kvplan.specs import kv_dtype_info
-        from kvplan.units import parse_bytes, parse_tokens
+        from kvplan.units import parse_tokens
 
         output = _format(fmt)
         if plot is not None:
@@ -160,72 +97,37 @@ def report(
             raise KvplanError("--model: give at least one model (repeatable), or --model all")
         if sort is not None and sort not in SORT_KEYS:
             raise KvplanError(f"--sort: unknown column {sort!r} (allowed: {', '.join(SORT_KEYS)})")
-        if draft_layers < 0:
-            raise KvplanError(f"--draft-layers: {draft_layers} must not be negative")
         catalog = _catalog(catalog_dirs)
         skus_list = (
             catalog.skus() if not sku else [s for name in sku for s in catalog.skus_matching(name)]
         )
         if model == ["all"]:
-            deployments = [
-                Deployment(
-                    m,
-                    engine_profile(engine),
-                    kv_dtype_info(kv_dtype).name,
-                    weight_dtype,
-                    1,
-                    pp,
-                    EngineOptions(tokens_per_block=block_size),
-                )
-                for m in catalog.models()
-            ]
+            specs = [(m, None) for m in catalog.models()]
         else:
-            deployments = [
-                _deployment(
-                    catalog,
-                    m,
-                    engine=engine,
-                    kv_dtype=kv_dtype,
-                    weight_dtype=weight_dtype,
-                    tp=1,
-                    pp=pp,
-                    tokens_per_block=block_size,
-                )
-                for m in model
-            ]
-        profile = deployments[0].engine
-
-        def size_or_none(text: str | None, what: str) -> int | None:
-            return parse_bytes(text, what) if text is not None else None
-
-        request = CapacityRequest(
+            specs = [_model(catalog, m) for m in model]
+        deployments = [
+            _deployment_of(spec, engine_options, kv_dtype, weight_dtype, 1, pp, exact)
+            for spec, exact in specs
+        ]
+        rows = capacity_grid(
+            deployments,
+            skus_list,
             batch=batch,
             context_tokens=parse_tokens(context, "--context") if context else None,
-            overrides=MemoryOverrides(
-                utilization=utilization,
-                kv_memory_bytes=size_or_none(kv_memory, "--kv-memory"),
-                activation_bytes=size_or_none(activation_memory, "--activation-memory"),
-                non_torch_bytes=size_or_none(non_torch_memory, "--non-torch-memory"),
-                cudagraph_bytes=size_or_none(cudagraph_memory, "--cudagraph-memory"),
-                max_num_batched_tokens=max_num_batched_tokens,
-                max_num_seqs=max_num_seqs,
-            ),
-            vllm_version=parse_version(vllm_version),
-            hybrid_allocator=False if no_hybrid_allocator else None,
-            draft_layers=draft_layers,
+            tps=tuple(tp) if tp else None,
             efficiency=Efficiency(bandwidth_efficiency, compute_efficiency),
         )
-        rows = capacity_grid(deployments, skus_list, request, tuple(tp) if tp else None)
         if not rows:
             raise KvplanError(
-                "no (model, SKU, TP) combination to report; check --tp against the SKUs' node size"
+                "no (model, SKU, TP) combination to report; check --tp against the SKUs' node "
+                "size and the models' attention heads"
             )
         if sort is not None:
             rows.sort(
                 key=lambda r: _sort_key(capacity_record(r)[sort]),
                 reverse=sort not in ("model", "sku", "tp"),
             )
-        render_report(rows, output, log_lines=profile.name == "vllm" and len(rows) <= 4)
+        render_report(rows, output, log_lines=len(rows) <= 4)
         if plot is not None:
             from kvplan.report.plot import plot_report
 

@@ -6,13 +6,12 @@ from typing import Annotated
 
 import typer
 
-from kvplan.cli.common import _catalog, _deployment, _format, _lengths, user_errors
+from kvplan.cli.common import _batch, _catalog, _deployment, _format, user_errors
+from kvplan.cli.engine_options import EngineOptions, engine_options
 from kvplan.cli.options import (
     BatchOpt,
-    BlockSizeOpt,
     CatalogOpt,
     ContextOpt,
-    EngineOpt,
     FormatOpt,
     KvDtypeOpt,
     LengthsOpt,
@@ -22,9 +21,9 @@ from kvplan.cli.options import (
     TpOpt,
     WeightDtypeOpt,
 )
-from kvplan.errors import KvplanError
 
 
+@engine_options
 def size(
     model: ModelArg,
     context: ContextOpt = "8k",
@@ -32,36 +31,40 @@ def size(
     lengths: LengthsOpt = None,
     kv_dtype: KvDtypeOpt = "bf16",
     weight_dtype: WeightDtypeOpt = None,
-    engine: EngineOpt = "exact",
     tp: TpOpt = 1,
     pp: PpOpt = 1,
-    block_size: BlockSizeOpt = None,
     sku: SkuOpt = None,
-    fmt: FormatOpt = "table",
     explain: Annotated[
         bool, typer.Option("--explain", help="print the formula with the model's numbers")
     ] = False,
+    fmt: FormatOpt = "table",
     catalog_dirs: CatalogOpt = None,
+    *,
+    engine_options: EngineOptions,
 ) -> None:
-    """KV bytes per token, per request and per batch; weights; fit on a GPU SKU."""
+    """KV bytes per token, per request and per batch; weights; fit on a GPU SKU (exit 1 if not).
+
+    Shows the exact bytes the tokens need beside what the engine charges for them; with --sku
+    the fit is the engine's own budget, the same answer `report`, `check` and `claim` give.
+    """
     with user_errors():
         from kvplan.plan.sizing import size as size_plan
         from kvplan.report.size_report import render_size
 
         output = _format(fmt)
-        if block_size is not None and block_size < 1:
-            raise KvplanError(f"--block-size: {block_size} must be at least 1 token")
         catalog = _catalog(catalog_dirs)
         deployment = _deployment(
             catalog,
             model,
-            engine=engine,
+            engine_options,
             kv_dtype=kv_dtype,
             weight_dtype=weight_dtype,
             tp=tp,
             pp=pp,
-            tokens_per_block=block_size,
         )
         target = catalog.sku(sku) if sku else None
-        result = size_plan(deployment, _lengths(context, batch, lengths), target)
+        result = size_plan(deployment, _batch(context, batch, lengths), target)
         render_size(result, output, explain)
+    # Not fitting is a result, not an error: rendered above, then exit 1 like `check`.
+    if result.fits is False:
+        raise typer.Exit(1)

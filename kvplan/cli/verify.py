@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from kvplan.cli.common import _catalog, _format, _lengths, _model, user_errors
+from kvplan.cli.common import _batch, _catalog, _format, _model, user_errors
 from kvplan.cli.options import (
     BatchOpt,
     BlockSizeOpt,
@@ -198,7 +198,11 @@ def verify(
             str(spec.max_context) if capacity else "8k" if where.type == "cuda" else "64"
         )
         request = VerifyRequest(
-            lengths=tuple(_lengths(context or default_context, batch, lengths)),
+            lengths=tuple(
+                tokens
+                for tokens, count in _batch(context or default_context, batch, lengths)
+                for _ in range(count)
+            ),
             kv_dtype=kv_dtype,
             engine=engine,
             tp=tp,

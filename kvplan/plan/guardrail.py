@@ -23,12 +23,13 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_valida
 
 from kvplan.catalog.deployments import LoadedDeployments
 from kvplan.errors import KvplanError
-from kvplan.plan.budget import MemoryOverrides
-from kvplan.plan.capacity import Capacity, CapacityRequest
-from kvplan.plan.engines import ENGINES, EngineOptions
+from kvplan.plan.batch import Batch
+from kvplan.plan.capacity import Capacity
+from kvplan.plan.deployment import Deployment
+from kvplan.plan.engines import DEFAULT_ENGINE, ENGINES, EngineSettings
 from kvplan.plan.engines import engine as engine_profile
-from kvplan.plan.sizing import Deployment, SizeResult, size
-from kvplan.plan.vllm import DEFAULT_VERSION, parse_version
+from kvplan.plan.engines.vllm_version import parse_version
+from kvplan.plan.sizing import SizeResult, size
 from kvplan.specs import ModelSpec, SkuSpec, kv_dtype_info, weight_dtype_info
 from kvplan.units import parse_bytes, parse_tokens
 
@@ -76,7 +77,9 @@ class ProductSpec(BaseModel):
     sku: str = Field(min_length=1, description="catalogue GPU SKU name or alias")
     tp: PositiveInt = Field(1, description="tensor-parallel degree (GPUs per stage)")
     pp: PositiveInt = Field(1, description="pipeline-parallel degree (stages)")
-    engine: str = Field("vllm", description="KV accounting: vllm, sglang, exact, hf or naive")
+    engine: str = Field(
+        DEFAULT_ENGINE, description="KV accounting: vllm, sglang, exact, hf or naive"
+    )
     kv_dtype: str = Field("bf16", description="KV element type: bf16, fp8, int8, ...")
     weight_dtype: str | None = Field(
         None, description="weight type (bf16, fp8, int4, ...); null: the model's released dtype"
@@ -226,18 +229,21 @@ class GuardrailResult:
         return all(c.ok for c in self.checks)
 
 
-def _request(product: ProductSpec, concurrency: int) -> CapacityRequest:
-    return CapacityRequest(
-        batch=concurrency,
-        context_tokens=product.context,
-        overrides=MemoryOverrides(
+def product_deployment(product: ProductSpec, model: ModelSpec) -> Deployment:
+    """The deployment a product describes, its engine settings included."""
+    return Deployment(
+        model=model,
+        engine=engine_profile(product.engine),
+        kv_dtype=product.kv_dtype,
+        weight_dtype=product.weight_dtype,
+        tp=product.tp,
+        pp=product.pp,
+        settings=EngineSettings(
+            version=product.vllm_version,
             utilization=product.utilization,
             kv_memory_bytes=product.kv_memory,
             max_num_batched_tokens=product.max_num_batched_tokens,
             max_num_seqs=product.max_num_seqs,
-        ),
-        vllm_version=(
-            parse_version(product.vllm_version) if product.vllm_version else DEFAULT_VERSION
         ),
     )
 
@@ -258,19 +264,10 @@ def _failure(capacity: Capacity, context: int, supported: int, promised: int) ->
 
 def check_product(product: ProductSpec, model: ModelSpec, sku: SkuSpec) -> ProductCheck:
     """The product's promise against what `sku` holds under the product's engine."""
-    deployment = Deployment(
-        model=model,
-        engine=engine_profile(product.engine),
-        kv_dtype=product.kv_dtype,
-        weight_dtype=product.weight_dtype,
-        tp=product.tp,
-        pp=product.pp,
-        options=EngineOptions(),
-    )
     promised = product.promised_concurrency
-    capacity = Capacity(deployment, sku, _request(product, promised))
     context = product.context
-    per_request = capacity.seq_bytes_per_gpu(context)
+    capacity = Capacity(product_deployment(product, model), sku, promised, context)
+    per_request = capacity.request_bytes_per_gpu(context)
     supported = capacity.max_concurrency(context)
     notes: list[str] = []
     if product.concurrency is None:
@@ -278,11 +275,10 @@ def check_product(product: ProductSpec, model: ModelSpec, sku: SkuSpec) -> Produ
             f"concurrency {promised} = ceil({product.requests_per_s} requests/s × "
             f"{product.duration_s} s) (Little's law)"
         )
-    budget = capacity.budget
-    if capacity.is_vllm and promised > budget.max_num_seqs:
+    if promised > capacity.scheduler.max_num_seqs:
         notes.append(
-            f"vLLM schedules at most max_num_seqs = {budget.max_num_seqs} requests at once; "
-            f"set max_num_seqs ≥ {promised} to serve the promise"
+            f"the engine schedules at most max_num_seqs = {capacity.scheduler.max_num_seqs} "
+            f"requests at once; set max_num_seqs ≥ {promised} to serve the promise"
         )
     return ProductCheck(
         product=product,
@@ -317,17 +313,21 @@ def check_products(loaded: LoadedDeployments[DeploymentFile]) -> GuardrailResult
 class ClaimSheet:
     """The bytes behind "serves context L at batch B": per request, per batch, per GPU.
 
-    `size` holds the KV and weights (engine rounding included), `capacity` the engine's
-    budget on the SKU; the totals below only add their terms up.
+    `size` holds the KV and weights (engine rounding included) and, on the SKU, the engine's
+    capacity (budget, pool, verdict); the totals below only add their terms up.
     """
 
     size: SizeResult
     capacity: Capacity
-    kv_bytes_per_request_per_gpu: int
+
+    @property
+    def kv_bytes_per_request_per_gpu(self) -> int:
+        return self.size.kv_bytes_per_request_per_gpu
 
     @property
     def memory_bytes(self) -> int:
-        return self.capacity.sku.memory_bytes
+        """Device memory the engine sees on one GPU (runtime-visible where known)."""
+        return self.capacity.budget.total_bytes
 
     @property
     def headroom_bytes_per_gpu(self) -> int:
@@ -361,7 +361,8 @@ class ClaimSheet:
 
     @property
     def fits(self) -> bool:
-        return self.free_bytes_per_gpu >= 0
+        """The engine's verdict for the whole batch (the one every command gives)."""
+        return self.capacity.fits
 
     @property
     def within_native_limit(self) -> bool:
@@ -373,9 +374,6 @@ def claim_sheet(
     deployment: Deployment, sku: SkuSpec, context_tokens: int, batch: int
 ) -> ClaimSheet:
     """The claim sheet of `batch` requests of `context_tokens` each on `sku`."""
-    if batch < 1:
-        raise KvplanError(f"--batch: {batch} must be at least 1 sequence")
-    result = size(deployment, [context_tokens] * batch, sku)
-    request = CapacityRequest(batch=batch, context_tokens=context_tokens)
-    capacity = Capacity(deployment, sku, request)
-    return ClaimSheet(result, capacity, deployment.kv_bytes_per_gpu([context_tokens]))
+    result = size(deployment, Batch.uniform(context_tokens, batch), sku)
+    assert result.capacity is not None  # a SKU was given
+    return ClaimSheet(result, result.capacity)

@@ -1,159 +1,148 @@
-"""`kvplan size`: KV and weight bytes of one deployment plan, with the comparisons users need."""
+"""`kvplan size`: the exact KV bytes of a batch, what the engine charges for it, weights, fit.
+
+Two figures per quantity, always side by side: the physics (kvmath's bytes at exactly each
+length) and the engine's charge (its blocks, from the one engine model). On a SKU, the fit is
+the engine's own answer (`Capacity`), the same one `report`, `check` and `claim` give.
+"""
 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 
-from kvplan.errors import KvplanError
 from kvplan.kvmath import (
-    LayerCache,
-    layer_caches,
     naive_kv_bytes_per_token,
     num_kv_heads_per_gpu,
-    stage_layer_ranges,
 )
-from kvplan.plan.engines import Engine, EngineOptions
-from kvplan.plan.weights import WeightBytes, weight_bytes
-from kvplan.specs import ModelSpec, SkuSpec, kv_dtype_info
-
-
-@dataclass(frozen=True)
-class Deployment:
-    """What is being sized: a model on tp × pp GPUs with one engine and dtypes."""
-
-    model: ModelSpec
-    engine: Engine
-    kv_dtype: str = "bf16"
-    weight_dtype: str | None = None  # None: the model's released dtype
-    tp: int = 1
-    pp: int = 1
-    options: EngineOptions = field(default_factory=EngineOptions)
-    exact_weights_bytes: int | None = None  # safetensors total_size, when imported from HF
-
-    def __post_init__(self) -> None:
-        for name, value in (("--tp", self.tp), ("--pp", self.pp)):
-            if value < 1:
-                raise KvplanError(f"{name}: {value} must be at least 1")
-        kv_dtype_info(self.kv_dtype)  # fail early on a typo
-        stage_layer_ranges(self.model.num_layers, self.pp)
-
-    @property
-    def gpus(self) -> int:
-        return self.tp * self.pp
-
-    def options_for(self, full_reservation: bool | None) -> EngineOptions:
-        """The engine options, with the hybrid-allocator switch overridden when given."""
-        if full_reservation is None:
-            return self.options
-        return EngineOptions(self.options.tokens_per_block, full_reservation)
-
-    def stage_caches(self, full_reservation: bool | None = None) -> list[tuple[LayerCache, ...]]:
-        """The layer caches one GPU of each pipeline stage holds."""
-        options = self.options_for(full_reservation)
-        caches = self.engine.caches(self.model, kv_dtype_info(self.kv_dtype), self.tp, options)
-        return [
-            tuple(caches[i] for i in r) for r in stage_layer_ranges(self.model.num_layers, self.pp)
-        ]
-
-    def kv_bytes_per_gpu(self, lengths: list[int], full_reservation: bool | None = None) -> int:
-        """KV bytes on the binding GPU for a batch of sequences of `lengths` tokens."""
-        return max(self._stage_kv_bytes(lengths, full_reservation))
-
-    def _stage_kv_bytes(self, lengths: list[int], full_reservation: bool | None) -> list[int]:
-        options = self.options_for(full_reservation)
-        return [
-            sum(self.engine.seq_bytes(self.model, caches, n, options) for n in lengths)
-            for caches in self.stage_caches(full_reservation)
-        ]
-
-    def kv_bytes_total(self, lengths: list[int], full_reservation: bool | None = None) -> int:
-        """KV bytes summed over every GPU of the deployment."""
-        return self.tp * sum(self._stage_kv_bytes(lengths, full_reservation))
-
-    def weights(self) -> WeightBytes:
-        return weight_bytes(
-            self.model, self.weight_dtype, self.tp, self.pp, self.exact_weights_bytes
-        )
-
-
-@dataclass(frozen=True)
-class SkuFit:
-    """Weights + KV against one GPU's memory (no engine reserve: that is `kvplan report`)."""
-
-    sku: SkuSpec
-    memory_bytes: int
-    weights_bytes_per_gpu: int
-    kv_bytes_per_gpu: int
-
-    @property
-    def free_bytes(self) -> int:
-        return self.memory_bytes - self.weights_bytes_per_gpu - self.kv_bytes_per_gpu
-
-    @property
-    def fits(self) -> bool:
-        return self.free_bytes >= 0
+from kvplan.plan.batch import Batch
+from kvplan.plan.capacity import Capacity
+from kvplan.plan.deployment import Deployment
+from kvplan.plan.engines import KvLayout
+from kvplan.plan.weights import WeightBytes
+from kvplan.specs import SkuSpec, kv_dtype_info
 
 
 @dataclass(frozen=True)
 class SizeResult:
-    """Everything `kvplan size` reports; bytes exact, rounding only in `report`."""
+    """Everything `kvplan size` reports; bytes exact, rounding only in `report`.
+
+    "whole deployment" figures sum every GPU that holds the batch; "per GPU" figures are
+    the binding GPU's (the largest pipeline stage, one data-parallel replica's share).
+    """
 
     deployment: Deployment
-    lengths: tuple[int, ...]
-    kv_bytes: int
+    batch: Batch
+    layout: KvLayout  # the engine's blocks and charges
+    exact_kv_bytes: int  # physics at exactly each length, whole deployment
+    exact_kv_bytes_per_gpu: int
+    kv_bytes: int  # the engine's charge for the batch, whole deployment
     kv_bytes_per_gpu: int
-    kv_bytes_per_token: int
+    kv_bytes_per_token: int  # physics, one token in every layer, whole replica
     kv_bytes_per_token_per_gpu: int
-    kv_bytes_per_request: int
-    kv_bytes_by_kind: dict[str, int]
+    kv_bytes_per_request: int  # the engine's charge for one request of the longest length
+    kv_bytes_per_request_per_gpu: int
+    kv_bytes_by_kind: dict[str, int]  # physics per layer kind, whole deployment
     layers: dict[str, int]
     weights: WeightBytes
     naive_kv_bytes: int
-    full_reservation_kv_bytes: int | None
-    sku_fit: SkuFit | None
+    full_reservation_kv_bytes: int | None  # physics if windowed layers kept full length
+    capacity: Capacity | None  # the engine's budget and verdict on --sku
     notes: tuple[str, ...]
 
     @property
     def context(self) -> int:
-        return max(self.lengths)
+        return self.batch.longest
 
     @property
-    def batch(self) -> int:
-        return len(self.lengths)
+    def fits(self) -> bool | None:
+        """The engine's verdict on the SKU for the whole batch (None without a SKU)."""
+        if self.capacity is None:
+            return None
+        return self.capacity.holds(self.batch)
 
 
-def check_lengths(lengths: list[int] | tuple[int, ...]) -> None:
-    """A batch has at least one sequence and every sequence at least one token."""
-    if not lengths:
-        raise KvplanError("--batch: at least one sequence is needed")
-    for n in lengths:
-        if n < 1:
-            raise KvplanError(f"--context: {n} must be at least 1 token")
+def _engine_bytes(deployment: Deployment, layout: KvLayout, batch: Batch) -> tuple[int, int]:
+    """The engine's charge for `batch`: (whole deployment, binding GPU)."""
+    whole = deployment.tp * sum(
+        count * layout.request_bytes_all_stages(tokens) for tokens, count in batch
+    )
+    share = batch.per_replica(deployment.dp)
+    per_gpu = max(
+        sum(count * stage.request_bytes(tokens) for tokens, count in share)
+        for stage in layout.stages
+    )
+    return whole, per_gpu
 
 
-def size(deployment: Deployment, lengths: list[int], sku: SkuSpec | None = None) -> SizeResult:
-    """Size `deployment` for a batch of sequences with the given token `lengths`."""
-    check_lengths(lengths)
-    model, dtype = deployment.model, kv_dtype_info(deployment.kv_dtype)
-    kinds = model.layer_kinds
-    tp = deployment.tp
-    notes: list[str] = list(model.notes)
-
-    # Exact bytes per kind over the whole deployment (engine rounding shows in kv_bytes).
-    exact_caches = layer_caches(model, dtype, tp)
+def _exact_bytes(deployment: Deployment, batch: Batch) -> tuple[int, int, dict[str, int]]:
+    """Physics for `batch`: (whole deployment, binding GPU, whole deployment per kind)."""
+    caches = deployment.exact_caches()
     by_kind: Counter[str] = Counter()
-    for cache in exact_caches:
-        by_kind[cache.kind] += tp * sum(cache.bytes_per_seq(n) for n in lengths)
+    for cache in caches:
+        by_kind[cache.kind] += deployment.tp * sum(
+            count * cache.bytes_per_seq(tokens) for tokens, count in batch
+        )
+    share = batch.per_replica(deployment.dp)
+    per_gpu = max(
+        sum(count * caches[i].bytes_per_seq(tokens) for i in r for tokens, count in share)
+        for r in deployment.stage_ranges()
+    )
+    return sum(by_kind.values()), per_gpu, dict(by_kind)
+
+
+def size(
+    deployment: Deployment, batch: Batch | Sequence[int], sku: SkuSpec | None = None
+) -> SizeResult:
+    """Size `deployment` for `batch` (a Batch, or one length per sequence in tokens), and fit
+    it on `sku` when one is given."""
+    if not isinstance(batch, Batch):
+        batch = Batch.of(batch)
+    model, profile = deployment.model, deployment.engine
+    layout = profile.layout(deployment, sku)
+    exact, exact_per_gpu, by_kind = _exact_bytes(deployment, batch)
+    kv, kv_per_gpu = _engine_bytes(deployment, layout, batch)
+    caches = deployment.exact_caches()
     per_token_per_gpu = max(
-        sum(exact_caches[i].token_bytes for i in r)
-        for r in stage_layer_ranges(model.num_layers, deployment.pp)
+        sum(caches[i].context_token_bytes for i in r) for r in deployment.stage_ranges()
     )
-    windowed = any(k in ("sliding", "chunked") for k in kinds)
-    full_reservation = (
-        deployment.kv_bytes_total(lengths, full_reservation=True) if windowed else None
+    windowed = any(k in ("sliding", "chunked") for k in model.layer_kinds)
+    full_reservation = None
+    if windowed:
+        reserved = deployment.exact_caches(full_reservation=True)
+        full_reservation = deployment.tp * sum(
+            count * sum(c.bytes_per_seq(tokens) for c in reserved) for tokens, count in batch
+        )
+    context = batch.longest
+    dtype = kv_dtype_info(deployment.kv_dtype)
+    capacity = Capacity(deployment, sku, batch.size, context) if sku is not None else None
+    return SizeResult(
+        deployment=deployment,
+        batch=batch,
+        layout=layout,
+        exact_kv_bytes=exact,
+        exact_kv_bytes_per_gpu=exact_per_gpu,
+        kv_bytes=kv,
+        kv_bytes_per_gpu=kv_per_gpu,
+        kv_bytes_per_token=deployment.tp * sum(c.context_token_bytes for c in caches),
+        kv_bytes_per_token_per_gpu=per_token_per_gpu,
+        kv_bytes_per_request=deployment.tp * layout.request_bytes_all_stages(context),
+        kv_bytes_per_request_per_gpu=layout.request_bytes(context),
+        kv_bytes_by_kind=by_kind,
+        layers=dict(Counter(model.layer_kinds)),
+        weights=deployment.weights(),
+        naive_kv_bytes=batch.total_tokens * naive_kv_bytes_per_token(model, dtype.name),
+        full_reservation_kv_bytes=full_reservation,
+        capacity=capacity,
+        notes=tuple(_notes(deployment, context) + profile.notes(deployment, sku)),
     )
-    context = max(lengths)
+
+
+def _notes(deployment: Deployment, context: int) -> list[str]:
+    """What the user should know about this plan, whatever the engine."""
+    model, tp = deployment.model, deployment.tp
+    kinds = model.layer_kinds
+    notes = list(model.notes)
     if context > model.max_context:
         notes.append(
             f"context {context:,} exceeds {model.name}'s native limit of "
@@ -168,28 +157,7 @@ def size(deployment: Deployment, lengths: list[int], sku: SkuSpec | None = None)
         )
     if "mla" in kinds and tp > 1:
         notes.append("MLA latent is not split by heads: every TP rank holds the whole latent")
-
-    weights = deployment.weights()
-    kv_per_gpu = deployment.kv_bytes_per_gpu(lengths)
-    fit = None
-    if sku is not None:
-        fit = SkuFit(sku, sku.memory_bytes, weights.per_gpu_bytes, kv_per_gpu)
-    return SizeResult(
-        deployment=deployment,
-        lengths=tuple(lengths),
-        kv_bytes=deployment.kv_bytes_total(lengths),
-        kv_bytes_per_gpu=kv_per_gpu,
-        kv_bytes_per_token=tp * sum(c.token_bytes for c in exact_caches),
-        kv_bytes_per_token_per_gpu=per_token_per_gpu,
-        kv_bytes_per_request=deployment.kv_bytes_total([context]),
-        kv_bytes_by_kind=dict(by_kind),
-        layers=dict(Counter(kinds)),
-        weights=weights,
-        naive_kv_bytes=sum(naive_kv_bytes_per_token(model, dtype.name) * n for n in lengths),
-        full_reservation_kv_bytes=full_reservation,
-        sku_fit=fit,
-        notes=tuple(notes),
-    )
+    return notes
 
 
 @dataclass(frozen=True)
@@ -199,7 +167,7 @@ class FormulaTerm:
     kind: str
     layers: int
     factors: tuple[tuple[str, int], ...]  # (label, value), multiplied together per token
-    tokens_kept: tuple[int, ...]  # per sequence
+    tokens_kept: tuple[tuple[int, int], ...]  # (tokens kept, sequences) per distinct length
     bytes_total: int  # whole deployment (all TP ranks)
 
 
@@ -208,24 +176,18 @@ def formula_terms(result: SizeResult) -> list[FormulaTerm]:
     deployment = result.deployment
     model, tp = deployment.model, deployment.tp
     dtype = kv_dtype_info(deployment.kv_dtype)
-    caches = layer_caches(model, dtype, tp)
+    caches = deployment.exact_caches()
     terms = []
     for kind, count in result.layers.items():
         sample = next(c for c in caches if c.kind == kind)
-        kept = tuple(sample.tokens_kept(n) for n in result.lengths)
+        kept = tuple((sample.tokens_kept(n), k) for n, k in result.batch)
         if kind in ("full", "sliding", "chunked"):
             heads = num_kv_heads_per_gpu(model.attention.num_kv_heads, tp)
             factors = [("K and V", 2), ("kv heads per GPU", heads)]
             factors.append(("bytes per head row", dtype.row_bytes(model.attention.head_dim)))
-        elif kind == "mla":
-            mla = model.mla
-            assert mla is not None
-            factors = [
-                (
-                    "latent bytes (kv_lora_rank + qk_rope_head_dim)",
-                    dtype.row_bytes(mla.kv_lora_rank + mla.qk_rope_head_dim),
-                )
-            ]
+        elif kind == "mla" and model.mla is not None:
+            width = model.mla.kv_lora_rank + model.mla.qk_rope_head_dim
+            factors = [("latent bytes (kv_lora_rank + qk_rope_head_dim)", dtype.row_bytes(width))]
         else:
             factors = [("state bytes per sequence", sample.bytes_per_seq(1))]
         terms.append(

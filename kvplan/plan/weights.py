@@ -27,10 +27,19 @@ class StageWeights:
     routed_expert_bytes: int  # split over TP ranks too; a decode step reads only touched ones
     replicated_bytes: int  # on every rank: norms
 
-    def per_gpu_bytes(self, tp: int, routed_fraction: float = 1.0) -> int:
-        """Bytes on (or, with a fraction of routed experts, read by) one TP rank."""
+    def per_gpu_bytes(
+        self, tp: int, routed_fraction: float = 1.0, expert_shards: int | None = None
+    ) -> int:
+        """Bytes on (or, with a fraction of routed experts, read by) one TP rank.
+
+        Routed experts are split over `expert_shards` GPUs (tp, or tp · dp under expert
+        parallelism); everything else sharded over tp.
+        """
         routed = round(self.routed_expert_bytes * routed_fraction)
-        return ceil_div(self.sharded_bytes + routed, tp) + self.replicated_bytes
+        shards = expert_shards or tp
+        return (
+            ceil_div(self.sharded_bytes, tp) + ceil_div(routed, shards) + self.replicated_bytes
+        )
 
 
 @dataclass(frozen=True)
@@ -57,14 +66,17 @@ def weight_bytes(
     tp: int = 1,
     pp: int = 1,
     exact_total_bytes: int | None = None,
+    expert_shards: int | None = None,
 ) -> WeightBytes:
     """Weight bytes whole and on the binding GPU.
 
     Linear layers use `weight_dtype` (default: the model's), routed experts the model's
     expert dtype unless a dtype is forced; embeddings, lm_head and norms stay 16-bit.
     TP shards every matrix and the vocabulary (norms replicate); PP gives each stage its
-    layers, the embedding to the first stage and lm_head (a copy when tied) to the last.
+    layers, the embedding (and an image encoder) to the first stage and lm_head (a copy when
+    tied) to the last.
     `exact_total_bytes` (safetensors metadata) rescales the computed figures to match.
+    `expert_shards` (default tp) is how many GPUs share the routed experts (expert parallel).
     """
     linear = weight_dtype_info(weight_dtype or model.weight_dtype)
     expert_name = weight_dtype or (model.moe.expert_weight_dtype if model.moe else None)
@@ -85,7 +97,9 @@ def weight_bytes(
             routed += tensor_bytes(p.routed_experts, expert)
             replicated += tensor_bytes(p.norms, base)
         if stage == 0:
-            sharded += embedding_bytes
+            # The image encoder runs before the first layer; vLLM's mllama shards its linear
+            # layers over TP like the text model's (ColumnParallelLinear / RowParallelLinear).
+            sharded += embedding_bytes + tensor_bytes(counts.vision, base)
         if stage == pp - 1:
             replicated += final_norm_bytes
             if not model.tie_word_embeddings or pp > 1:
@@ -95,7 +109,7 @@ def weight_bytes(
     total = sum(s.sharded_bytes + s.routed_expert_bytes + s.replicated_bytes for s in stages)
     if model.tie_word_embeddings and pp > 1:
         total -= lm_head_bytes  # the last stage's copy is not a parameter of its own
-    per_gpu = max(s.per_gpu_bytes(tp) for s in stages)
+    per_gpu = max(s.per_gpu_bytes(tp, expert_shards=expert_shards) for s in stages)
     active = total - tensor_bytes(counts.routed_experts, expert)
     active += tensor_bytes(counts.active_routed_experts, expert)
     scale = 1.0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from kvplan.plan.capacity import Capacity
@@ -26,23 +27,64 @@ SORT_KEYS = (
 )
 
 
+@dataclass(frozen=True)
+class MemorySplit:
+    """One GPU's memory for the requested batch: weights, KV, and what is left or missing.
+
+    KV is the engine's charge for the whole requested batch (one replica's share), never
+    clipped to the budget: a batch that does not fit shows as overflow.
+    """
+
+    memory_bytes: int
+    weights_bytes: int
+    kv_bytes: int
+
+    @property
+    def free_bytes(self) -> int:
+        """Memory neither weights nor KV take (engine reserve and headroom included)."""
+        return max(self.memory_bytes - self.weights_bytes - self.kv_bytes, 0)
+
+    @property
+    def kv_inside_bytes(self) -> int:
+        """The part of the KV that lies within the GPU's memory."""
+        return max(0, min(self.kv_bytes, self.memory_bytes - self.weights_bytes))
+
+    @property
+    def overflow_bytes(self) -> int:
+        """Weights + KV beyond the GPU's memory."""
+        return max(self.weights_bytes + self.kv_bytes - self.memory_bytes, 0)
+
+
+def memory_split(row: Capacity) -> MemorySplit:
+    """The table's bar and the plot's stacked bar: the same three figures."""
+    per_replica = -(-row.batch // row.deployment.dp)
+    kv = per_replica * row.request_bytes_per_gpu() if row.budget.weights_fit else 0
+    return MemorySplit(row.budget.total_bytes, row.weights_bytes_per_gpu, kv)
+
+
 def capacity_record(row: Capacity) -> dict[str, Any]:
     """One row of the JSON contract (docs/commands/report.md); exact integers, bytes per GPU."""
     d, budget = row.deployment, row.budget
-    decode = row.decode() if row.verdict == "fits" else None
+    decode = row.decode()
     record: dict[str, Any] = {
         "model": d.model.name,
         "sku": row.sku.name,
         "engine": d.engine.name,
         "tp": d.tp,
         "pp": d.pp,
+        "dp": d.dp,
+        "ep": d.ep,
+        "gpus": d.gpus,
         "kv_dtype": d.kv_dtype,
-        "batch": row.request.batch,
+        "batch": row.batch,
         "context": row.context_tokens,
-        "memory_bytes": row.sku.memory_bytes,
+        "memory_bytes": budget.total_bytes,
         "weights_bytes_per_gpu": row.weights_bytes_per_gpu,
         "kv_budget_bytes_per_gpu": budget.kv_bytes,
+        "kv_budget_uncertainty_bytes": budget.uncertainty_bytes,
         "budget": {
+            "total_bytes": budget.total_bytes,
+            "total_basis": budget.total_basis,
             "utilization": budget.utilization,
             "requested_bytes": budget.requested_bytes,
             "activation_bytes": budget.activation_bytes,
@@ -50,72 +92,29 @@ def capacity_record(row: Capacity) -> dict[str, Any]:
             "cudagraph_bytes": budget.cudagraph_bytes,
             "fixed_kv_memory": budget.fixed,
         },
+        "tokens_per_block": row.layout.tokens_per_block,
+        "kv_blocks": row.pool.num_blocks if row.kv_usable else 0,
+        "kv_bytes_per_request_per_gpu": row.request_bytes_per_gpu(),
         "kv_capacity_tokens": row.kv_capacity_tokens,
         "max_context_tokens": row.max_context_tokens,
         "native_limit_binds": row.native_limit_binds,
         "max_concurrency": row.max_concurrency(),
-        "kv_bytes_per_token_per_gpu": decode.kv_bytes_per_token_per_gpu if decode else None,
-        "decode_tokens_per_s": round(decode.tokens_per_s, 1) if decode else None,
+        "fitting_batch": row.fitting_batch,
+        "kv_bytes_per_token_per_gpu": row.layout.kv_bytes_per_token,
+        "decode_batch": decode.batch if decode else 0,
+        "decode_tokens_per_s": round(decode.tokens_per_s * d.dp, 1) if decode else None,
         "decode_step_s": decode.step_s if decode else None,
         "verdict": row.verdict,
+        "log_lines": row.log_lines(),
+        "notes": d.engine.notes(d, row.sku),
     }
-    if row.is_vllm and budget.kv_bytes > 0:
-        cache = row.vllm_cache()
-        record["vllm"] = {
-            "version": row.request.vllm_version.text,
-            "num_gpu_blocks": cache.num_blocks,
-            "block_tokens": cache.block_tokens,
-            "kv_cache_groups": len(cache.groups),
-            "padding_layers": cache.padding_layers,
-            "gpu_kv_cache_tokens": cache.gpu_kv_cache_tokens,
-            "max_concurrency": round(cache.max_concurrency, 2),
-            "needed_bytes": cache.needed_bytes,
-            "estimated_max_model_len": None
-            if cache.fits_one_request
-            else row.vllm_estimated_max_model_len(),
-            "max_num_batched_tokens": budget.max_num_batched_tokens,
-        }
     return record
-
-
-def vllm_log_lines(row: Capacity) -> list[str]:
-    """The startup lines vLLM prints for this budget, in that version's wording."""
-    budget, version = row.budget, row.request.vllm_version
-    lines = [f"Available KV cache memory: {budget.kv_bytes / 2**30:.2f} GiB"]
-    if budget.kv_bytes <= 0:
-        return [*lines, "No available memory for the cache blocks."]
-    cache = row.vllm_cache()
-    mml = cache.max_model_len
-    for padding, layers in cache.layout.padding:
-        if padding / layers > 0.05:  # vLLM only warns above 5 %
-            lines.append(
-                f"Add {padding} padding layers, may waste at most {padding / layers:.2%} "
-                "KV cache memory"
-            )
-    concurrency = (
-        f"Maximum concurrency for {mml:,} tokens per request: {cache.max_concurrency:.2f}x"
-    )
-    if version.era == "v0":
-        lines += [f"# GPU blocks: {cache.num_blocks}", concurrency]
-    elif version.era == "v1":
-        lines += [f"GPU KV cache size: {cache.gpu_kv_cache_tokens:,} tokens", concurrency]
-    else:
-        lines.append(f"GPU KV cache size: {cache.gpu_kv_cache_tokens:,} tokens, {concurrency}")
-    if not cache.fits_one_request:
-        lines.append(
-            f"To serve at least one request with the models's max seq len ({mml}), "
-            f"({cache.needed_bytes / 2**30:.2f} GiB KV cache is needed, which is larger than the "
-            f"available KV cache memory ({budget.kv_bytes / 2**30:.2f} GiB). "
-            "Based on the available "
-            f"memory, the estimated maximum model length is {row.vllm_estimated_max_model_len()}."
-        )
-    return lines
 
 
 def capacity_table(rows: list[Capacity], records: list[dict[str, Any]] | None = None) -> Table:
     """The per-SKU table; exact values in the records, rounded strings on screen."""
     first = rows[0]
-    batch, context = first.request.batch, first.context_tokens
+    batch, context = first.batch, first.context_tokens
     table = Table(
         f"engine {first.deployment.engine.name} · KV {first.deployment.kv_dtype} · "
         f"longest context at batch {batch} · concurrency at {context:,} tokens",
@@ -150,19 +149,19 @@ def capacity_table(rows: list[Capacity], records: list[dict[str, Any]] | None = 
     )
     for i, row in enumerate(rows):
         record = records[i] if records else capacity_record(row)
-        budget = max(record["kv_budget_bytes_per_gpu"], 0)
-        used_kv = 0
-        if record["verdict"] == "fits":
-            used_kv = min(budget, row.seq_bytes_per_gpu(context) * batch)
+        split = memory_split(row)
         picture = bar(
             [
-                (row.weights_bytes_per_gpu, "█"),
-                (used_kv, "▒"),
-                (row.sku.memory_bytes - row.weights_bytes_per_gpu - used_kv, "░"),
+                (split.weights_bytes, "█"),
+                (split.kv_inside_bytes, "▒"),
+                (split.free_bytes, "░"),
+                (split.overflow_bytes, "!"),
             ],
-            max(row.sku.memory_bytes, row.weights_bytes_per_gpu),
+            split.memory_bytes + split.overflow_bytes,
             width=12,
         )
+        if split.overflow_bytes:
+            picture += f" +{gib(split.overflow_bytes)}"
         cap_mark = "*" if record["native_limit_binds"] else ""
         tokens_per_s = record["decode_tokens_per_s"]
         per_token = record["kv_bytes_per_token_per_gpu"]
@@ -183,11 +182,20 @@ def capacity_table(rows: list[Capacity], records: list[dict[str, Any]] | None = 
                 picture,
             ],
         )
-    table.notes.append("* the model's native context limit binds, not memory")
+    if any(r.native_limit_binds for r in rows):
+        table.notes.append("* the model's native context limit binds, not memory")
     table.notes.append(
-        "decode tok/s: roofline (weights + KV bytes read per step / bandwidth × efficiency), "
-        "at the batch and context above; KV/token is per GPU"
+        "decode tok/s: roofline (weights + KV bytes read per step / bandwidth × efficiency) at "
+        "the requests that fit, up to the batch above; KV/token is per GPU"
     )
+    band = max(r.budget.uncertainty_bytes for r in rows)
+    if band:
+        table.notes.append(
+            f"KV budgets carry estimated engine terms (activation peak, non-torch memory): "
+            f"± {gib(band)} per GPU; verdicts use the estimate, which errs towards less KV"
+        )
+    if any(memory_split(r).overflow_bytes for r in rows):
+        table.notes.append("! and +N GiB: what the requested batch needs beyond the GPU's memory")
     return table
 
 
@@ -203,12 +211,13 @@ def _table_with_log_lines(rows: list[Capacity], records: list[dict], log_lines: 
     if not log_lines:
         return table
     seen: dict[tuple[str, ...], list[str]] = {}
-    for row in rows:
+    for row, record in zip(rows, records, strict=True):
         label = f"{row.deployment.model.name} tp{row.deployment.tp} {row.sku.name}"
-        seen.setdefault(tuple(vllm_log_lines(row)), []).append(label)
-    version = rows[0].request.vllm_version.text
+        if record["log_lines"]:
+            seen.setdefault(tuple(record["log_lines"]), []).append(label)
+    engine = rows[0].deployment.engine.name
     for lines, labels in seen.items():
         more = f" (+{len(labels) - 3} more)" if len(labels) > 3 else ""
-        table.notes.append(f"vLLM {version} log lines for {', '.join(labels[:3])}{more}:")
+        table.notes.append(f"{engine} log lines for {', '.join(labels[:3])}{more}:")
         table.notes += [f"    {line}" for line in lines]
     return table

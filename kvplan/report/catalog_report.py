@@ -157,7 +157,28 @@ def spec_yaml(spec: ModelSpec) -> str:
     """A catalogue YAML entry for `spec` (what `kvplan import-hf -o` writes)."""
     import yaml
 
-    data = spec.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
-    data = {"name": data.pop("name"), **data}
     header = f"# Imported by `kvplan import-hf` from {spec.source}\n"
-    return header + yaml.safe_dump(data, sort_keys=False, width=100)
+    return header + yaml.safe_dump(_entry(spec), sort_keys=False, width=100)
+
+
+def spec_json(spec: ModelSpec) -> str:
+    """The same entry as JSON (`kvplan import-hf --format json`)."""
+    import json
+
+    return json.dumps(_entry(spec), indent=2) + "\n"
+
+
+def _entry(spec: ModelSpec) -> dict:
+    data = spec.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
+    return {"name": data.pop("name"), **data}
+
+
+def schema_text(schema: dict, fmt: str) -> str:
+    """A JSON Schema as JSON (for editors) or YAML (to read)."""
+    import json
+
+    if fmt == "yaml":
+        import yaml
+
+        return yaml.safe_dump(schema, sort_keys=False, width=100)
+    return json.dumps(schema, indent=2) + "\n"

@@ -69,7 +69,7 @@ def check_record(check: ProductCheck) -> dict[str, Any]:
         "kv_bytes_needed_per_gpu": check.kv_bytes_needed_per_gpu,
         "kv_budget_bytes_per_gpu": check.kv_budget_bytes_per_gpu,
         "weights_bytes_per_gpu": check.capacity.weights_bytes_per_gpu,
-        "memory_bytes": check.capacity.sku.memory_bytes,
+        "memory_bytes": check.capacity.budget.total_bytes,
         "ok": check.ok,
         "failure": check.failure,
         "reason": reason(check),

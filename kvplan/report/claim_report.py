@@ -30,7 +30,7 @@ def claim_record(sheet: ClaimSheet) -> dict[str, Any]:
         "kv_dtype": d.kv_dtype,
         "weight_dtype": result.weights.weight_dtype,
         "context": result.context,
-        "batch": result.batch,
+        "batch": result.batch.size,
         "native_context_limit": d.model.max_context,
         "kv_bytes_per_token": result.kv_bytes_per_token,
         "kv_bytes_per_token_per_gpu": result.kv_bytes_per_token_per_gpu,
@@ -68,11 +68,12 @@ def formula_lines(sheet: ClaimSheet) -> list[str]:
     lines = []
     for term in formula_terms(result):
         factors = " × ".join(f"{value:,} ({label})" for label, value in term.factors)
-        kept = sorted(set(term.tokens_kept))
-        tokens = "1 state" if term.kind == "state" else f"{kept[-1]:,} tokens kept"
+        kept = max(tokens for tokens, _ in term.tokens_kept)
+        tokens = "1 state" if term.kind == "state" else f"{kept:,} tokens kept"
         lines.append(
             f"{term.kind} × {term.layers} layers: {factors} × {tokens} × "
-            f"{_plural(result.batch, 'request')} × {_plural(d.tp, 'GPU')} = {term.bytes_total:,} B"
+            f"{_plural(result.batch.size, 'request')} × {_plural(d.tp, 'GPU')} = "
+            f"{term.bytes_total:,} B"
         )
     exact = sum(t.bytes_total for t in formula_terms(result))
     lines.append(f"KV for the batch (exact) = {exact:,} B = {gib(exact)}")
@@ -95,7 +96,7 @@ def _plural(count: int, noun: str) -> str:
 def _batch_question(sheet: ClaimSheet) -> str:
     """Whether the length holds at the batch, or only for a lone request."""
     result, capacity = sheet.size, sheet.capacity
-    context, batch = result.context, result.batch
+    context, batch = result.context, result.batch.size
     fit = (
         f"{_plural(capacity.max_concurrency(), 'request')} of {context:,} tokens fit at once, "
         f"and the longest context at batch {batch} is {capacity.max_context_tokens:,} tokens"
@@ -112,7 +113,7 @@ def vendor_questions(sheet: ClaimSheet) -> list[str]:
     """What to ask instead of accepting "long context": each question carries our figure."""
     result, capacity = sheet.size, sheet.capacity
     d = result.deployment
-    context, batch = result.context, result.batch
+    context, batch = result.context, result.batch.size
     questions = [
         f"At {context:,} tokens and batch {batch}, what KV dtype and how many GPUs (TP × PP)? "
         f"Here {d.kv_dtype} KV on {d.gpus} × {capacity.sku.name} needs "
@@ -143,13 +144,13 @@ def notes(sheet: ClaimSheet) -> list[str]:
             "no engine reserve counted (--engine vllm or sglang adds activations, "
             "non-torch memory and the unused utilization share)"
         )
-    engine_fits = capacity.max_concurrency() >= result.batch
-    if capacity.is_vllm and engine_fits != sheet.fits:
+    budget = capacity.budget
+    if budget.uncertainty_bytes:
         lines.append(
-            f"vLLM's own block accounting gives maximum concurrency "
-            f"{capacity.concurrency(result.context):.2f} at {result.context:,} tokens "
-            "(its per-group page rounding differs from the per-request sum)"
+            f"the engine reserve is an estimate: KV budget {gib(budget.kv_bytes)} "
+            f"± {gib(budget.uncertainty_bytes)} per GPU"
         )
+    lines.append(f"device memory: {budget.total_basis}")
     return lines
 
 
@@ -159,7 +160,8 @@ def claim_table(sheet: ClaimSheet) -> Table:
     d, budget = result.deployment, capacity.budget
     table = Table(
         f"{d.model.name} on {d.gpus} × {capacity.sku.name} (tp {d.tp} × pp {d.pp}) · "
-        f"{result.batch} × {result.context:,} tokens · KV {d.kv_dtype} · engine {d.engine.name}",
+        f"{result.batch.size} × {result.context:,} tokens · KV {d.kv_dtype} · "
+        f"engine {d.engine.name}",
         ["quantity", "per GPU", "whole deployment"],
         ["quantity", "per_gpu", "total"],
     )
@@ -183,7 +185,7 @@ def claim_table(sheet: ClaimSheet) -> Table:
         result.kv_bytes_per_request,
     )
     row(
-        f"KV for the batch ({_plural(result.batch, 'request')})",
+        f"KV for the batch ({_plural(result.batch.size, 'request')})",
         result.kv_bytes_per_gpu,
         result.kv_bytes,
     )
@@ -212,7 +214,7 @@ def claim_table(sheet: ClaimSheet) -> Table:
     table.add(["fits", sheet.fits, None], ["verdict", verdict, "—"])
     table.notes += ["formula: " + line for line in formula_lines(sheet)]
     table.notes.append(
-        f"limits: longest context at batch {result.batch}: {capacity.max_context_tokens:,} "
+        f"limits: longest context at batch {result.batch.size}: {capacity.max_context_tokens:,} "
         f"tokens (native limit {d.model.max_context:,}); requests of {result.context:,} tokens "
         f"that fit at once: {capacity.max_concurrency():,}"
     )

@@ -15,6 +15,7 @@ from typing import Any
 
 from kvplan.errors import KvplanError
 from kvplan.plan.capacity import Capacity
+from kvplan.report.capacity_report import memory_split
 from kvplan.units import GIB
 
 PLOT_SUFFIXES = (".svg", ".png")
@@ -22,6 +23,7 @@ PLOT_SUFFIXES = (".svg", ".png")
 MAX_PLOT_ROWS = 200
 ROW_HEIGHT_INCHES = 0.32
 WEIGHTS_COLOR, KV_COLOR, FREE_COLOR = "#4c72b0", "#dd8452", "#d9d9d9"
+OVERFLOW_COLOR = "#c44e52"
 # The context panel's own colours: memory-bound vs capped at the native limit.
 MEMORY_BOUND_COLOR, NATIVE_CAPPED_COLOR = "#55a868", "#8172b3"
 
@@ -41,17 +43,6 @@ def _label(row: Capacity, many_models: bool) -> str:
     d = row.deployment
     parallel = f"tp{d.tp}" + (f"×pp{d.pp}" if d.pp > 1 else "")
     return (f"{d.model.name} · " if many_models else "") + f"{row.sku.name} · {parallel}"
-
-
-def _kv_used_bytes(row: Capacity) -> int:
-    """KV the requested batch at the requested context holds; 0 when it doesn't fit.
-
-    The same figure as the table's weights|KV|free column, so picture and table agree.
-    """
-    if row.verdict != "fits":
-        return 0
-    kv_bytes = row.seq_bytes_per_gpu(row.context_tokens) * row.request.batch
-    return min(max(row.budget.kv_bytes, 0), kv_bytes)
 
 
 def _tokens_label(tokens: int) -> str:
@@ -89,31 +80,36 @@ def _context_panel(axes: Any, rows: list[Capacity], labels: list[str]) -> None:
         axes.barh([0], [float("nan")], color=color, label=label)  # legend entries only
     axes.set_yticks(positions, labels)
     axes.invert_yaxis()
-    batch = rows[0].request.batch
+    batch = rows[0].batch
     axes.set_xlabel(f"longest context at batch {batch} (tokens, log scale)")
     _legend_above(axes)
     axes.grid(axis="x", alpha=0.3)
 
 
 def _memory_panel(axes: Any, rows: list[Capacity]) -> None:
-    """Stacked bars per GPU in GiB: weights, KV of the requested batch, the rest free."""
+    """Stacked bars per GPU in GiB: weights, KV of the requested batch, the rest free.
+
+    KV is the whole requested batch, never clipped: what does not fit runs past the memory
+    mark in its own colour, so an overflowing row never looks exactly full.
+    """
     positions = list(range(len(rows)))
-    weights = [r.weights_bytes_per_gpu / GIB for r in rows]
-    kv = [_kv_used_bytes(r) / GIB for r in rows]
-    free = [
-        max(r.sku.memory_bytes - r.weights_bytes_per_gpu - _kv_used_bytes(r), 0) / GIB for r in rows
-    ]
+    splits = [memory_split(r) for r in rows]
+    weights = [s.weights_bytes / GIB for s in splits]
+    kv_inside = [s.kv_inside_bytes / GIB for s in splits]
+    overflow = [(s.kv_bytes - s.kv_inside_bytes) / GIB for s in splits]
+    free = [s.free_bytes / GIB for s in splits]
     axes.barh(positions, weights, color=WEIGHTS_COLOR, label="weights")
-    axes.barh(positions, kv, left=weights, color=KV_COLOR, label="KV (batch × context)")
-    lefts = [w + k for w, k in zip(weights, kv, strict=True)]
+    axes.barh(positions, kv_inside, left=weights, color=KV_COLOR, label="KV (batch × context)")
+    lefts = [w + k for w, k in zip(weights, kv_inside, strict=True)]
     axes.barh(positions, free, left=lefts, color=FREE_COLOR, label="free / engine reserve")
-    memory = [r.sku.memory_bytes / GIB for r in rows]
+    axes.barh(positions, overflow, left=lefts, color=OVERFLOW_COLOR, label="beyond GPU memory")
+    memory = [s.memory_bytes / GIB for s in splits]
     axes.scatter(memory, positions, marker="|", s=220, color="black", label="GPU memory", zorder=3)
     # Same rows as the left panel, in the same order; the labels are there.
     axes.set_yticks(positions, [""] * len(rows))
     axes.invert_yaxis()
     first = rows[0]
-    axes.set_xlabel(f"GiB per GPU at batch {first.request.batch} × {first.context_tokens:,} tokens")
+    axes.set_xlabel(f"GiB per GPU at batch {first.batch} × {first.context_tokens:,} tokens")
     _legend_above(axes)
     axes.grid(axis="x", alpha=0.3)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from kvplan.plan.sizing import SizeResult, formula_terms
@@ -23,19 +24,24 @@ def size_record(result: SizeResult) -> dict[str, Any]:
         "model": d.model.name,
         "engine": d.engine.name,
         "context": result.context,
-        "batch": result.batch,
-        "lengths": list(result.lengths),
+        "batch": result.batch.size,
+        "sequences": [{"tokens": tokens, "count": count} for tokens, count in result.batch],
         "kv_dtype": d.kv_dtype,
         "weight_dtype": weights.weight_dtype,
         "tp": d.tp,
         "pp": d.pp,
+        "dp": d.dp,
+        "ep": d.ep,
         "gpus": d.gpus,
-        "tokens_per_block": d.engine.tokens_per_block(d.model, d.options),
+        "tokens_per_block": result.layout.tokens_per_block,
+        "exact_kv_bytes": result.exact_kv_bytes,
+        "exact_kv_bytes_per_gpu": result.exact_kv_bytes_per_gpu,
         "kv_bytes": result.kv_bytes,
         "kv_bytes_per_gpu": result.kv_bytes_per_gpu,
         "kv_bytes_per_token": result.kv_bytes_per_token,
         "kv_bytes_per_token_per_gpu": result.kv_bytes_per_token_per_gpu,
         "kv_bytes_per_request": result.kv_bytes_per_request,
+        "kv_bytes_per_request_per_gpu": result.kv_bytes_per_request_per_gpu,
         "kv_bytes_by_kind": result.kv_bytes_by_kind,
         "naive_kv_bytes": result.naive_kv_bytes,
         "full_reservation_kv_bytes": result.full_reservation_kv_bytes,
@@ -47,29 +53,41 @@ def size_record(result: SizeResult) -> dict[str, Any]:
         "max_context": d.model.max_context,
         "layers": result.layers,
     }
-    fit = result.sku_fit
-    if fit is not None:
+    capacity = result.capacity
+    if capacity is not None:
+        budget = capacity.budget
         record |= {
-            "sku": fit.sku.name,
-            "memory_bytes": fit.memory_bytes,
-            "free_bytes": fit.free_bytes,
-            "fits": fit.fits,
+            "sku": capacity.sku.name,
+            "memory_bytes": budget.total_bytes,
+            "kv_budget_bytes_per_gpu": budget.kv_bytes,
+            "kv_budget_uncertainty_bytes": budget.uncertainty_bytes,
+            "budget": {
+                "total_basis": budget.total_basis,
+                "utilization": budget.utilization,
+                "activation_bytes": budget.activation_bytes,
+                "non_torch_bytes": budget.non_torch_bytes,
+                "cudagraph_bytes": budget.cudagraph_bytes,
+                "fixed_kv_memory": budget.fixed,
+            },
+            "free_bytes": budget.kv_bytes - result.kv_bytes_per_gpu,
+            "max_concurrency": capacity.max_concurrency(),
+            "max_context_tokens": capacity.max_context_tokens,
+            "fits": result.fits,
+            "verdict": capacity.verdict,
         }
     record["notes"] = list(result.notes)
     return record
 
 
 def _title(result: SizeResult) -> str:
-    d = result.deployment
+    d, batch = result.deployment, result.batch
     lengths = (
-        f"{result.batch} × {result.context:,} tokens"
-        if len(set(result.lengths)) == 1
-        else f"{result.batch} sequences of {min(result.lengths):,}–{result.context:,} tokens"
+        f"{batch.size:,} × {result.context:,} tokens"
+        if batch.is_uniform
+        else f"{batch.size:,} sequences of {batch.shortest:,}–{batch.longest:,} tokens"
     )
-    return (
-        f"{d.model.name} · engine {d.engine.name} · KV {d.kv_dtype} · {lengths} · "
-        f"tp {d.tp} × pp {d.pp}"
-    )
+    parallel = f"tp {d.tp} × pp {d.pp}" + (f" × dp {d.dp}" if d.dp > 1 else "")
+    return f"{d.model.name} · engine {d.engine.name} · KV {d.kv_dtype} · {lengths} · {parallel}"
 
 
 def size_table(result: SizeResult) -> Table:
@@ -81,20 +99,32 @@ def size_table(result: SizeResult) -> Table:
         ["quantity", "per_gpu", "total"],
     )
 
-    def row(label: str, per_gpu: int | None, total: int, exact: bool = False) -> None:
+    def row(label: str, per_gpu: int | None, total: int | None, exact: bool = False) -> None:
         show = human_bytes if exact else gib
         table.add(
             [label, per_gpu, total],
-            [label, show(per_gpu) if per_gpu is not None else "—", show(total)],
+            [
+                label,
+                show(per_gpu) if per_gpu is not None else "—",
+                show(total) if total is not None else "—",
+            ],
         )
 
+    engine = d.engine.name
+    charged = engine != "exact"
     row("KV per token", result.kv_bytes_per_token_per_gpu, result.kv_bytes_per_token, exact=True)
-    per_request_gpu = result.kv_bytes_per_request // d.tp if d.pp == 1 else None
-    row(f"KV per request ({result.context:,} tokens)", per_request_gpu, result.kv_bytes_per_request)
-    row(f"KV for the batch ({d.engine.name})", result.kv_bytes_per_gpu, result.kv_bytes)
+    context = f"{result.context:,} tokens"
+    if charged:
+        row(
+            f"KV per request ({context}, {engine} charge)",
+            result.kv_bytes_per_request_per_gpu,
+            result.kv_bytes_per_request,
+        )
+    row("KV for the batch (exact)", result.exact_kv_bytes_per_gpu, result.exact_kv_bytes)
     for kind, count in result.layers.items():
-        total = result.kv_bytes_by_kind.get(kind, 0)
-        row(f"  {kind} layers × {count}", None, total)
+        row(f"  {kind} layers × {count}", None, result.kv_bytes_by_kind.get(kind, 0))
+    if charged:
+        row(f"KV for the batch ({engine} charge)", result.kv_bytes_per_gpu, result.kv_bytes)
     row(
         f"weights ({result.weights.weight_dtype})",
         result.weights.per_gpu_bytes,
@@ -110,41 +140,57 @@ def size_table(result: SizeResult) -> Table:
             + (f" (active {params.active / 1e9:,.2f} B)" if params.active != params.total else ""),
         ],
     )
+    if result.capacity is not None:
+        _fit_rows(result, table, row)
+    _comparison_notes(result, table)
+    table.notes += list(result.notes)
+    return table
+
+
+def _fit_rows(result: SizeResult, table: Table, row: Callable[..., None]) -> None:
+    """The engine's budget on the SKU, what the batch leaves, and the verdict with a bar."""
+    capacity = result.capacity
+    assert capacity is not None
+    budget, sku = capacity.budget, capacity.sku
+    band = f" ± {gib(budget.uncertainty_bytes)}" if budget.uncertainty_bytes else ""
+    row(f"KV budget on {sku.name} ({result.deployment.engine.name}){band}", budget.kv_bytes, None)
+    free = budget.kv_bytes - result.kv_bytes_per_gpu
+    row("KV budget left" if free >= 0 else "KV budget short by", abs(free), None)
+    kv_inside = max(0, min(result.kv_bytes_per_gpu, budget.total_bytes - budget.weights_bytes))
+    picture = bar(
+        [
+            (budget.weights_bytes, "█"),
+            (kv_inside, "▒"),
+            (max(budget.total_bytes - budget.weights_bytes - result.kv_bytes_per_gpu, 0), "░"),
+            (max(budget.weights_bytes + result.kv_bytes_per_gpu - budget.total_bytes, 0), "!"),
+        ],
+        max(budget.total_bytes, budget.weights_bytes + result.kv_bytes_per_gpu),
+    )
+    table.notes.append(
+        f"{sku.name} per GPU [{picture}] █ weights {gib(budget.weights_bytes)} ▒ KV "
+        f"{gib(result.kv_bytes_per_gpu)} ░ engine reserve and free ! beyond memory — "
+        f"{capacity.verdict} (requests of {result.context:,} tokens that fit: "
+        f"{capacity.max_concurrency():,})"
+    )
+    table.notes.append(f"device memory: {budget.total_basis}")
+
+
+def _comparison_notes(result: SizeResult, table: Table) -> None:
+    """The window-honoured vs full-reservation figures, and the textbook formula's error."""
+    d = result.deployment
     if result.full_reservation_kv_bytes is not None:
         table.notes.append(
-            f"window-honoured KV (hybrid allocator) {gib(result.kv_bytes)}; full reservation "
+            f"window-honoured KV (exact) {gib(result.exact_kv_bytes)}; full reservation "
             f"(every layer full length, an engine without a hybrid allocator) "
             f"{gib(result.full_reservation_kv_bytes)}"
         )
     kinds = set(result.layers)
     if d.model.attention.num_kv_heads < d.model.attention.num_heads or "mla" in kinds:
-        ratio = result.naive_kv_bytes / max(result.kv_bytes, 1)
+        ratio = result.naive_kv_bytes / max(result.exact_kv_bytes, 1)
         table.notes.append(
             f"the textbook MHA formula (2·layers·hidden·L·e) would claim "
             f"{gib(result.naive_kv_bytes)} for this batch: {ratio:,.1f}× the real figure"
         )
-    fit = result.sku_fit
-    if fit is not None:
-        picture = bar(
-            [
-                (fit.weights_bytes_per_gpu, "█"),
-                (fit.kv_bytes_per_gpu, "▒"),
-                (max(fit.free_bytes, 0), "░"),
-            ],
-            max(fit.memory_bytes, fit.weights_bytes_per_gpu + fit.kv_bytes_per_gpu),
-        )
-        verdict = "fits" if fit.fits else f"does NOT fit: short by {gib(-fit.free_bytes)}"
-        table.add(
-            [f"free on {fit.sku.name}", fit.free_bytes, None],
-            [f"free on {fit.sku.name} ({gib(fit.memory_bytes)} per GPU)", gib(fit.free_bytes), "—"],
-        )
-        table.notes.append(
-            f"{fit.sku.name} per GPU [{picture}] █ weights {gib(fit.weights_bytes_per_gpu)} "
-            f"▒ KV {gib(fit.kv_bytes_per_gpu)} ░ free — {verdict} (no engine reserve; "
-            "see `kvplan report` for vLLM/SGLang budgets)"
-        )
-    table.notes += list(result.notes)
-    return table
 
 
 def explain_lines(result: SizeResult) -> list[str]:
@@ -159,11 +205,8 @@ def explain_lines(result: SizeResult) -> list[str]:
         if term.kind == "state":
             tokens = "1 state per sequence"
         else:
-            kept = sorted(set(term.tokens_kept))
-            tokens = (
-                " + ".join(f"{n:,}" for n in term.tokens_kept)
-                if len(kept) > 1
-                else (f"{kept[0]:,} tokens kept × {len(term.tokens_kept)} sequences")
+            tokens = " + ".join(
+                f"{kept:,} tokens kept × {count:,} sequences" for kept, count in term.tokens_kept
             )
         rule = {
             "full": "all L tokens",
@@ -172,14 +215,21 @@ def explain_lines(result: SizeResult) -> list[str]:
             "mla": "all L tokens, one latent, no ×2, no heads",
             "state": "constant",
             "shared": "reuses another layer",
-        }[term.kind]
+            "mlp": "FFN-only block, no cache",
+            "parallel": "all L tokens' K/V + one recurrent state per sequence",
+            "cross": "the request's encoder tokens, fixed whatever L",
+        }.get(term.kind, term.kind)
         lines.append(
             f"  {term.kind}: {factors} × ({tokens}; {rule}) × {term.layers} layers × {d.tp} GPUs"
             f" = {term.bytes_total:,} B ({gib(term.bytes_total)})"
         )
-    lines.append(f"  exact total = {sum(t.bytes_total for t in formula_terms(result)):,} B")
+    lines.append(f"  exact total = {result.exact_kv_bytes:,} B")
     if d.engine.name != "exact":
-        lines.append(f"  engine {d.engine.name} ({d.engine.summary}): {result.kv_bytes:,} B")
+        layout = result.layout
+        lines.append(
+            f"  engine {d.engine.name} ({d.engine.summary}): charges each request its blocks "
+            f"({layout.tokens_per_block} tokens each) = {result.kv_bytes:,} B"
+        )
     return lines
 
 

@@ -13,7 +13,7 @@ One file per job:
     fields        typed field reads (`_Config`) and the fields llama-like configs share
     layers        layer plans: full, sliding, chunked and state layers, and windows
     quantization  the weight dtype implied by `quantization_config`
-    dense, moe, hybrid   one function per family, grouped by how the layer stack is built
+    dense, learned, moe, hybrid   one function per family, grouped by how the layer stack is built
     families      the `model_type` -> family table
 """
 

@@ -1,7 +1,8 @@
 """Dense families: every layer one attention block and one MLP.
 
-Llama-like configs (Llama, Mistral, Phi-3, Starcoder2, Cohere, Qwen2/3, Gemma) share `_base`;
-Falcon and GPT-2 predate those names and spell their fields their own way.
+Llama-like configs (Llama, Mistral, Phi-3, Starcoder2, Cohere, Qwen2/3, Gemma, OLMo 2/3, SmolLM3,
+Seed-OSS) share `_base`; Falcon predates those names and spells its fields its own way (GPT-2 and
+OPT, with learned positions, are in `learned`).
 """
 
 from __future__ import annotations
@@ -113,18 +114,55 @@ def _qwen3(c: _Config) -> dict[str, Any]:
     }
 
 
+def _smollm3(c: _Config) -> dict[str, Any]:
+    spec = _llama(c)
+    spec["tie_word_embeddings"] = c.flag("tie_word_embeddings", True)  # SmolLM3Config default
+    nope = c.get("no_rope_layers") or []
+    if isinstance(nope, list) and 0 in nope:
+        # NoPE layers skip the rotary embedding only; they attend over the whole context.
+        c.warn(f"no_rope_layers: {nope.count(0)} NoPE layers still cache K and V (full attention)")
+    spec["layers"] = _qwen_plan(c, spec)  # SmolLM3 keeps Qwen2's use_sliding_window switch
+    return spec
+
+
+def _seed_oss(c: _Config) -> dict[str, Any]:
+    spec = _llama(c)
+    # SeedOss: attention_bias covers q, k and v; the output projection has attention_out_bias.
+    spec["attention"]["o_bias"] = c.flag("attention_out_bias", False)
+    return spec
+
+
+def _olmo2(c: _Config) -> dict[str, Any]:
+    spec = _llama(c)
+    # OLMo 2 RMSNorms the whole q (heads x head_dim) and k (kv_heads x head_dim) projections;
+    # kvplan's qk_norm counts one head_dim-wide norm each (a few thousand weights per layer).
+    spec["attention"]["qk_norm"] = True
+    c.warn("q_norm/k_norm span the whole q and k projections; counted as head_dim-wide norms")
+    return spec
+
+
+def _olmo3(c: _Config) -> dict[str, Any]:
+    spec = _olmo2(c)
+    if not c.has("sliding_window"):
+        c.data = {**c.data, "sliding_window": 4096}
+        c.warn("sliding_window absent: 4096 used (Olmo3Config default)")
+    spec["layers"] = _every_nth_full_plan(c, spec, every=4)
+    return spec
+
+
 def _gemma(c: _Config) -> dict[str, Any]:
     spec = _llama(c)
     spec["tie_word_embeddings"] = c.flag("tie_word_embeddings", True)  # Gemma ties by default
     return spec
 
 
-def _gemma_plan(c: _Config, base: dict, every: int) -> dict:
-    """Gemma 2/3 local/global layers: layer_types when given, else one global every `every`."""
+def _every_nth_full_plan(c: _Config, base: dict, every: int) -> dict:
+    """Local/global layers: layer_types when given, else one global (full) layer every `every`."""
     n = base["num_layers"]
     kinds = _layer_types(c, n)
     if kinds is None:
         # Gemma 2: even layers local (sliding), odd global. Gemma 3: 5 local then 1 global.
+        # OLMo 3: 3 local then 1 global.
         kinds = ["full" if (i + 1) % every == 0 else "sliding" for i in range(n)]
         c.warn(
             f"no layer_types: one global layer every {every} (layer {every - 1} first), "
@@ -135,7 +173,7 @@ def _gemma_plan(c: _Config, base: dict, every: int) -> dict:
 
 def _gemma2(c: _Config) -> dict[str, Any]:
     spec = _gemma(c)
-    spec["layers"] = _gemma_plan(c, spec, every=2)
+    spec["layers"] = _every_nth_full_plan(c, spec, every=2)
     spec["norms_per_layer"] = 4  # pre/post attention and pre/post feed-forward
     return spec
 
@@ -155,15 +193,11 @@ _GEMMA3_TEXT_DEFAULTS = {
 
 
 def _gemma3_text(c: _Config) -> dict[str, Any]:
-    for key, default in _GEMMA3_TEXT_DEFAULTS.items():
-        if not c.has(key):
-            c.warn(f"{key} absent: {default} used (transformers Gemma3TextConfig default)")
-            c.data = {**c.data, key: default}
-            c.defaulted.add(key)
+    c.fill_defaults(_GEMMA3_TEXT_DEFAULTS, "transformers Gemma3TextConfig")
     spec = _gemma(c)
     spec["attention"]["qk_norm"] = True
     every = c.int("sliding_window_pattern") if c.has("sliding_window_pattern") else 6
-    spec["layers"] = _gemma_plan(c, spec, every=every)
+    spec["layers"] = _every_nth_full_plan(c, spec, every=every)
     spec["norms_per_layer"] = 4
     return spec
 
@@ -214,34 +248,4 @@ def _falcon(c: _Config) -> dict[str, Any]:
         "norm": "layer",
         # Old parallel blocks share one LayerNorm; new_decoder_architecture has ln_attn + ln_mlp.
         "norms_per_layer": 1 if parallel and not new_arch else 2,
-    }
-
-
-def _gpt2(c: _Config) -> dict[str, Any]:
-    hidden = c.int("n_embd")
-    num_heads = c.int("n_head")
-    positions = c.int("n_positions")
-    return {
-        "family": c.model_type,
-        "hidden_size": hidden,
-        "num_layers": c.int("n_layer"),
-        "vocab_size": c.int("vocab_size"),
-        "intermediate_size": c.int("n_inner") if c.has("n_inner") else 4 * hidden,
-        "tie_word_embeddings": c.flag("tie_word_embeddings", True),
-        "max_context": positions,
-        "weight_dtype": _weight_dtype(c),
-        # GPT-2 is plain MHA: every head caches its own K and V.
-        "attention": _attention(
-            c,
-            hidden,
-            num_heads=num_heads,
-            num_kv_heads=num_heads,
-            qkv_bias=True,
-            o_bias=True,
-        ),
-        "layers": _full(),
-        "mlp": "plain",
-        "mlp_bias": True,
-        "norm": "layer",
-        "learned_positions": positions,
     }

@@ -11,28 +11,38 @@ from kvplan.catalog.hf.dense import (
     _gemma,
     _gemma2,
     _gemma3_text,
-    _gpt2,
     _llama,
     _mistral,
+    _olmo2,
+    _olmo3,
     _phi3,
     _qwen2,
     _qwen3,
+    _seed_oss,
+    _smollm3,
     _starcoder2,
 )
 from kvplan.catalog.hf.fields import _Config
-from kvplan.catalog.hf.hybrid import _jamba, _qwen3_next
+from kvplan.catalog.hf.hybrid import _jamba, _kimi_linear, _qwen3_5, _qwen3_next
+from kvplan.catalog.hf.learned import _gpt2, _opt
 from kvplan.catalog.hf.moe import (
     _deepseek,
+    _glm4_moe,
     _gpt_oss,
     _llama4,
+    _minimax_m2,
     _mixtral,
     _qwen2_moe,
     _qwen3_moe,
 )
+from kvplan.catalog.hf.ssm import _falcon_h1, _granite_hybrid, _nemotron_h
+from kvplan.catalog.hf.vision import _mllama
 
 _FAMILIES: dict[str, Callable[[_Config], dict[str, Any]]] = {
     "llama": _llama,
     "mistral": _mistral,
+    "mistral3": _mistral,  # multimodal wrapper (Mistral Small 3.1, Ministral 3): text_config
+    "ministral3": _mistral,  # Ministral 3 text model: Mistral layers, tied embeddings as stated
     "mixtral": _mixtral,
     "qwen2": _qwen2,
     "qwen2_moe": _qwen2_moe,
@@ -46,6 +56,13 @@ _FAMILIES: dict[str, Callable[[_Config], dict[str, Any]]] = {
     "phi3": _phi3,
     "falcon": _falcon,
     "gpt2": _gpt2,
+    "opt": _opt,
+    "olmo2": _olmo2,
+    "olmo3": _olmo3,
+    "smollm3": _smollm3,
+    "seed_oss": _seed_oss,
+    "glm4_moe": _glm4_moe,
+    "minimax_m2": _minimax_m2,
     "starcoder2": _starcoder2,
     "cohere": _cohere,
     "deepseek_v2": _deepseek,
@@ -55,9 +72,19 @@ _FAMILIES: dict[str, Callable[[_Config], dict[str, Any]]] = {
     "llama4": _llama4,  # multimodal wrapper: read from text_config
     "llama4_text": _llama4,
     "jamba": _jamba,
+    "deepseek_v32": _deepseek,  # DeepSeek-V3.2: V3 + the sparse-attention indexer
+    "kimi_linear": _kimi_linear,
+    "qwen3_5": _qwen3_5,  # multimodal wrapper: read from text_config
+    "qwen3_5_text": _qwen3_5,
+    "qwen3_5_moe": _qwen3_5,  # multimodal wrapper: read from text_config
+    "qwen3_5_moe_text": _qwen3_5,
+    "nemotron_h": _nemotron_h,
+    "granitemoehybrid": _granite_hybrid,
+    "falcon_h1": _falcon_h1,
+    "mllama": _mllama,  # multimodal wrapper: text_config + vision_config
 }
 
 SUPPORTED_MODEL_TYPES: tuple[str, ...] = tuple(sorted(_FAMILIES))
 
 # Wrappers whose language model lives in a nested text_config.
-_NESTED_TEXT = ("gemma3", "llama4")
+_NESTED_TEXT = ("gemma3", "llama4", "mistral3", "qwen3_5", "qwen3_5_moe", "mllama")

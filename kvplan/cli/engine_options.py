@@ -1,0 +1,242 @@
+"""The engine options every planning command takes, declared once.
+
+`size`, `report`, `claim` (and any command that computes a budget) get the same engine,
+version, memory and parallelism options with the same defaults: the `@engine_options`
+decorator adds them to the command's signature and hands the command one `EngineOptions`
+value, which it resolves inside its error handler.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated, Any, TypeVar
+
+import typer
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+ENGINE_HELP = (
+    "serving engine whose accounting to follow: vllm (default; paged blocks, vLLM's budget), "
+    "sglang (token pool), exact (physics, no reserve), hf (transformers caches), "
+    "naive (textbook MHA)"
+)
+
+
+def _option(*decls: str, help: str, **kwargs: Any) -> Any:
+    return typer.Option(*decls, help=help, show_default=kwargs.pop("show_default", False), **kwargs)
+
+
+# name -> (annotation, default)
+_PARAMETERS: dict[str, tuple[Any, Any]] = {
+    "engine": (
+        Annotated[str, _option("--engine", "-e", help=ENGINE_HELP, show_default=True)],
+        "vllm",
+    ),
+    "engine_version": (
+        Annotated[
+            str | None,
+            _option(
+                "--engine-version",
+                "--vllm-version",
+                help="engine version whose rules and log wording to follow "
+                "(vLLM 0.5 – 0.33; default 0.11)",
+            ),
+        ],
+        None,
+    ),
+    "utilization": (
+        Annotated[
+            float | None,
+            _option(
+                "--utilization",
+                help="fraction (0–1] of GPU memory the engine may use: vLLM "
+                "gpu_memory_utilization (default 0.9; 0.92 from 0.20), SGLang "
+                "mem_fraction_static (default by TP), exact 1.0",
+            ),
+        ],
+        None,
+    ),
+    "kv_memory": (
+        Annotated[
+            str | None,
+            _option(
+                "--kv-memory",
+                help="fixed KV budget per GPU, like vLLM --kv-cache-memory (e.g. 51.38GiB); "
+                "replaces the estimated budget",
+            ),
+        ],
+        None,
+    ),
+    "block_size": (
+        Annotated[
+            int | None,
+            _option(
+                "--block-size",
+                help="tokens per KV block for paged engines; default 16 (vLLM MLA: 64 on "
+                "Hopper, 128 on Blackwell)",
+            ),
+        ],
+        None,
+    ),
+    "max_num_batched_tokens": (
+        Annotated[
+            int | None,
+            _option(
+                "--max-num-batched-tokens",
+                help="tokens per scheduler step (vLLM default 8192 on ≥ 70 GiB non-A100 GPUs, "
+                "else 2048); sliding layers are charged window − 1 + this",
+            ),
+        ],
+        None,
+    ),
+    "max_num_seqs": (
+        Annotated[
+            int | None,
+            _option("--max-num-seqs", help="requests running at once (vLLM 1024 / 256 as above)"),
+        ],
+        None,
+    ),
+    "activation_memory": (
+        Annotated[
+            str | None,
+            _option(
+                "--activation-memory",
+                help="override the activation peak estimate (bytes or with a unit: 4.76GiB)",
+            ),
+        ],
+        None,
+    ),
+    "non_torch_memory": (
+        Annotated[
+            str | None,
+            _option(
+                "--non-torch-memory",
+                help="override the non-torch estimate (CUDA context growth, NCCL, cuBLAS)",
+            ),
+        ],
+        None,
+    ),
+    "cudagraph_memory": (
+        Annotated[
+            str | None,
+            _option(
+                "--cudagraph-memory",
+                help="CUDA-graph memory the engine subtracts (vLLM ≥ 0.20; default 0, said in "
+                "the notes)",
+            ),
+        ],
+        None,
+    ),
+    "no_hybrid_allocator": (
+        Annotated[
+            bool,
+            _option(
+                "--no-hybrid-allocator",
+                help="windowed layers reserve full length (vLLM "
+                "--disable-hybrid-kv-cache-manager)",
+            ),
+        ],
+        False,
+    ),
+    "draft_layers": (
+        Annotated[
+            int,
+            _option(
+                "--draft-layers",
+                help="speculative-decoding draft layers that share the KV cache (EAGLE: 1)",
+                show_default=True,
+            ),
+        ],
+        0,
+    ),
+    "dp": (
+        Annotated[
+            int,
+            _option(
+                "--dp",
+                help="data-parallel replicas, each with its own KV cache (vLLM "
+                "--data-parallel-size; with --ep, SGLang --enable-dp-attention)",
+                show_default=True,
+            ),
+        ],
+        1,
+    ),
+    "ep": (
+        Annotated[
+            bool,
+            _option(
+                "--ep",
+                help="expert parallelism: routed experts spread over all tp × dp GPUs (vLLM "
+                "--enable-expert-parallel, SGLang --ep-size)",
+            ),
+        ],
+        False,
+    ),
+}
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    """The engine options as typed; `resolve()` validates them into engine settings."""
+
+    values: dict[str, Any]
+
+    @property
+    def engine(self) -> str:
+        return str(self.values["engine"])
+
+    def resolve(self) -> tuple[str, Any, int, bool]:
+        """(engine name, EngineSettings, dp, ep); raises KvplanError on a bad value."""
+        from kvplan.plan.engines import EngineSettings, engine
+        from kvplan.units import parse_bytes
+
+        v = self.values
+
+        def size(name: str) -> int | None:
+            text = v[name]
+            option = "--" + name.replace("_", "-")
+            return parse_bytes(text, option) if text is not None else None
+
+        settings = EngineSettings(
+            version=v["engine_version"],
+            tokens_per_block=v["block_size"],
+            hybrid_allocator=False if v["no_hybrid_allocator"] else None,
+            draft_layers=v["draft_layers"],
+            utilization=v["utilization"],
+            kv_memory_bytes=size("kv_memory"),
+            activation_bytes=size("activation_memory"),
+            non_torch_bytes=size("non_torch_memory"),
+            cudagraph_bytes=size("cudagraph_memory"),
+            max_num_batched_tokens=v["max_num_batched_tokens"],
+            max_num_seqs=v["max_num_seqs"],
+        )
+        return engine(v["engine"]).name, settings, v["dp"], v["ep"]
+
+
+def engine_options(command: F) -> F:
+    """Add the engine options to `command`; it receives them as `engine_options`."""
+    signature = inspect.signature(command, eval_str=True)
+    kept = [p for p in signature.parameters.values() if p.name != "engine_options"]
+    # Keep --format and --catalog last in --help, after the engine options.
+    tail = [p for p in kept if p.name in ("fmt", "catalog_dirs")]
+    head = [p for p in kept if p not in tail]
+    added = [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=hint)
+        for name, (hint, default) in _PARAMETERS.items()
+    ]
+    keyword_head = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in head]
+    first = [p for p in keyword_head if p.default is inspect.Parameter.empty]
+    rest = [p for p in keyword_head if p.default is not inspect.Parameter.empty]
+    tail = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in tail]
+
+    @functools.wraps(command)
+    def wrapper(**kwargs: Any) -> Any:
+        values = {name: kwargs.pop(name) for name in _PARAMETERS}
+        return command(**kwargs, engine_options=EngineOptions(values))
+
+    wrapper.__signature__ = signature.replace(parameters=first + rest + added + tail)  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {}
+    return wrapper  # type: ignore[return-value]

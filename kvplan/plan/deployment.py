@@ -1,0 +1,87 @@
+"""What is being planned: a model on tp × pp × dp GPUs under one engine, with its dtypes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kvplan.errors import KvplanError
+from kvplan.kvmath import LayerCache, layer_caches, stage_layer_ranges
+from kvplan.plan.engines.base import EngineProfile, EngineSettings
+from kvplan.plan.weights import WeightBytes, weight_bytes
+from kvplan.specs import ModelSpec, kv_dtype_info
+
+# Parallel degrees above these are typing slips, not deployments (the largest public
+# deployments run TP 8-16 per node, DP/EP up to a few hundred GPUs).
+MAX_PARALLEL_DEGREE = 4096
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """A model served by `engine` on tp × pp GPUs per replica, `dp` replicas.
+
+    `tp` splits attention heads and matrices inside a replica, `pp` splits layers, `dp`
+    runs independent replicas (each with its own KV cache, holding its own requests).
+    `ep` shards the routed experts of an MoE model over all tp · dp GPUs instead of
+    splitting every expert by tp (vLLM --enable-expert-parallel, SGLang --ep).
+    """
+
+    model: ModelSpec
+    engine: EngineProfile
+    kv_dtype: str = "bf16"
+    weight_dtype: str | None = None  # None: the model's released dtype
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    ep: bool = False
+    settings: EngineSettings = field(default_factory=EngineSettings)
+    exact_weights_bytes: int | None = None  # safetensors total_size, when imported from HF
+
+    def __post_init__(self) -> None:
+        for name, value in (("--tp", self.tp), ("--pp", self.pp), ("--dp", self.dp)):
+            if not 1 <= value <= MAX_PARALLEL_DEGREE:
+                raise KvplanError(f"{name}: {value} must be between 1 and {MAX_PARALLEL_DEGREE}")
+        if self.ep and self.model.moe is None:
+            raise KvplanError(
+                f"--ep: {self.model.name} has no routed experts; expert parallelism needs an MoE"
+            )
+        kv_dtype_info(self.kv_dtype)  # fail early on a typo
+        stage_layer_ranges(self.model.num_layers, self.pp)
+        self.engine.check(self)
+
+    @property
+    def gpus(self) -> int:
+        """GPUs of the whole deployment: tp · pp · dp."""
+        return self.tp * self.pp * self.dp
+
+    @property
+    def gpus_per_replica(self) -> int:
+        return self.tp * self.pp
+
+    @property
+    def expert_shards(self) -> int:
+        """GPUs one MoE layer's routed experts are spread over."""
+        return self.tp * self.dp if self.ep else self.tp
+
+    def exact_caches(self, full_reservation: bool = False) -> tuple[LayerCache, ...]:
+        """The physics: one cache per layer on one TP rank (kvmath), no engine rounding."""
+        return layer_caches(self.model, kv_dtype_info(self.kv_dtype), self.tp, full_reservation)
+
+    def stage_ranges(self) -> tuple[range, ...]:
+        """The layers of each pipeline stage."""
+        return stage_layer_ranges(self.model.num_layers, self.pp)
+
+    def weights(self) -> WeightBytes:
+        """Weight bytes, whole and on the binding GPU."""
+        return weight_bytes(
+            self.model,
+            self.weight_dtype,
+            self.tp,
+            self.pp,
+            self.exact_weights_bytes,
+            self.expert_shards,
+        )
+
+    def replace(self, **changes: object) -> Deployment:
+        """This deployment with some fields changed (validated again)."""
+        fields = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        return Deployment(**(fields | changes))  # type: ignore[arg-type]

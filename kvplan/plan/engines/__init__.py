@@ -1,0 +1,49 @@
+"""The engine model: one profile per serving engine, kept in a registry.
+
+Every command (size, report, check, claim, recommend, verify) asks a profile for the KV
+layout, the budget and the pool; none has its own copy of an engine rule. Adding an engine
+adds a module here and never changes `kvmath`.
+"""
+
+from __future__ import annotations
+
+import difflib
+
+from kvplan.errors import KvplanError
+from kvplan.plan.engines.analytic import EXACT, HF, NAIVE
+from kvplan.plan.engines.base import (
+    Budget,
+    EngineProfile,
+    EngineSettings,
+    KvLayout,
+    KvPool,
+    Scheduler,
+)
+from kvplan.plan.engines.sglang import SGLANG
+from kvplan.plan.engines.vllm import VLLM
+
+__all__ = [
+    "DEFAULT_ENGINE",
+    "ENGINES",
+    "Budget",
+    "EngineProfile",
+    "EngineSettings",
+    "KvLayout",
+    "KvPool",
+    "Scheduler",
+    "engine",
+]
+
+ENGINES: dict[str, EngineProfile] = {e.name: e for e in (VLLM, SGLANG, EXACT, HF, NAIVE)}
+# The engine every command uses unless told otherwise: what most deployments run.
+DEFAULT_ENGINE = "vllm"
+
+
+def engine(name: str) -> EngineProfile:
+    """The engine profile called `name` (any case)."""
+    found = ENGINES.get(name.lower())
+    if found is not None:
+        return found
+    close = difflib.get_close_matches(name.lower(), list(ENGINES), n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    raise KvplanError(f"--engine: unknown engine {name!r}{hint} (allowed: {', '.join(ENGINES)})")

@@ -1,0 +1,362 @@
+"""The vLLM profile: paged blocks per KV cache group, vLLM's budget, and its startup log lines.
+
+Version-specific rules live in `vllm_version`, pages and groups in `vllm_pages`, the memory
+terms in `vllm_memory`; this module puts them together behind `EngineProfile`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from typing import TYPE_CHECKING
+
+from kvplan.errors import KvplanError
+from kvplan.kvmath import LayerCache, MlaIndexerCache
+from kvplan.plan.engines import vllm_memory
+from kvplan.plan.engines.base import (
+    Budget,
+    EngineProfile,
+    KvLayout,
+    KvPool,
+    Scheduler,
+    device_memory,
+    subtract_terms,
+)
+from kvplan.plan.engines.vllm_pages import (
+    VllmStage,
+    estimated_max_model_len,
+    page_specs,
+    stage_layout,
+)
+from kvplan.plan.engines.vllm_version import DEFAULT_VERSION, VllmVersion, parse_version
+from kvplan.specs import kv_dtype_info
+from kvplan.units import GIB
+
+if TYPE_CHECKING:
+    from kvplan.plan.deployment import Deployment
+    from kvplan.specs import ModelSpec, SkuSpec
+
+# v1/kv_cache_interface.py MLAAttentionSpec: with --kv-cache-dtype fp8, sparse MLA
+# (DeepSeek-V3.2) stores "fp8_ds_mla": 512 fp8 latent values, 4 fp32 scales and the 64 rope
+# values in bf16, 656 bytes per token where dense fp8 MLA takes 576.
+FP8_DS_MLA_TOKEN_BYTES = 656
+# platforms/cuda.py (0.11): 16 tokens per block; MLA backends need their own page size:
+# FlashMLA (the default on Hopper, compute capability 9.0) 64, CUTLASS MLA (Blackwell
+# SM100) 128; other GPUs run Triton MLA with the default 16.
+BLOCK_TOKENS = 16
+MLA_BLOCK_TOKENS_BY_CAPABILITY = {"9.0": 64, "10.0": 128, "10.3": 128}
+MLA_BLOCK_TOKENS_UNKNOWN_GPU = 64
+
+
+def version_of(deployment: Deployment) -> VllmVersion:
+    """The vLLM version whose rules apply (the setting, else kvplan's default)."""
+    text = deployment.settings.version
+    return parse_version(text) if text else DEFAULT_VERSION
+
+
+def block_tokens(deployment: Deployment, sku: SkuSpec | None) -> int:
+    """Tokens per block: --block-size, else 16, or the MLA backend's page on this GPU."""
+    if deployment.settings.tokens_per_block:
+        return deployment.settings.tokens_per_block
+    if deployment.model.mla is None:
+        return BLOCK_TOKENS
+    if sku is None or sku.compute_capability is None:
+        return MLA_BLOCK_TOKENS_UNKNOWN_GPU
+    return MLA_BLOCK_TOKENS_BY_CAPABILITY.get(sku.compute_capability, BLOCK_TOKENS)
+
+
+def uses_hybrid_allocator(deployment: Deployment) -> bool:
+    """Whether windowed layers keep only their window (the hybrid KV-cache manager).
+
+    Off when the user says so (--disable-hybrid-kv-cache-manager), in V0 (no hybrid
+    manager), and for chunked local attention (0.11 config/__init__.py turns it off unless
+    VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1).
+    """
+    if deployment.settings.hybrid_allocator is not None:
+        return deployment.settings.hybrid_allocator
+    if version_of(deployment).era == "v0":
+        return False
+    return "chunked" not in deployment.model.layer_kinds
+
+
+class VllmProfile(EngineProfile):
+    name = "vllm"
+    summary = (
+        "paged blocks per KV cache group (16 tokens; MLA 64 on Hopper, 128 on Blackwell), "
+        "window-aware, one state block per request; budget from vLLM's memory profile"
+    )
+    default_utilization_text = "0.9 (0.92 from vLLM 0.20)"
+
+    def check(self, deployment: Deployment) -> None:
+        version_of(deployment)  # a bad --vllm-version fails here, before anything is sized
+        reason = self.tp_refusal(deployment.model, deployment.tp)
+        if reason:
+            raise KvplanError(f"--tp: {reason}")
+
+    def stored_caches(
+        self, deployment: Deployment, full_reservation: bool = False
+    ) -> tuple[LayerCache, ...]:
+        """The physics caches, with sparse MLA's fp8 latent in vLLM's fp8_ds_mla layout."""
+        caches = deployment.exact_caches(full_reservation)
+        if kv_dtype_info(deployment.kv_dtype).bits != 8:
+            return caches
+        return tuple(
+            replace(c, token_bytes=FP8_DS_MLA_TOKEN_BYTES + c.indexer_token_bytes)
+            if isinstance(c, MlaIndexerCache)
+            else c
+            for c in caches
+        )
+
+    def tp_refusal(self, model: ModelSpec, tp: int) -> str | None:
+        """Why vLLM refuses `tp` for `model` (config/model.py, QKVParallelLinear), or None.
+
+        Query heads must divide by tp; KV heads must divide by tp, or tp by the KV heads when
+        tp is larger (each head is then replicated tp / kv_heads times).
+        """
+        heads, kv_heads = model.attention.num_heads, model.attention.num_kv_heads
+        if heads % tp:
+            return (
+                f"vLLM refuses tp {tp} for {model.name}: total number of attention heads "
+                f"({heads}) must be divisible by tensor parallel size ({tp}); "
+                f"use one of {_divisors(heads)}"
+            )
+        uses_kv_heads = model.mla is None and any(
+            kind in ("full", "sliding", "chunked") for kind in model.layer_kinds
+        )
+        if uses_kv_heads and (kv_heads % tp if tp <= kv_heads else tp % kv_heads):
+            return (
+                f"vLLM refuses tp {tp} for {model.name}: its {kv_heads} KV heads must divide "
+                f"by tp, or tp by them (heads are replicated when tp > {kv_heads})"
+            )
+        return None
+
+    def scheduler(
+        self, deployment: Deployment, sku: SkuSpec | None, max_model_len: int | None = None
+    ) -> Scheduler:
+        defaults = vllm_memory.scheduler_defaults(sku, version_of(deployment), max_model_len)
+        settings = deployment.settings
+        return Scheduler(
+            settings.max_num_batched_tokens or defaults.max_num_batched_tokens,
+            settings.max_num_seqs or defaults.max_num_seqs,
+        )
+
+    def layout(self, deployment: Deployment, sku: SkuSpec | None) -> KvLayout:
+        return _layout(
+            deployment,
+            block_tokens(deployment, sku),
+            self.scheduler(deployment, sku).max_num_batched_tokens,
+        )
+
+    def budget(
+        self, deployment: Deployment, sku: SkuSpec, max_model_len: int | None = None
+    ) -> Budget:
+        """vLLM's "Available KV cache memory" on one rank (the V0 profile depends on the
+        length: it batches whole prompts)."""
+        version = version_of(deployment)
+        total, basis = device_memory(sku)
+        scheduler = self.scheduler(deployment, sku, max_model_len)
+
+        def estimate() -> tuple[int, int, int, int]:
+            return (
+                vllm_memory.activation_bytes(deployment, version, scheduler),
+                vllm_memory.non_torch_bytes(deployment, version),
+                vllm_memory.cudagraph_bytes(deployment, version),
+                vllm_memory.ESTIMATE_BAND_BYTES,
+            )
+
+        utilization = deployment.settings.utilization or version.default_utilization
+        weights = vllm_memory.weights_bytes(deployment, sku, version)
+        return subtract_terms(total, basis, utilization, weights, deployment.settings, estimate)
+
+    def capacity_tokens(self, pool: KvPool, max_model_len: int) -> int:
+        """ "GPU KV cache size: N tokens" as the version defines it.
+
+        0.8–0.21 (and V0's blocks × block size): the pool of one group,
+        (num_blocks // groups) · block tokens; ≥ 0.22: tokens of context at peak concurrency,
+        int(X · max_model_len).
+        """
+        stage = _binding_stage(pool)
+        if _era_of(pool) == "v1-new":
+            return int(pool.concurrency_at(max_model_len) * max_model_len)
+        return pool.num_blocks // len(stage.groups) * stage.block_tokens
+
+    def log_lines(self, budget: Budget, pool: KvPool, max_model_len: int) -> list[str]:
+        return startup_lines(budget, pool, max_model_len)
+
+    def notes(self, deployment: Deployment, sku: SkuSpec | None) -> list[str]:
+        notes = super().notes(deployment, sku)
+        model, settings = deployment.model, deployment.settings
+        kinds = set(model.layer_kinds)
+        if kinds & {"sliding", "chunked"} and uses_hybrid_allocator(deployment):
+            tokens = self.scheduler(deployment, sku).max_num_batched_tokens
+            basis = "set" if settings.max_num_batched_tokens else (
+                "vllm serve's default for this GPU" if sku else "vllm serve's default, no --sku"
+            )
+            notes.append(
+                f"vLLM charges each windowed layer the window − 1 + max_num_batched_tokens "
+                f"({tokens:,}, {basis}) tokens plus one block per request"
+            )
+        elif kinds & {"sliding", "chunked"}:
+            notes.append(
+                "vLLM's hybrid KV-cache manager is off (chunked local attention or "
+                "--no-hybrid-allocator): windowed layers reserve the full length"
+            )
+        if "cross" in kinds and version_of(deployment).major_minor > (0, 10):
+            notes.append(
+                "vLLM serves cross-attention (mllama) models only up to 0.10.2 (the V0 engine); "
+                "sized here as its V1 accounting would be"
+            )
+        if model.mla is not None and not settings.tokens_per_block:
+            block = block_tokens(deployment, sku)
+            where = (
+                f"compute capability {sku.compute_capability}"
+                if sku is not None and sku.compute_capability
+                else "no GPU given: FlashMLA's Hopper page assumed"
+            )
+            notes.append(f"MLA blocks of {block} tokens ({where})")
+        version = version_of(deployment)
+        if sku is not None and version.subtracts_cudagraph_estimate:
+            notes.append(
+                f"vLLM {version.text} subtracts its CUDA-graph estimate from the budget; kvplan "
+                "estimates it from the layers captured (--cudagraph-memory to set it)"
+            )
+        if sku is not None and settings.kv_memory_bytes is None:
+            band = vllm_memory.band_for(version)
+            notes.append(
+                f"activation peak and non-torch memory are estimates fitted on {band.basis}; "
+                "the budget carries their band"
+            )
+        return notes
+
+
+def _divisors(n: int) -> str:
+    return ", ".join(str(d) for d in range(1, min(n, 64) + 1) if n % d == 0)
+
+
+@lru_cache(maxsize=4096)  # one layout per (model, tp, ...) serves every SKU of a report
+def _layout(deployment: Deployment, block: int, max_num_batched_tokens: int) -> KvLayout:
+    """vLLM's grouped page specs for every pipeline stage (speculative draft layers added)."""
+    version = version_of(deployment)
+    hybrid = uses_hybrid_allocator(deployment)
+    caches = VLLM.stored_caches(deployment, full_reservation=not hybrid)
+    mamba_aligned = deployment.settings.tokens_per_block is None
+    stages = []
+    for layers in deployment.stage_ranges():
+        specs = page_specs(caches, layers, block, mamba_aligned)
+        if deployment.settings.draft_layers and specs:
+            # EAGLE's draft layer joins the target's cache group (vllm#19996: 32 + 1 layers).
+            draft = next((s for s in specs if s.kind in ("full", "mla")), specs[0])
+            specs = specs + [draft] * deployment.settings.draft_layers
+        stages.append(stage_layout(specs, version, max_num_batched_tokens))
+    ranges = deployment.stage_ranges()
+    per_token = max(sum(caches[i].context_token_bytes for i in r) for r in ranges)
+    shown_block = min(stage.block_tokens for stage in stages)
+    return VllmLayout(tuple(stages), shown_block, per_token, version)
+
+
+@dataclass(frozen=True)
+class VllmLayout(KvLayout):
+    """A vLLM layout also knows the version whose rules and log wording it follows."""
+
+    version: VllmVersion = DEFAULT_VERSION
+
+
+def _binding_stage(pool: KvPool) -> VllmStage:
+    """The stage whose blocks are dearest: it sets the block count every rank takes."""
+    stages = pool.layout.stages
+    stage = max(stages, key=lambda s: s.bytes_per_block)
+    assert isinstance(stage, VllmStage)
+    return stage
+
+
+def _era_of(pool: KvPool) -> str:
+    layout = pool.layout
+    return layout.version.era if isinstance(layout, VllmLayout) else "v1"
+
+
+@dataclass(frozen=True)
+class VllmStartup:
+    """The figures vLLM logs at startup for one plan (one rank: the binding one)."""
+
+    version: VllmVersion
+    available_bytes: int  # "Available KV cache memory"
+    max_model_len: int
+    num_blocks: int
+    block_tokens: int
+    gpu_kv_cache_tokens: int  # "GPU KV cache size: N tokens" (V0: blocks × block size)
+    max_concurrency: float  # "Maximum concurrency for L tokens per request: X"
+    needed_bytes: int  # the startup check's KV for one request of max_model_len
+    estimated_max_model_len: int | None  # the startup error's estimate; None: it fits
+    padding: tuple[tuple[int, int], ...]  # hybrid groups: (padding layers, layers) per spec
+
+    @property
+    def padding_layers(self) -> int:
+        return sum(pad for pad, _ in self.padding)
+
+
+def startup(budget: Budget, pool: KvPool, max_model_len: int) -> VllmStartup | None:
+    """What vLLM prints for a pool at `max_model_len`; None when no memory is left."""
+    if budget.kv_bytes <= 0:
+        return None
+    layout = pool.layout
+    stage = _binding_stage(pool)
+    version = layout.version if isinstance(layout, VllmLayout) else DEFAULT_VERSION
+    if version.era == "v0":
+        concurrency = pool.num_blocks * stage.block_tokens / max_model_len
+    else:
+        concurrency = pool.concurrency_at(max_model_len)
+    stages = tuple(s for s in layout.stages if isinstance(s, VllmStage))
+    needed = max(s.needed_bytes(max_model_len) for s in stages)
+    estimate = None
+    if needed > budget.kv_bytes:
+        estimate = estimated_max_model_len(stages, budget.kv_bytes, max_model_len)
+    return VllmStartup(
+        version=version,
+        available_bytes=budget.kv_bytes,
+        max_model_len=max_model_len,
+        num_blocks=pool.num_blocks,
+        block_tokens=stage.block_tokens,
+        gpu_kv_cache_tokens=VLLM.capacity_tokens(pool, max_model_len),
+        max_concurrency=concurrency,
+        needed_bytes=needed,
+        estimated_max_model_len=estimate,
+        padding=stage.padding,
+    )
+
+
+def startup_lines(budget: Budget, pool: KvPool, max_model_len: int) -> list[str]:
+    """The startup lines vLLM prints for this plan, in that version's wording."""
+    lines = [f"Available KV cache memory: {budget.kv_bytes / GIB:.2f} GiB"]
+    figures = startup(budget, pool, max_model_len)
+    if figures is None:
+        return [*lines, "No available memory for the cache blocks."]
+    for padding, layers in figures.padding:
+        if padding / layers > 0.05:  # vLLM only warns above 5 %
+            lines.append(
+                f"Add {padding} padding layers, may waste at most {padding / layers:.2%} "
+                "KV cache memory"
+            )
+    concurrency = (
+        f"Maximum concurrency for {max_model_len:,} tokens per request: "
+        f"{figures.max_concurrency:.2f}x"
+    )
+    tokens = f"GPU KV cache size: {figures.gpu_kv_cache_tokens:,} tokens"
+    era = figures.version.era
+    if era == "v0":
+        lines += [f"# GPU blocks: {figures.num_blocks}", concurrency]
+    elif era == "v1":
+        lines += [tokens, concurrency]
+    else:
+        lines.append(f"{tokens}, {concurrency}")
+    if figures.estimated_max_model_len is not None:
+        lines.append(
+            f"To serve at least one request with the models's max seq len ({max_model_len}), "
+            f"({figures.needed_bytes / GIB:.2f} GiB KV cache is needed, which is larger than the "
+            f"available KV cache memory ({figures.available_bytes / GIB:.2f} GiB). Based on the "
+            f"available memory, the estimated maximum model length is "
+            f"{figures.estimated_max_model_len}."
+        )
+    return lines
+
+
+VLLM = VllmProfile()

@@ -1,0 +1,187 @@
+"""vLLM's memory profile: the terms it subtracts before the KV cache, estimated per GPU.
+
+vLLM V1 (`v1/worker/gpu_worker.py` `determine_available_memory`):
+
+    available = total · gpu_memory_utilization − weights − torch peak increase of the
+                profile run − non-torch increase [− CUDA-graph estimate, ≥ 0.20]
+
+V0 (≤ 0.7) is the same sum with its own profile run (`worker/worker.py`
+`determine_num_available_blocks`). `total` is what the CUDA runtime reports
+(`torch.cuda.mem_get_info()`), not the datasheet. Weights are kvplan's exact bytes; the other
+terms are estimates fitted on public startup logs (tests/golden/vllm_memory, the fit and test
+split in tests/test_vllm_budget_fit.py, the errors per log in docs/engines.md). Each estimate
+takes the upper end of what the logs show, so a plan errs towards less KV, never more.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from kvplan.plan.engines.base import Scheduler
+from kvplan.units import GIB, MIB
+
+if TYPE_CHECKING:
+    from kvplan.plan.deployment import Deployment
+    from kvplan.plan.engines.vllm_version import VllmVersion
+    from kvplan.specs import ModelSpec, SkuSpec
+
+# arg_utils.py (0.6 – 0.33): `vllm serve` takes the large defaults on GPUs with ≥ 70 GiB that
+# are not A100s (device total as the runtime reports it).
+LARGE_GPU_BYTES = 70 * GIB
+# V0 without chunked prefill batches a whole prompt: max_num_batched_tokens =
+# max(max_model_len, 2048); above 32k tokens `vllm serve` turns chunked prefill on with 2048.
+V0_CHUNKED_PREFILL_ABOVE_TOKENS = 32_768
+V0_CHUNKED_PREFILL_BATCHED_TOKENS = 2048
+
+
+@dataclass(frozen=True)
+class MemoryBand:
+    """The profile-run terms of a range of vLLM versions, fitted on that range's public logs.
+
+    sampler_bytes_per_logit: the torch peak of the dummy sampler run per logit of
+        max_num_seqs × vocab (fp32 logits and the sampler's sort/softmax/index copies).
+    non_torch_bytes_tp1 / non_torch_bytes_tp: CUDA memory outside torch that grows while
+        profiling, at TP 1 and with tensor-parallel communicators (NCCL, custom all-reduce).
+    """
+
+    first_version: tuple[int, int]
+    sampler_bytes_per_logit: float
+    non_torch_bytes_tp1: int
+    non_torch_bytes_tp: int
+    basis: str
+
+
+# Fitted constants, oldest first (each the largest value the fit logs show, rounded up):
+MEMORY_BANDS = (
+    # V0: the profile run is one forward pass of max_num_batched_tokens, then the driver rank
+    # samples the last token of max_num_seqs dummy requests with top-p/top-k (a sort of the
+    # fp32 logits), as V1 0.11 does. RTX 3090, 0.6.4: non-torch 0.35 GiB.
+    MemoryBand((0, 5), 39.0, round(0.36 * GIB), round(0.36 * GIB), "V0 logs (0.6.4, 0.7.2)"),
+    # V1 0.8 – 0.10: A100 defaults (256 requests) show activation + non-torch ≈ 0.56 GiB.
+    MemoryBand((0, 8), 16.0, round(0.15 * GIB), round(0.56 * GIB), "V1 0.8 – 0.10 logs"),
+    # 0.11: llm-d's H100 sweep: 38.4 – 38.9 B per logit at 1024 requests; non-torch 0.13 –
+    # 0.14 GiB at TP 1, 0.54 – 0.55 GiB at TP 2.
+    MemoryBand((0, 11), 39.0, round(0.15 * GIB), round(0.56 * GIB), "0.11 logs (llm-d)"),
+    # 0.12 – 0.18: no public log found; the larger of the neighbouring bands' terms.
+    MemoryBand((0, 12), 39.0, round(0.27 * GIB), round(2.25 * GIB), "0.11 and 0.19 bounds"),
+    # 0.19+: llm-d-planner's H100 sweep: 14.6 – 16.9 B per logit; non-torch 0.24 – 0.26 GiB at
+    # TP 1 (granite 0.46), 2.07 – 2.21 GiB at TP 2 – 4.
+    MemoryBand((0, 19), 17.0, round(0.27 * GIB), round(2.25 * GIB), "0.19 logs (llm-d)"),
+)
+# vLLM 0.19's printed CUDA-graph estimate grows with the layers captured: 0.71 – 0.84 GiB for
+# 28 – 42 layers, 1.70 – 1.82 GiB for Llama-70B's 80; 0.45 GiB + 16.5 MiB per layer bounds all
+# but one of them from above. 0.20+ subtracts it from the budget.
+CUDAGRAPH_BASE_BYTES = round(0.45 * GIB)
+CUDAGRAPH_BYTES_PER_LAYER = round(16.5 * MIB)
+# The band shown beside a budget: the largest error on the test logs kvplan predicts within
+# tolerance (+0.89 GiB, Mistral-Small-3.1 w8a8 on an H100, vLLM 0.19).
+ESTIMATE_BAND_BYTES = round(0.9 * GIB)
+
+
+def weights_bytes(deployment: Deployment, sku: SkuSpec, version: VllmVersion) -> int:
+    """Weight bytes on the binding GPU as vLLM lays them out.
+
+    kvplan's checkpoint bytes, except MXFP4 routed experts (GPT-OSS): vLLM's MXFP4 MoE
+    (`quantization/mxfp4.py`) pads each expert matrix for its kernels: the hidden side to a
+    multiple of 256 (triton_kernels' swizzled layout on Hopper and later, Marlin on older
+    GPUs) and the intermediate side to 64 (0.10 – 0.11 on Hopper), else 128. GPT-OSS-120B
+    on an H100 (0.11) loads 64.38 GiB against 60.71 GiB of checkpoint.
+    """
+    weights = deployment.weights()
+    moe = deployment.model.moe
+    if moe is None or (deployment.weight_dtype or moe.expert_weight_dtype) != "mxfp4":
+        return weights.per_gpu_bytes
+    hidden = deployment.model.hidden_size
+    intermediate = moe.expert_intermediate_size // (1 if deployment.ep else deployment.tp)
+    hopper = _capability(sku) >= (9, 0)
+    step = 64 if hopper and version.major_minor < (0, 12) else 128
+    factor = _round_up(hidden, 256) * _round_up(intermediate, step) / (hidden * intermediate)
+    shards, tp = deployment.expert_shards, deployment.tp
+    return max(
+        -(-stage.sharded_bytes // tp)
+        + int(stage.routed_expert_bytes * factor * weights.scale) // shards
+        + stage.replicated_bytes
+        for stage in weights.stages
+    )
+
+
+def _round_up(value: int, step: int) -> int:
+    return -(-value // step) * step
+
+
+def _capability(sku: SkuSpec) -> tuple[int, int]:
+    """NVIDIA compute capability as (major, minor); (0, 0) for other vendors or unknown."""
+    text = sku.compute_capability or ""
+    if "." not in text:
+        return (0, 0)
+    major, minor = text.split(".")
+    return int(major), int(minor)
+
+
+def band_for(version: VllmVersion) -> MemoryBand:
+    """The memory band whose logs cover `version`."""
+    return [b for b in MEMORY_BANDS if b.first_version <= version.major_minor][-1]
+
+
+def scheduler_defaults(
+    sku: SkuSpec | None, version: VllmVersion, max_model_len: int | None
+) -> Scheduler:
+    """`vllm serve` defaults: max_num_batched_tokens and max_num_seqs.
+
+    V1 (0.8+ arg_utils.py): 8192 / 1024 on GPUs with ≥ 70 GiB that are not A100s, else
+    2048 / 256; without a SKU the smaller pair (the one most GPUs get). V0 batches whole
+    prompts: max(max_model_len, 2048) tokens, 256 requests.
+    """
+    if version.era == "v0":
+        length = max_model_len or 2048
+        if length > V0_CHUNKED_PREFILL_ABOVE_TOKENS:
+            return Scheduler(V0_CHUNKED_PREFILL_BATCHED_TOKENS, 256)
+        return Scheduler(max(length, 2048), 256)
+    if sku is None:
+        return Scheduler(2048, 256)
+    memory = sku.runtime_memory_bytes or sku.memory_bytes
+    large = memory >= LARGE_GPU_BYTES and sku.family != "a100"
+    return Scheduler(8192, 1024) if large else Scheduler(2048, 256)
+
+
+def forward_bytes_per_token(model: ModelSpec, tp: int) -> int:
+    """Peak activation bytes one token of the profile's forward pass holds (16-bit).
+
+    The widest layer's live tensors: residual and hidden state (2 · hidden), q, k and v, and
+    the MLP's gate/up output plus its activation (3 · intermediate / tp); an MoE layer keeps
+    fused-MoE caches of top-k × (3 · expert width / tp + hidden). RTX 3090 logs of
+    Llama-3.1-8B (0.6.4) grow 110 KB per batched token; this gives 112 KiB.
+    """
+    a = model.attention
+    attention = 2 * model.hidden_size + (a.num_heads + 2 * a.num_kv_heads) * a.head_dim // tp
+    width = attention + 3 * model.intermediate_size // tp
+    moe = model.moe
+    if moe is not None:
+        experts = moe.experts_per_token * (3 * moe.expert_intermediate_size // tp)
+        experts += moe.experts_per_token * model.hidden_size
+        width = max(width, attention + experts)
+    return 2 * width
+
+
+def activation_bytes(deployment: Deployment, version: VllmVersion, scheduler: Scheduler) -> int:
+    """The profile run's torch peak: the larger of the forward pass and the sampler."""
+    model = deployment.model
+    band = band_for(version)
+    sampler = int(band.sampler_bytes_per_logit * scheduler.max_num_seqs * model.vocab_size)
+    forward = scheduler.max_num_batched_tokens * forward_bytes_per_token(model, deployment.tp)
+    return max(sampler, forward)
+
+
+def non_torch_bytes(deployment: Deployment, version: VllmVersion) -> int:
+    """CUDA memory outside torch's allocator that grows during profiling (cuBLAS, NCCL)."""
+    band = band_for(version)
+    return band.non_torch_bytes_tp if deployment.tp > 1 else band.non_torch_bytes_tp1
+
+
+def cudagraph_bytes(deployment: Deployment, version: VllmVersion) -> int:
+    """The CUDA-graph estimate vLLM ≥ 0.20 subtracts (0 before: graphs use the headroom)."""
+    if not version.subtracts_cudagraph_estimate:
+        return 0
+    layers = max(len(r) for r in deployment.stage_ranges())
+    return CUDAGRAPH_BASE_BYTES + layers * CUDAGRAPH_BYTES_PER_LAYER

@@ -1,0 +1,225 @@
+"""vLLM's pages and KV cache groups: what one block costs and what one request is charged.
+
+Page sizes follow vLLM 0.11 `v1/kv_cache_interface.py` (one frozen spec per cache kind,
+each owning `page_size_bytes` and `max_memory_usage_bytes`); grouping follows
+`v1/core/kv_cache_utils.py` (`get_kv_cache_groups`, `get_num_blocks`,
+`_get_kv_cache_groups_uniform_page_size`); later versions differ where `VllmVersion` says.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from kvplan.kvmath import (
+    ChunkedCache,
+    CrossCache,
+    LayerCache,
+    ParallelCache,
+    SlidingCache,
+    StateCache,
+    ceil_div,
+)
+from kvplan.plan.engines.base import StageLayout
+from kvplan.plan.engines.vllm_version import VllmVersion
+
+
+@dataclass(frozen=True)
+class PageSpec:
+    """One layer's KV spec in vLLM terms (one rank): its page and its window."""
+
+    kind: str  # full, sliding, chunked, mla, state
+    page_bytes: int  # one block of this layer
+    block_tokens: int
+    window_tokens: int = 0  # sliding window, or chunk size for chunked
+
+    def blocks_per_request(self, max_model_len: int, max_num_batched_tokens: int) -> int:
+        """Blocks vLLM reserves for one request of `max_model_len` (max_memory_usage_bytes).
+
+        SlidingWindowSpec keeps w − 1 old tokens plus up to one batch of new ones, and one
+        extra block because a window rarely starts on a block boundary: a 6-token window
+        over 4-token blocks can straddle 3 blocks. ChunkedLocalAttentionSpec keeps the
+        current chunk plus one batch; MambaSpec one state block; CrossAttentionSpec the
+        request's encoder tokens.
+        """
+        block = self.block_tokens
+        if self.kind == "state":
+            return 1
+        if self.kind == "cross":
+            return ceil_div(self.window_tokens, block)
+        if self.kind == "sliding":
+            kept = min(self.window_tokens - 1 + max_num_batched_tokens, max_model_len)
+            return ceil_div(kept, block) + 1
+        if self.kind == "chunked":
+            return ceil_div(min(self.window_tokens + max_num_batched_tokens, max_model_len), block)
+        return ceil_div(max_model_len, block)
+
+    def max_memory_usage_bytes(self, max_model_len: int, max_num_batched_tokens: int) -> int:
+        """Bytes one request of `max_model_len` may need in this layer."""
+        return self.blocks_per_request(max_model_len, max_num_batched_tokens) * self.page_bytes
+
+
+@dataclass(frozen=True)
+class VllmGroup:
+    """A KV cache group: `layers` layers of one spec sharing block ids."""
+
+    spec: PageSpec
+    layers: int
+    max_num_batched_tokens: int
+
+    @property
+    def kind(self) -> str:
+        return self.spec.kind
+
+    def blocks_per_request(self, tokens: int) -> int:
+        return self.spec.blocks_per_request(tokens, self.max_num_batched_tokens)
+
+
+@dataclass(frozen=True)
+class VllmStage(StageLayout):
+    """One stage's groups, grouped the way a vLLM version does, and the price of a block."""
+
+    spec_counts: tuple[tuple[PageSpec, int], ...] = ()  # each distinct spec, its layer count
+    group_size: int = 1
+    padding: tuple[tuple[int, int], ...] = ()  # per padded spec: (padding layers, layers)
+    max_num_batched_tokens: int = 0
+
+    @property
+    def padding_layers(self) -> int:
+        return sum(pad for pad, _ in self.padding)
+
+    @property
+    def block_tokens(self) -> int:
+        return min(spec.block_tokens for spec, _ in self.spec_counts)
+
+    def needed_bytes(self, max_model_len: int) -> int:
+        """The startup check's Σ_layers max_memory_usage_bytes(max_model_len)."""
+        return sum(
+            count * spec.max_memory_usage_bytes(max_model_len, self.max_num_batched_tokens)
+            for spec, count in self.spec_counts
+        )
+
+
+def _state_bytes(cache: LayerCache) -> int:
+    """The recurrent state a layer keeps per request (Mamba, GDN, KDA; Falcon-H1's mixer)."""
+    recurrent = isinstance(cache, StateCache) and cache.kind == "state"
+    if isinstance(cache, ParallelCache) or recurrent:
+        return cache.state_bytes
+    return 0
+
+
+def _attention_token_bytes(cache: LayerCache) -> int:
+    """Bytes per token of a layer's attention pages (0 for state-only and empty layers)."""
+    return 0 if isinstance(cache, StateCache) else cache.token_bytes
+
+
+def page_specs(
+    caches: tuple[LayerCache, ...],
+    layers: range,
+    block_tokens: int,
+    mamba_aligned: bool,
+) -> list[PageSpec]:
+    """vLLM's specs for `layers` on one rank: one per attention part, one per state part.
+
+    A Falcon-H1 layer registers both an attention spec and a Mamba spec; shared and empty
+    (MLP-only) layers register none. Attention + Mamba hybrids (`mamba_aligned`) raise the
+    attention block so one attention page holds at least one state (models/config.py
+    HybridAttentionMambaModelConfig: 16 · ⌈state / (16 · attention bytes per token)⌉ tokens)
+    and pad the state page to it. Cross-attention layers (mllama) keep the request's encoder
+    tokens (CrossAttentionSpec: ⌈encoder tokens / B⌉ pages).
+    """
+    state_bytes = max((_state_bytes(c) for c in caches), default=0)
+    per_token = next((b for b in map(_attention_token_bytes, caches) if b), 0)
+    if state_bytes and per_token and mamba_aligned:
+        block_tokens = 16 * ceil_div(state_bytes, 16 * per_token)
+    attention_page = block_tokens * per_token
+    specs = []
+    for i in layers:
+        cache = caches[i]
+        token_bytes = _attention_token_bytes(cache)
+        if token_bytes:
+            window = 0
+            if isinstance(cache, SlidingCache):
+                window = cache.window_tokens
+            elif isinstance(cache, ChunkedCache):
+                window = cache.chunk_tokens
+            elif isinstance(cache, CrossCache):
+                window = cache.encoder_tokens
+            kind = "full" if isinstance(cache, ParallelCache) else cache.kind
+            specs.append(PageSpec(kind, block_tokens * token_bytes, block_tokens, window))
+        if _state_bytes(cache):
+            specs.append(PageSpec("state", max(_state_bytes(cache), attention_page), block_tokens))
+    return specs
+
+
+def group_layers(
+    specs: list[PageSpec], version: VllmVersion
+) -> tuple[list[tuple[PageSpec, int]], int]:
+    """KV cache groups as (spec, layers) and the group size (layers sharing one block id).
+
+    One spec for every layer: one group of all layers. Several specs with one page size
+    (hybrids): each spec's layers are cut into groups of `group_size` (the smallest layer
+    count of a spec; ≥ 0.22 the largest when it is under 1.5× the smallest); short groups
+    are padded (vLLM warns "Add k padding layers").
+    """
+    counts = Counter(specs)
+    if len(counts) == 1:
+        spec, layers = next(iter(counts.items()))
+        return [(spec, layers)], layers
+    sizes = counts.values()
+    group_size = min(sizes)
+    if version.group_size_prefers_max and max(sizes) < 1.5 * min(sizes):
+        group_size = max(sizes)
+    groups = []
+    for spec, layers in counts.items():
+        num_groups = ceil_div(layers, group_size)
+        groups += [(spec, len(range(g, layers, num_groups))) for g in range(num_groups)]
+    return groups, group_size
+
+
+def stage_layout(
+    specs: list[PageSpec], version: VllmVersion, max_num_batched_tokens: int
+) -> VllmStage:
+    """Group one stage's specs the way `version` does and price one block id.
+
+    One group (or V0): get_num_blocks divides by Σ pages of all layers. Hybrids share one
+    pool: a block id costs one page in each of the group_size layers of a group.
+    """
+    groups, group_size = group_layers(specs, version)
+    counts = tuple(Counter(specs).items())
+    padding: tuple[tuple[int, int], ...] = ()
+    if version.era == "v0" or len(groups) == 1:
+        per_block = sum(spec.page_bytes * layers for spec, layers in groups)
+        # V0's block spans every layer: a request is charged ⌈L / B⌉ of them, once.
+        groups = groups[:1]
+    else:
+        per_block = groups[0][0].page_bytes * group_size
+        # vLLM warns per spec: "Add k padding layers, may waste at most k / layers of that spec".
+        padding = tuple(
+            (ceil_div(layers, group_size) * group_size - layers, layers)
+            for _, layers in counts
+            if layers % group_size
+        )
+    charges = tuple(VllmGroup(spec, layers, max_num_batched_tokens) for spec, layers in groups)
+    return VllmStage(
+        bytes_per_block=per_block,
+        groups=charges,
+        spec_counts=counts,
+        group_size=group_size,
+        padding=padding,
+        max_num_batched_tokens=max_num_batched_tokens,
+    )
+
+
+def estimated_max_model_len(
+    stages: tuple[VllmStage, ...], available_bytes: int, upper: int
+) -> int:
+    """The startup check's estimate: the longest length whose reservation fits (binary search)."""
+    low, high = 0, upper
+    while low < high:
+        mid = (low + high + 1) // 2
+        if max(stage.needed_bytes(mid) for stage in stages) <= available_bytes:
+            low = mid
+        else:
+            high = mid - 1
+    return low

@@ -1,0 +1,64 @@
+"""vLLM versions: which accounting rules and defaults a given release follows.
+
+Read from vLLM's released source (vllm-project/vllm): `v1/core/kv_cache_utils.py`,
+`config/cache.py`, `envs.py` and `v1/worker/gpu_worker.py` of 0.6.6, 0.11.0, 0.14.0,
+0.18.0, 0.20.0, 0.22.0 and 0.33.0; docs/vllm-log-lines.md lists what each era prints.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from kvplan.errors import KvplanError
+
+# The releases whose rules kvplan follows; other versions take the nearest older one's.
+OLDEST_VERSION = (0, 5)
+NEWEST_VERSION = (0, 33)
+
+
+@dataclass(frozen=True)
+class VllmVersion:
+    """Version-specific behaviour of vLLM's startup accounting."""
+
+    text: str
+    major_minor: tuple[int, int]
+
+    @property
+    def era(self) -> str:
+        """'v0' (block manager, ≤ 0.7 default), 'v1' (0.8–0.21 log lines) or 'v1-new' (≥ 0.22)."""
+        if self.major_minor < (0, 8):
+            return "v0"
+        return "v1" if self.major_minor < (0, 22) else "v1-new"
+
+    @property
+    def default_utilization(self) -> float:
+        """gpu_memory_utilization default: 0.9 through 0.18 (config/cache.py), 0.92 from 0.20."""
+        return 0.92 if self.major_minor >= (0, 20) else 0.9
+
+    @property
+    def subtracts_cudagraph_estimate(self) -> bool:
+        """VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS defaults to "1" from 0.20.0 (envs.py)."""
+        return self.major_minor >= (0, 20)
+
+    @property
+    def group_size_prefers_max(self) -> bool:
+        """Hybrid grouping takes the largest layer count when it is under 1.5× the smallest."""
+        return self.major_minor >= (0, 22)
+
+
+def parse_version(text: str) -> VllmVersion:
+    """A version such as '0.11', '0.10.1.1' or '0.22.0' (refused outside 0.5 – 0.33)."""
+    match = re.fullmatch(r"v?([0-9]{1,3})\.([0-9]{1,3})(?:\.[0-9A-Za-z+-]{1,20}){0,3}", text)
+    if not match:
+        raise KvplanError(f"--vllm-version: {text!r} is not a version like 0.11 or 0.10.1")
+    major_minor = (int(match.group(1)), int(match.group(2)))
+    if not OLDEST_VERSION <= major_minor <= NEWEST_VERSION:
+        low, high = (".".join(map(str, v)) for v in (OLDEST_VERSION, NEWEST_VERSION))
+        raise KvplanError(
+            f"--vllm-version: {text!r} is outside the releases kvplan follows ({low} – {high})"
+        )
+    return VllmVersion(text, major_minor)
+
+
+DEFAULT_VERSION = parse_version("0.11.0")

@@ -1,0 +1,309 @@
+"""Roofline estimates (DESIGN §3): a decode step from bytes read, a prefill from FLOPs.
+
+Decode is taken as memory-bound: each step reads, on every GPU, that GPU's weights
+once (MoE: only the experts the batch is routed to) and each sequence's KV once, at
+a fraction of the datasheet bandwidth. Prefill is taken as compute-bound: matmul and
+attention FLOPs at a fraction of the dense tensor-core peak. Nothing overlaps and no
+communication is counted; docs/roofline.md gives the formulas and the limits.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from functools import lru_cache
+
+from kvplan.errors import KvplanError
+from kvplan.kvmath import (
+    ChunkedCache,
+    CrossCache,
+    LayerCache,
+    SharedCache,
+    SlidingCache,
+    StateCache,
+    layer_caches,
+    param_counts,
+)
+from kvplan.plan.batch import Batch
+from kvplan.plan.deployment import Deployment
+from kvplan.specs import ModelSpec, SkuSpec, kv_dtype_info, weight_dtype_info
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """Fractions (0 < f ≤ 1) of the datasheet figures that real kernels reach."""
+
+    # The best paged decode kernels read at ~85-90 % of spec HBM bandwidth, about what a
+    # device-to-device copy reaches (FlashInfer ≈88 % on H100 SXM at bs 64 / L 1k, FlashMLA
+    # ≈90 %; shared/reference/paged_decode_kernels.md §0). 0.85 is the low end of that band;
+    # short contexts or tiny batches get 20-60 %, so the estimate is optimistic there.
+    bandwidth_fraction: float = 0.85
+    # Prefill model FLOP utilisation: an assumption, not a measurement. Large prompt GEMMs run
+    # well above it, attention, norms and launch gaps below; 0.5 is a round whole-model figure.
+    compute_fraction: float = 0.5
+
+    def __post_init__(self) -> None:
+        for option, value in (
+            ("--bandwidth-efficiency", self.bandwidth_fraction),
+            ("--compute-efficiency", self.compute_fraction),
+        ):
+            if not 0 < value <= 1:  # also rejects NaN
+                raise KvplanError(f"{option}: {value} must be in (0, 1]; a fraction, 0.5 = 50 %")
+
+
+DEFAULT_EFFICIENCY = Efficiency()
+
+
+def expected_experts_touched(num_experts: int, experts_per_token: int, batch: int) -> float:
+    """Expected distinct routed experts one MoE layer reads for `batch` tokens.
+
+    With uniform, independent routing an expert is missed by one token with probability
+    1 − k/E, so E · (1 − (1 − k/E)^b): exactly k at b = 1, tending to E as b grows.
+    """
+    return num_experts * (1 - (1 - experts_per_token / num_experts) ** batch)
+
+
+# --- decode -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DecodeEstimate:
+    """One decode step of a batch on one replica (tp × pp GPUs), memory-bound.
+
+    Per-GPU byte fields are the largest pipeline stage's, as in `kvplan size`;
+    `bytes_read_per_step` is what sets the time: one GPU per stage, stages in turn.
+    """
+
+    batch: int
+    weight_bytes_read_per_gpu: int
+    kv_bytes_read_per_gpu: int
+    bytes_read_per_step: int  # Σ over pp stages of one GPU's weight + KV reads
+    step_s: float
+    tokens_per_s: float  # batch / step_s, one replica
+    kv_bytes_per_token: int  # whole model, all GPUs of the replica
+    kv_bytes_per_token_per_gpu: int  # largest stage
+    experts_touched_per_layer: float | None  # None for dense models
+    notes: tuple[str, ...]  # assumptions the user sees next to the numbers
+
+
+def decode_step(
+    deployment: Deployment,
+    batch: Batch,
+    sku: SkuSpec,
+    efficiency: Efficiency = DEFAULT_EFFICIENCY,
+) -> DecodeEstimate:
+    """One decode step of one replica for the sequences of `batch`, time in seconds.
+
+    step_s = Σ_stages (weight bytes read + KV bytes read on one GPU of the stage)
+             / (bandwidth_bytes_per_s · bandwidth_fraction).
+    With pp the stages run one after another for a token and no second micro-batch
+    fills the bubble, so stage times add (the simplification docs/roofline.md states).
+    """
+    sequences = batch.size
+    weights = _stage_weight_bytes_read(deployment, sequences)
+    # The tokens attention visits: the engine's layout (HF keeps MLA decompressed) but no
+    # block padding, since masked tail slots are not fetched, and windows honoured even
+    # where the engine reserves full length (that changes allocation, not reads).
+    stage_caches = stage_cache_counts(deployment)
+    kv = [
+        sum(layers * cache.bytes_per_seq(n) * k for cache, layers in c.items() for n, k in batch)
+        for c in stage_caches
+    ]
+    bytes_per_step = sum(weights) + sum(kv)
+    step_s = bytes_per_step / (sku.bandwidth_bytes_per_s * efficiency.bandwidth_fraction)
+    token_bytes = [
+        sum(cache.context_token_bytes * n for cache, n in c.items()) for c in stage_caches
+    ]
+    moe = deployment.model.moe
+    touched, notes = None, []
+    if moe:
+        touched = expected_experts_touched(moe.num_experts, moe.experts_per_token, sequences)
+        notes.append(
+            f"MoE: {touched:.2f} of {moe.num_experts} routed experts read per layer at batch "
+            f"{sequences} (uniform routing)"
+        )
+    if deployment.pp > 1:
+        notes.append(f"pp {deployment.pp}: stage times add up (no micro-batch overlap)")
+    return DecodeEstimate(
+        batch=sequences,
+        weight_bytes_read_per_gpu=max(weights),
+        kv_bytes_read_per_gpu=max(kv),
+        bytes_read_per_step=bytes_per_step,
+        step_s=step_s,
+        tokens_per_s=sequences / step_s,
+        kv_bytes_per_token=deployment.tp * sum(token_bytes),
+        kv_bytes_per_token_per_gpu=max(token_bytes),
+        experts_touched_per_layer=touched,
+        notes=tuple(notes),
+    )
+
+
+@lru_cache(maxsize=4096)  # one per deployment; a report asks once per SKU row
+def stage_cache_counts(deployment: Deployment) -> tuple[Counter[LayerCache], ...]:
+    """Each stage's distinct caches as the engine stores them, with their layer counts.
+
+    A handful of terms per stage instead of one per layer keeps whole-catalogue reports fast.
+    """
+    caches = deployment.engine.stored_caches(deployment)
+    return tuple(Counter(caches[i] for i in r) for r in deployment.stage_ranges())
+
+
+def _stage_weight_bytes_read(deployment: Deployment, batch: int) -> list[int]:
+    """Weight bytes one GPU of each pipeline stage reads per decode step.
+
+    Every weight of the stage once, except that each MoE layer reads only the expected
+    touched experts: the stage's routed-expert bytes × touched / E (nearest byte). Under
+    expert parallelism the expectation per GPU is the same (its E/tp experts × the same
+    hit probability), so dividing by tp holds for both layouts. The whole embedding table
+    counts as read (gpt-fast's "bandwidth achieved"), although a lookup gathers `batch` rows.
+    """
+    model = deployment.model
+    weights = deployment.weights()
+    moe, fraction = model.moe, 1.0
+    if moe:
+        fraction = expected_experts_touched(moe.num_experts, moe.experts_per_token, batch)
+        fraction /= moe.num_experts
+    shards = deployment.expert_shards
+    return [
+        int(stage.per_gpu_bytes(deployment.tp, fraction, shards) * weights.scale)
+        for stage in weights.stages
+    ]
+
+
+# --- prefill ----------------------------------------------------------------------
+
+# Tensor-core peak each weight dtype computes at (first one the SKU lists wins).
+# fp8 / fp8_block checkpoints run fp8 GEMMs (vLLM fp8 W8A8, DeepGEMM block fp8); int8 is
+# taken as W8A8. int4 (GPTQ/AWQ, group 128) is weight-only: Marlin/Machete dequantise to
+# 16-bit and run bf16 MMAs, and Hopper/Blackwell have no int4 tensor cores. nvfp4/mxfp4
+# use fp4 MMAs where the SKU has them, else the fp8 peak (W4A8 kernels), else bf16: the
+# optimistic reading, in keeping with prefill time as a floor (W4A16 kernels such as
+# Marlin run at the bf16 peak; pass dtype="bf16" for those).
+COMPUTE_DTYPES: dict[str, tuple[str, ...]] = {
+    "fp32": ("fp32",),
+    "bf16": ("bf16",),
+    "fp16": ("fp16",),
+    "fp8": ("fp8",),
+    "fp8_block": ("fp8",),
+    "int8": ("int8",),
+    "int4": ("bf16",),
+    "nvfp4": ("fp4", "fp8", "bf16"),
+    "mxfp4": ("fp4", "fp8", "bf16"),
+}
+
+
+@dataclass(frozen=True)
+class PrefillEstimate:
+    """One prompt's prefill on one replica, compute-bound.
+
+    `time_s` is a floor on time to first token at batch 1: no memory or communication
+    time, no overlap, FLOPs at compute_fraction of the dense peak.
+    """
+
+    prompt_tokens: int
+    dtype: str  # the SKU peak_flop_per_s key used
+    matmul_flops: int  # 2 · matmul params per token · prompt_tokens
+    attention_flops: int  # QKᵀ and PV over the causal prompt
+    flops: int  # matmul_flops + attention_flops
+    time_s: float
+    notes: tuple[str, ...]
+
+
+def prefill(
+    deployment: Deployment,
+    prompt_tokens: int,
+    sku: SkuSpec,
+    dtype: str | None = None,
+    efficiency: Efficiency = DEFAULT_EFFICIENCY,
+) -> PrefillEstimate:
+    """FLOPs and time in seconds to prefill one prompt of `prompt_tokens` tokens.
+
+    time_s = flops / tp / (peak_flop_per_s[dtype] · compute_fraction). Each TP rank does
+    1/tp of every matmul and head; pipeline stages run in turn for one prompt, so pp does
+    not divide. `dtype` is a SKU peak key (bf16, fp8, ...); default: COMPUTE_DTYPES of
+    the deployment's weight dtype.
+    """
+    if prompt_tokens < 1:
+        raise KvplanError(f"--context: {prompt_tokens} must be at least 1 token")
+    model = deployment.model
+    weights_dtype = weight_dtype_info(deployment.weight_dtype or model.weight_dtype).name
+    key = _compute_dtype(sku, dtype, weights_dtype)
+    matmul_flops = 2 * matmul_params_per_token(model) * prompt_tokens
+    attention_flops = causal_attention_flops(model, prompt_tokens)
+    flops = matmul_flops + attention_flops
+    time_s = flops / deployment.tp / (sku.peak_flop_per_s[key] * efficiency.compute_fraction)
+    notes = [] if dtype or key == weights_dtype else [f"{weights_dtype} weights: {key} peak"]
+    return PrefillEstimate(
+        prompt_tokens, key, matmul_flops, attention_flops, flops, time_s, tuple(notes)
+    )
+
+
+def matmul_params_per_token(model: ModelSpec) -> int:
+    """Parameters one token multiplies through: active params, embedding out, lm_head in.
+
+    The input embedding is a row gather (no FLOPs); lm_head is a matmul for every prompt
+    token whether or not it is tied. MoE layers count experts_per_token experts. Norm
+    weights and biases count like matrix weights (2 FLOP each; well under 0.1 %).
+    """
+    counts = param_counts(model)
+    return counts.active - counts.embedding - counts.lm_head + model.vocab_size * model.hidden_size
+
+
+def causal_attention_flops(model: ModelSpec, prompt_tokens: int) -> int:
+    """FLOPs of QKᵀ and PV for one causal prompt, all layers and heads.
+
+    Per layer 2 · num_heads · (qk width + v width) · Σ_{i=1..L} kept(i): head_dim for
+    both widths in softmax attention; MLA prefill runs per head with qk_nope + qk_rope
+    and v_head_dim. State layers have none beyond their params (counted as matmuls).
+    """
+    heads, head_dim, mla = model.attention.num_heads, model.attention.head_dim, model.mla
+    total = 0
+    # Cache objects only give each layer's kind and window; the KV dtype is irrelevant here.
+    for cache in layer_caches(model, kv_dtype_info("bf16")):
+        if cache.kind == "mla" and mla is not None:
+            width = heads * (mla.qk_nope_head_dim + mla.qk_rope_head_dim + mla.v_head_dim)
+        else:
+            width = heads * 2 * head_dim
+        total += 2 * width * attended_tokens_sum(cache, prompt_tokens)
+    return total
+
+
+def attended_tokens_sum(cache: LayerCache, prompt_tokens: int) -> int:
+    """Σ_{i=1..L} of the keys query position i attends to in this layer, closed form.
+
+    full: L(L+1)/2. sliding W: positions up to W see all before them, later ones W.
+    chunked C: L = q·C + r gives q complete chunks of C(C+1)/2 plus r(r+1)/2.
+    state: 0 (no attention). shared: a shared-KV layer still attends with its own
+    queries; its window is not recorded, so full length is assumed (an upper bound).
+    cross: every position attends to all the request's encoder tokens, L · E.
+    """
+    length = prompt_tokens
+    if isinstance(cache, CrossCache):
+        return length * cache.encoder_tokens
+    if isinstance(cache, SharedCache):
+        return _triangle(length)
+    if isinstance(cache, StateCache):
+        return 0
+    if isinstance(cache, SlidingCache):
+        seen_all = min(length, cache.window_tokens)
+        return _triangle(seen_all) + (length - seen_all) * cache.window_tokens
+    if isinstance(cache, ChunkedCache):
+        chunks, rest = divmod(length, cache.chunk_tokens)
+        return chunks * _triangle(cache.chunk_tokens) + _triangle(rest)
+    return _triangle(length)
+
+
+def _triangle(n: int) -> int:
+    return n * (n + 1) // 2
+
+
+def _compute_dtype(sku: SkuSpec, dtype: str | None, weight_dtype: str) -> str:
+    wanted = (dtype,) if dtype else COMPUTE_DTYPES[weight_dtype]
+    for key in wanted:
+        if key in sku.peak_flop_per_s:
+            return key
+    has = ", ".join(sorted(sku.peak_flop_per_s)) or "none"
+    asked = " or ".join(repr(k) for k in wanted)
+    raise KvplanError(
+        f"compute dtype: SKU {sku.name!r} lists no peak FLOP/s for {asked} (it has: {has})"
+    )
