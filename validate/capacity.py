@@ -21,6 +21,7 @@ fit under ``CPU_POOL_CAP_BYTES``.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -246,7 +247,7 @@ def difference_terms(
     Their sum over page bytes per block is the expected (largest − predicted) block count,
     up to the one block the floors can move it.
     """
-    device_ceiling = int(budget.total_bytes * prediction.utilization)
+    device_ceiling = int(budget.total_bytes * prediction.gpu_memory_utilization)
     return {
         "device_total_vs_sku": device_ceiling - prediction.ceiling_bytes,
         "non_torch_estimated_minus_measured": prediction.non_torch_bytes - budget.non_torch_bytes,
@@ -259,22 +260,5 @@ def difference_terms(
 
 
 def prediction_record(prediction: CapacityPrediction) -> dict[str, Any]:
-    """The planner's side of the proof, every term in bytes."""
-    return {
-        "sku": prediction.sku,
-        "total_bytes": prediction.total_bytes,
-        "total_basis": prediction.total_basis,
-        "gpu_memory_utilization": prediction.utilization,
-        "ceiling_bytes": prediction.ceiling_bytes,
-        "weights_bytes_per_gpu": prediction.weights_bytes_per_gpu,
-        "activation_bytes": prediction.activation_bytes,
-        "non_torch_bytes": prediction.non_torch_bytes,
-        "cudagraph_bytes": prediction.cudagraph_bytes,
-        "kv_budget_bytes": prediction.kv_budget_bytes,
-        "uncertainty_bytes": prediction.uncertainty_bytes,
-        "tokens_per_block": prediction.tokens_per_block,
-        "page_bytes_per_block": prediction.page_bytes_per_block,
-        "num_blocks": prediction.num_blocks,
-        "context_tokens": prediction.context_tokens,
-        "max_concurrency": prediction.max_concurrency,
-    }
+    """The planner's side of the proof, every term in bytes, and its ceiling."""
+    return {**dataclasses.asdict(prediction), "ceiling_bytes": prediction.ceiling_bytes}

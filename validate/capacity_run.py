@@ -51,7 +51,7 @@ class CapacityRun:
     def device_ceiling_bytes(self) -> int:
         """total × utilization of the device's own total, as vLLM computes requested memory."""
         assert self.budget is not None
-        return int(self.budget.total_bytes * self.prediction.utilization)
+        return int(self.budget.total_bytes * self.prediction.gpu_memory_utilization)
 
     def check_plan(self, plan: VerifyPlan) -> None:
         """The verify plan's pool must be the planner's blocks (two formulas, one answer)."""

@@ -363,8 +363,8 @@ class CapacityPrediction:
     """device memory the budget starts from."""
     total_basis: str
     """where total_bytes comes from (runtime-visible memory, or the datasheet)."""
-    utilization: float
-    """gpu_memory_utilization."""
+    gpu_memory_utilization: float
+    """vLLM's fraction of total memory the engine may use."""
     weights_bytes_per_gpu: int
     activation_bytes: int
     """the profile run's torch peak estimate (activations, sampler, workspaces)."""
@@ -387,7 +387,7 @@ class CapacityPrediction:
     @property
     def ceiling_bytes(self) -> int:
         """⌊total × utilization⌋: what the engine lets itself use on the device."""
-        return int(self.total_bytes * self.utilization)
+        return int(self.total_bytes * self.gpu_memory_utilization)
 
 
 def capacity_prediction(
@@ -430,7 +430,7 @@ def capacity_prediction(
         sku=sku.name,
         total_bytes=budget.total_bytes,
         total_basis=budget.total_basis,
-        utilization=budget.utilization,
+        gpu_memory_utilization=budget.utilization,
         weights_bytes_per_gpu=budget.weights_bytes,
         activation_bytes=budget.activation_bytes,
         non_torch_bytes=budget.non_torch_bytes,
