@@ -34,7 +34,7 @@ from kvplan.validate.numerics import (
 )
 from kvplan.validate.plan import VerifyPlan, build_plan, default_layers
 from kvplan.validate.record_bandwidth import CPU_TIMING_NOTE, TimedRun, bandwidth_section
-from kvplan.validate.record_memory import fit_section, memory_section
+from kvplan.validate.record_memory import memory_section
 from kvplan.validate.traffic import step_traffic
 
 Progress = Callable[[str, float], None]
@@ -234,10 +234,9 @@ def run_verify(
     plan, target, kind = setup.plan, setup.device, setup.device.type
 
     report("fit check", 0.05)
+    fit = None  # with --capacity, fitting is the claim under test, not a precondition
     if setup.capacity is None:
         fit = memory.check_fit(plan, target, setup.workspace_bytes)  # raises before allocating
-    else:
-        fit = memory.FitCheck(plan.predicted_pool_bytes, setup.workspace_bytes, 0, None)
     if kind == "cpu":
         _check_cpu_work(plan)
     environment = collect_environment(target)
@@ -245,7 +244,7 @@ def run_verify(
     copy = None
     if kind == "cuda":
         report("copy ceiling", 0.1)
-        copy = copy_ceiling(target, fit.device_memory.free_bytes if fit.device_memory else 0)
+        copy = copy_ceiling(target, memory.device_memory_now(target).free_bytes)
     if setup.capacity is not None:
         report("placeholders", 0.15)
         setup.capacity.hold(target)
@@ -316,7 +315,7 @@ def _record(
     model: ModelSpec,
     request: VerifyRequest,
     setup: Setup,
-    fit: memory.FitCheck,
+    fit: memory.FitCheck | None,
     environment: dict[str, Any],
     copy: Any,
     measured: dict[str, Any],
@@ -338,7 +337,7 @@ def _record(
     }
     result["inputs"]["capacity"] = request.capacity
     if "pools" not in measured:  # --capacity: the predicted pool did not allocate
-        result["memory"] = {"passed": False, "fit": fit_section(fit), "not_allocated": True}
+        result["memory"] = {"passed": False, "fit": None, "not_allocated": True}
         result["numerics"] = result["bandwidth"] = None
         result["tolerances"] = {"bandwidth_pass_fraction_of_copy": request.bandwidth_pass_fraction}
         return result

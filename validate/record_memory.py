@@ -30,9 +30,10 @@ MEMORY_RULE_CPU = "exact: blocks == predicted (bytes not measured on CPU)"
 
 
 def memory_section(
-    plan: VerifyPlan, fit: FitCheck, pools: AllocatedPools, device_type: str
+    plan: VerifyPlan, fit: FitCheck | None, pools: AllocatedPools, device_type: str
 ) -> dict[str, Any]:
-    """Predicted against measured blocks and bytes, and the fit against free device memory."""
+    """Predicted against measured blocks and bytes, and the fit against free device memory
+    (None with --capacity, where the capacity section says whether the pool fits)."""
     blocks = pools.cache.num_blocks
     blocks_passed = blocks == plan.predicted_blocks_per_layer
     check = pools.device_check
@@ -60,7 +61,7 @@ def memory_section(
         if check is not None
         else CPU_BYTES_NOTE,
         "rule": MEMORY_RULE_CUDA if device_type == "cuda" else MEMORY_RULE_CPU,
-        "fit": fit_section(fit),
+        "fit": None if fit is None else fit_section(fit),
         "passed": blocks_passed and (check is None or check.passed),
     }
     return section

@@ -111,6 +111,8 @@ def _memory_rows(rows: _Rows, record: dict[str, Any]) -> None:
         [_bytes(memory["predicted_pool_bytes_whole_model"]), "—"],
     )
     fit = memory["fit"]
+    if fit is None:  # --capacity: the capacity rows say whether the pool fits
+        return
     if fit["available_bytes"]:
         rows.add(
             "fit: required vs available",
