@@ -34,7 +34,8 @@ from kvplan.kvmath import ceil_div
 from kvplan.specs import SkuSpec
 from kvplan.units import GIB
 from kvplan.validate.memory import CPU_POOL_CAP_BYTES
-from kvplan.validate.plan import NULL_PAGES_PER_LAYER, CapacityPrediction
+from kvplan.validate.plan import CapacityPrediction
+from kvplan.validate.verify_plan import NULL_PAGES_PER_LAYER
 
 CUDA_USED_SOURCE = "cudaMemGetInfo: total − free (torch.cuda.mem_get_info)"
 CPU_USED_SOURCE = (

@@ -26,7 +26,8 @@ from kvplan.validate.capacity import (
     prediction_record,
 )
 from kvplan.validate.memory import AllocatedPools
-from kvplan.validate.plan import CapacityPrediction, VerifyPlan, capacity_prediction
+from kvplan.validate.plan import CapacityPrediction, capacity_prediction
+from kvplan.validate.verify_plan import VerifyPlan
 
 
 @dataclass

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from kvplan.validate.memory import AllocatedPools
-from kvplan.validate.plan import VerifyPlan
+from kvplan.validate.verify_plan import VerifyPlan
 
 
 def fill_pools(pools: AllocatedPools, plan: VerifyPlan, seed: int) -> None:

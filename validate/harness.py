@@ -32,10 +32,11 @@ from kvplan.validate.numerics import (
     reference_scratch_bytes_per_token,
     tokens_checked_max,
 )
-from kvplan.validate.plan import VerifyPlan, build_plan, default_layers
+from kvplan.validate.plan import build_plan, default_layers
 from kvplan.validate.record_bandwidth import CPU_TIMING_NOTE, TimedRun, bandwidth_section
 from kvplan.validate.record_memory import memory_section
 from kvplan.validate.traffic import step_traffic
+from kvplan.validate.verify_plan import VerifyPlan
 
 Progress = Callable[[str, float], None]
 DEVICES = ("cuda", "cpu")

@@ -27,7 +27,8 @@ from kvplan.units import GIB, MIB
 from kvplan.validate import device_memory
 from kvplan.validate.allocator_rules import replay
 from kvplan.validate.memory_check import DeviceMemoryCheck, check_device_memory
-from kvplan.validate.plan import VerifyPlan, max_layers_within
+from kvplan.validate.plan import max_layers_within
+from kvplan.validate.verify_plan import VerifyPlan
 
 TORCH_DTYPES: dict[str, torch.dtype] = {
     "fp32": torch.float32,

@@ -15,7 +15,7 @@ import torch
 
 from kvplan.kernels import paged_decode_reference
 from kvplan.validate.memory import AllocatedPools
-from kvplan.validate.plan import VerifyPlan
+from kvplan.validate.verify_plan import VerifyPlan
 
 if TYPE_CHECKING:  # imported for real only once TRITON_INTERPRET is settled (harness)
     from kvplan.validate.decode_step import DecodeStep

@@ -14,7 +14,7 @@ from typing import Any
 from kvplan.errors import KvplanError
 from kvplan.specs import SkuSpec
 from kvplan.validate.numerics import NumericsResult
-from kvplan.validate.plan import VerifyPlan
+from kvplan.validate.verify_plan import VerifyPlan
 
 RECORD_VERSION = 2  # 2: memory terms measured on the device, traffic, capacity
 PASS, FAIL, NOT_MEASURED = "pass", "fail", "not-measured"

@@ -13,9 +13,9 @@ from typing import Any
 
 from kvplan.specs import SkuSpec
 from kvplan.validate.bandwidth import FLUSH_METHOD, L2_WORKING_SET_FACTOR, CopyCeiling, Timing
-from kvplan.validate.plan import VerifyPlan
 from kvplan.validate.shortfall import explain_shortfall
 from kvplan.validate.traffic import StepTraffic
+from kvplan.validate.verify_plan import VerifyPlan
 
 CPU_TIMING_NOTE = (
     "timings are not meaningful on CPU: the Triton interpreter runs the kernel one program at "

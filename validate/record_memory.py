@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from kvplan.validate.memory import CPU_POOL_CAP_BYTES, AllocatedPools, FitCheck
-from kvplan.validate.plan import VerifyPlan
+from kvplan.validate.verify_plan import VerifyPlan
 
 BLOCKS_SOURCE = (
     "kvplan.kernels.PagedKVCache: the pages it hands out for the batch (asked on the meta "

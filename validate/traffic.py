@@ -22,7 +22,7 @@ from typing import Any
 
 from kvplan.kernels.splits import heads_per_program
 from kvplan.kvmath import ceil_div
-from kvplan.validate.plan import BLOCK_TABLE_ENTRY_BYTES, SEQ_LEN_BYTES, VerifyPlan
+from kvplan.validate.verify_plan import BLOCK_TABLE_ENTRY_BYTES, SEQ_LEN_BYTES, VerifyPlan
 
 
 @dataclass(frozen=True)
