@@ -52,23 +52,8 @@ def cold_cli(model: str, context: int, concurrency: int) -> tuple[float, float]:
     """(wall, CPU) seconds of one `kvplan recommend … -f json` in a fresh interpreter."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "kvplan.cli",
-            "recommend",
-            model,
-            "-c",
-            str(context),
-            "-n",
-            str(concurrency),
-            "-f",
-            "json",
-        ],
-        capture_output=True,
-        check=False,
-    )
+    args = ["recommend", model, "-c", str(context), "-n", str(concurrency), "-f", "json"]
+    subprocess.run([sys.executable, "-m", "kvplan.cli", *args], capture_output=True, check=False)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime

@@ -201,22 +201,8 @@ def test_recommended_command_gives_the_claimed_capacity_in_report(
     catalog, model, sku, context, concurrency
 ):
     assume(context <= catalog.model(model).max_context)
-    result = run(
-        "recommend",
-        model,
-        "-c",
-        str(context),
-        "-n",
-        str(concurrency),
-        "-s",
-        sku,
-        "--max-gpus",
-        "8",
-        "--top",
-        "1",
-        "-f",
-        "json",
-    )
+    args = ["-c", str(context), "-n", str(concurrency), "-s", sku, "--max-gpus", "8"]
+    result = run("recommend", model, *args, "--top", "1", "-f", "json")
     assume(result.exit_code == 0)
     claimed = json.loads(result.stdout)["ranked"][0]
     args = report_args(claimed["launch_command"])
@@ -234,7 +220,7 @@ def test_price_per_hour_from_a_sku_file(tmp_path):
 
     shipped = Path(__file__).resolve().parent.parent / "sku_profiles" / "l4.yaml"
     (tmp_path / "l4.yaml").write_text(shipped.read_text() + "price_per_hour: 0.8\n")
-    result = run(
+    question = [
         "recommend",
         "llama-3.1-8b",
         "-c",
@@ -243,32 +229,13 @@ def test_price_per_hour_from_a_sku_file(tmp_path):
         "16",
         "-s",
         "l4",
-        "--rank",
-        "price",
-        "--catalog",
-        str(tmp_path),
         "-f",
         "json",
-    )
-    assert result.exit_code == 0, result.output
-    for record in json.loads(result.stdout)["ranked"]:
-        assert record["cost"] == record["gpus"] * 0.8
-    # --price overrides the file's figure.
-    cheaper = run(
-        "recommend",
-        "llama-3.1-8b",
-        "-c",
-        "8k",
-        "-n",
-        "16",
-        "-s",
-        "l4",
-        "--price",
-        "l4=0.5/h",
         "--catalog",
-        str(tmp_path),
-        "-f",
-        "json",
-    )
-    first = json.loads(cheaper.stdout)["ranked"][0]
-    assert first["cost"] == first["gpus"] * 0.5
+    ]
+    for extra, price in ((["--rank", "price"], 0.8), (["--price", "l4=0.5/h"], 0.5)):
+        # --price overrides the file's figure.
+        result = run(*question, str(tmp_path), *extra)
+        assert result.exit_code == 0, result.output
+        for record in json.loads(result.stdout)["ranked"]:
+            assert record["cost"] == record["gpus"] * price
