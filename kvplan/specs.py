@@ -74,6 +74,13 @@ WEIGHT_DTYPES: dict[str, DtypeInfo] = {
         DtypeInfo("int8", 8, description="int8 with per-channel scales (negligible)"),
         # GPTQ/AWQ group 128: an fp16 scale and a packed 4-bit zero point per group.
         DtypeInfo("int4", 4, 128, 20, "int4, group 128: fp16 scale + 4-bit zero"),
+        # AutoAWQ GEMM layout: qweight int32 [in, out/8], scales fp16 [in/128, out],
+        # qzeros int32 [in/128, out/8]: 4 bits per weight + 16 + 4 bits per group of 128.
+        DtypeInfo("awq", 4, 128, 20, "AWQ int4, group 128: fp16 scale + packed 4-bit zero"),
+        # GPTQ layout: qweight int32 [in/8, out], scales fp16 [in/128, out], qzeros int32
+        # [in/128, out/8], plus g_idx int32 [in] per matrix (one input row's group index:
+        # 4 bytes per input row, under 0.1 % of a 4096-wide matrix; not counted here).
+        DtypeInfo("gptq", 4, 128, 20, "GPTQ int4, group 128: fp16 scale + packed 4-bit zero"),
         DtypeInfo("nvfp4", 4, 16, 8, "FP4 E2M1 + one fp8 scale per 16 values"),
         DtypeInfo("mxfp4", 4, 32, 8, "FP4 E2M1 + one E8M0 scale per 32 values"),
     )
@@ -125,7 +132,7 @@ KvDtypeName = Literal[
     "fp32", "bf16", "fp16", "fp8_e4m3", "fp8_e5m2", "int8", "int4", "nvfp4", "mxfp4"
 ]
 WeightDtypeName = Literal[
-    "fp32", "bf16", "fp16", "fp8", "fp8_block", "int8", "int4", "nvfp4", "mxfp4"
+    "fp32", "bf16", "fp16", "fp8", "fp8_block", "int8", "int4", "awq", "gptq", "nvfp4", "mxfp4"
 ]
 
 # --- layer kinds ------------------------------------------------------------
@@ -290,6 +297,68 @@ class LayerPlan(_Spec):
         return tuple((pattern * reps)[:num_layers])
 
 
+RopeType = Literal["yarn", "dynamic", "linear", "llama3", "longrope"]
+
+
+class RopeScalingSpec(_Spec):
+    """RoPE scaling: how far past its native limit a model's positions reach.
+
+    vLLM's rule (vllm/config/model.py `_get_and_verify_max_len`, 0.6-0.19): yarn serves
+    original_max_position_embeddings × factor; dynamic and linear serve
+    max_position_embeddings × factor; llama3 and longrope are already inside
+    max_position_embeddings (Llama 3.1: 131,072 = 16 × its 8,192 pre-training length).
+    """
+
+    rope_type: RopeType = Field(description="rope_scaling.rope_type (or .type) of the config")
+    factor: float = Field(ge=1, description="rope_scaling.factor: the length multiplier")
+    original_max_context: PositiveInt | None = Field(
+        None,
+        description="original_max_position_embeddings in tokens: the length the factor "
+        "multiplies (yarn); null = max_context",
+    )
+    applied: bool = Field(
+        description="true: engines run with it (config.json states it, or the deployment "
+        "declares it: vLLM --hf-overrides, kvplan --rope-scaling); false: the model card "
+        "recommends it and the config omits it, so serving past max_context needs a "
+        "declaration"
+    )
+    source: str | None = Field(
+        None, description="URL that states it when config.json does not (the model card)"
+    )
+
+    def extended_context(self, max_context: int) -> int:
+        """Context limit in tokens with this scaling (vLLM's derived max_model_len)."""
+        if self.rope_type in ("llama3", "longrope"):
+            return max_context
+        base = self.original_max_context if self.rope_type == "yarn" else None
+        return max(int((base or max_context) * self.factor), max_context)
+
+    def label(self) -> str:
+        """`yarn ×4 over 32,768` as reports print it."""
+        factor = f"{self.factor:g}"
+        over = f" over {self.original_max_context:,}" if self.original_max_context else ""
+        return f"{self.rope_type} ×{factor}{over}"
+
+
+class VisionSpec(_Spec):
+    """The vision encoder and projector of a multimodal checkpoint: weights only, no KV.
+
+    Counted in weights beside the text model; vLLM splits its matrices over TP ranks by
+    default (`--mm-encoder-tp-mode weights`, vllm/config/multimodal.py).
+    """
+
+    model_type: str = Field(
+        min_length=1, description="vision_config.model_type, e.g. siglip_vision_model"
+    )
+    params: PositiveInt = Field(
+        description="parameters of the vision tower plus the multimodal projector"
+    )
+    basis: str = Field(
+        min_length=1,
+        description="how params was counted (the vision_config arithmetic, or safetensors)",
+    )
+
+
 class ModelSpec(_Spec):
     """A model architecture (not a checkpoint), as its public config.json states it."""
 
@@ -302,7 +371,9 @@ class ModelSpec(_Spec):
     vocab_size: PositiveInt = Field(description="vocabulary size (embedding rows)")
     intermediate_size: PositiveInt = Field(description="FFN width of dense layers")
     tie_word_embeddings: bool = Field(description="lm_head shares the input embedding")
-    max_context: PositiveInt = Field(description="native context limit in tokens")
+    max_context: PositiveInt = Field(
+        description="native context limit in tokens (max_position_embeddings)"
+    )
     weight_dtype: WeightDtypeName = Field("bf16", description="dtype of the released weights")
     attention: AttentionSpec = Field(description="softmax attention geometry")
     mla: MlaSpec | None = Field(None, description="MLA latent geometry (mla layers)")
@@ -319,6 +390,12 @@ class ModelSpec(_Spec):
     norms_per_layer: PositiveInt = Field(2, description="norm modules per decoder layer")
     learned_positions: NonNegativeInt = Field(
         0, description="rows of a learned position embedding (GPT-2 n_positions); 0 = RoPE"
+    )
+    rope_scaling: RopeScalingSpec | None = Field(
+        None, description="RoPE scaling that extends the context past max_context"
+    )
+    vision: VisionSpec | None = Field(
+        None, description="vision encoder of a multimodal checkpoint (weights only)"
     )
     params: PositiveInt | None = Field(None, description="published parameter count")
     params_source: str | None = Field(None, description="where the published count is stated")
@@ -359,6 +436,22 @@ class ModelSpec(_Spec):
     def layer_kinds(self) -> tuple[str, ...]:
         """The kind of every layer, expanded from the plan."""
         return self.layers.expand(self.num_layers)
+
+    @property
+    def extended_context(self) -> int | None:
+        """Context limit in tokens with the RoPE scaling, when it reaches past max_context."""
+        if self.rope_scaling is None:
+            return None
+        extended = self.rope_scaling.extended_context(self.max_context)
+        return extended if extended > self.max_context else None
+
+    @property
+    def context_limit(self) -> int:
+        """Longest context an engine serves, in tokens: the extended limit when the RoPE
+        scaling is applied (stated in the config or declared), else max_context."""
+        if self.rope_scaling is not None and self.rope_scaling.applied:
+            return self.extended_context or self.max_context
+        return self.max_context
 
 
 class SkuSpec(_Spec):

@@ -21,6 +21,8 @@ from kvplan.catalog.hf.files import (
     _weights_bytes,
 )
 from kvplan.catalog.hf.quantization import _quantization
+from kvplan.catalog.hf.rope import _rope_scaling
+from kvplan.catalog.hf.vision import _vision
 from kvplan.errors import KvplanError
 from kvplan.specs import ModelSpec
 
@@ -70,6 +72,7 @@ def _spec(
             raise KvplanError(f"{where}: model_type {model_type!r} needs a text_config object")
         top, c = c, _Config(text, f"{where} text_config", model_type)
     fields = family(c)
+    _context_and_vision(c, top, fields)
     if top is not None:
         # Wrappers state torch_dtype at the top level; text_config may repeat it or not.
         fields["weight_dtype"] = _weight_dtype(_Config({**top.data, **c.data}, where, model_type))
@@ -85,6 +88,16 @@ def _spec(
     except ValidationError as error:
         raise KvplanError(_validation_line(where, error)) from None
     return spec, warnings
+
+
+def _context_and_vision(c: _Config, top: _Config | None, fields: dict[str, Any]) -> None:
+    """The RoPE extension the text config states and a wrapper's vision tower, when present."""
+    rope = _rope_scaling(c)
+    if rope is not None:
+        fields["rope_scaling"] = rope
+    vision = _vision(top, fields["hidden_size"]) if top is not None else None
+    if vision is not None:
+        fields["vision"] = vision
 
 
 def _unknown_type(where: str, model_type: Any) -> str:
