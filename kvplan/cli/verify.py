@@ -127,7 +127,7 @@ def verify(
     with user_errors():
         output = _format(fmt)
         catalog = _catalog(catalog_dirs)
-        spec, _ = _model(catalog, model)
+        spec = _model(catalog, model).spec
         target = catalog.sku(sku) if sku else None
         try:  # torch and triton are the optional `verify` extra; size/report never load them
             from kvplan.validate.harness import resolve_device, run_verify
