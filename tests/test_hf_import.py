@@ -258,7 +258,7 @@ def test_starcoder2_3b():
 def test_cohere_awq_int4_weights():
     result = load("c4ai-command-r-v01-awq")
     assert kv_bytes_per_token(result.spec, kv_dtype="bf16") == 1_310_720
-    assert result.spec.weight_dtype == "int4"
+    assert result.spec.weight_dtype == "awq"
     assert has_warning(result, "awq", "KV cache stays in the activation dtype (fp16)")
     assert result.spec.norms_per_layer == 1
 

@@ -93,6 +93,12 @@ def _hub_error(ref: HubRef, error: Exception, endpoint: str, offline: bool) -> K
             f"{ref}: not in the Hugging Face cache and HF_HUB_OFFLINE is set: run once online "
             "(or unset HF_HUB_OFFLINE)"
         )
+    if "Timeout" in type(error).__name__ or isinstance(error, TimeoutError):
+        return KvplanError(
+            f"{ref}: the Hub at {endpoint} did not answer in time (HF_HUB_ETAG_TIMEOUT, "
+            "HF_HUB_DOWNLOAD_TIMEOUT seconds) and the model is not cached: check the network "
+            "(or HF_ENDPOINT), then run again"
+        )
     if isinstance(error, errors.LocalEntryNotFoundError):
         return KvplanError(
             f"{ref}: cannot reach the Hub at {endpoint} and the model is not cached: check the "
@@ -165,7 +171,11 @@ def fetch_hub_model(ref: HubRef) -> HubModel:
             offline and not cached, the Hub unreachable), saying what to do.
     """
     from huggingface_hub import constants, hf_hub_download
+    from huggingface_hub.utils import disable_progress_bars, logging
 
+    # The client's own retry warnings and progress bars would break the one-line contract.
+    logging.set_verbosity_error()
+    disable_progress_bars()
     offline = constants.HF_HUB_OFFLINE
     try:
         config_path = Path(
