@@ -111,8 +111,8 @@ class _Handler(BaseHTTPRequestHandler):
         if with_body:
             self.wfile.write(part)
 
-    def do_HEAD(self) -> None:  # noqa: N802 - the http.server hook name
+    def do_HEAD(self) -> None:
         self._answer(with_body=False)
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         self._answer(with_body=True)
