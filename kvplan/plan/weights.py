@@ -76,7 +76,8 @@ def weight_bytes(
     Linear layers use `weight_dtype` (default: the model's), routed experts the model's
     expert dtype unless a dtype is forced; embeddings, lm_head and norms stay 16-bit.
     TP shards every matrix and the vocabulary (norms replicate); PP gives each stage its
-    layers, the embedding to the first stage and lm_head (a copy when tied) to the last.
+    layers, the embedding (and an image encoder) to the first stage and lm_head (a copy when
+    tied) to the last.
     `exact_total_bytes` (safetensors metadata) rescales the computed figures to match.
     `expert_shards` (default tp) is how many GPUs share the routed experts (expert parallel).
     A vision tower (model.vision) stays 16-bit and is split over TP on the first stage.
@@ -90,7 +91,8 @@ def weight_bytes(
     embedding_bytes = tensor_bytes(counts.embedding, base)
     lm_head_bytes = tensor_bytes(model.vocab_size * hidden, base)
     final_norm_bytes = tensor_bytes(hidden * (1 if model.norm == "rms" else 2), base)
-    vision_bytes = tensor_bytes(model.vision.params, base) if model.vision else 0
+    tower = model.vision_tower.params if model.vision_tower else 0
+    vision_bytes = tensor_bytes(tower, base) + tensor_bytes(counts.vision, base)
 
     stages = []
     for stage, layers in enumerate(stage_layer_ranges(model.num_layers, pp)):
@@ -101,6 +103,8 @@ def weight_bytes(
             routed += tensor_bytes(p.routed_experts, expert)
             replicated += tensor_bytes(p.norms, base)
         if stage == 0:
+            # Image encoders run before the first layer; vLLM shards their linear layers over
+            # TP like the text model's (mllama; --mm-encoder-tp-mode weights, the default).
             sharded += embedding_bytes + vision_bytes
         if stage == pp - 1:
             replicated += final_norm_bytes

@@ -22,7 +22,7 @@ from kvplan.catalog.hf.files import (
 )
 from kvplan.catalog.hf.quantization import _quantization
 from kvplan.catalog.hf.rope import _rope_scaling
-from kvplan.catalog.hf.vision import _vision
+from kvplan.catalog.hf.towers import _vision_tower
 from kvplan.errors import KvplanError
 from kvplan.specs import ModelSpec
 
@@ -71,6 +71,7 @@ def _spec(
         if not isinstance(text, dict):
             raise KvplanError(f"{where}: model_type {model_type!r} needs a text_config object")
         top, c = c, _Config(text, f"{where} text_config", model_type)
+        c.outer = top
     fields = family(c)
     _context_and_vision(c, top, fields)
     if top is not None:
@@ -95,9 +96,12 @@ def _context_and_vision(c: _Config, top: _Config | None, fields: dict[str, Any])
     rope = _rope_scaling(c)
     if rope is not None:
         fields["rope_scaling"] = rope
-    vision = _vision(top, fields["hidden_size"]) if top is not None else None
-    if vision is not None:
-        fields["vision"] = vision
+    # A cross-attended encoder (mllama) is its family's `vision` section; other wrappers feed
+    # the tower's tokens in as embeddings: weights only (`vision_tower`).
+    if top is not None and "vision" not in fields:
+        tower = _vision_tower(top, fields["hidden_size"])
+        if tower is not None:
+            fields["vision_tower"] = tower
 
 
 def _unknown_type(where: str, model_type: Any) -> str:
