@@ -334,3 +334,23 @@ def test_gpu_bandwidth_figures_and_table_from_synthetic_timings(catalog):
     assert "4,800 GB/s" in shown and "4,300 GB/s" in shown
     assert "of datasheet" in shown and "tokens/s" in shown
     assert "re-read ×1" in shown
+
+
+def test_verify_refuses_a_batch_it_cannot_lay_out_before_loading_torch():
+    # verify allocates every sequence; 10^9 of them would hang laying out block tables.
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from typer.testing import CliRunner\n"
+        "from kvplan.cli import app\n"
+        "r = CliRunner().invoke(app, ['verify', 'llama-3.1-8b', '--device', 'cpu',"
+        " '--batch', '1000000000'])\n"
+        "print(r.exit_code, 'torch' in sys.modules)\n"
+        "print(r.stderr.strip())\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    first, message = done.stdout.splitlines()[:2]
+    assert first == "2 False"
+    assert message.startswith("error: --batch: verify runs every sequence on the device")

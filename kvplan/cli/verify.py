@@ -19,8 +19,12 @@ from kvplan.cli.options import (
     ModelArg,
 )
 from kvplan.errors import KvplanError
+from kvplan.plan.batch import Batch
 
 CPU_TORCH_INDEX = "https://download.pytorch.org/whl/cpu"
+# verify allocates and runs every sequence: far above any engine's max_num_seqs (256 – 1024)
+# and far below what would take minutes just to lay out block tables.
+MAX_VERIFY_SEQUENCES = 65_536
 
 
 def install_hint(root: Path | None = None, has_gpu_driver: bool | None = None) -> str:
@@ -180,8 +184,10 @@ def verify(
     with user_errors():
         output = _format(fmt)
         catalog = _catalog(catalog_dirs)
-        spec, _ = _model(catalog, model)
+        spec = _model(catalog, model).spec
         target = catalog.sku(sku) if sku else None
+        # The batch's size does not depend on the context: refuse a huge one before torch loads.
+        _verifiable(_batch(context or "1", batch, lengths))
         try:  # torch, triton, numpy: the optional `verify` extra; size/report never load them
             from kvplan.validate.harness import VerifyRequest, resolve_device, run_verify
         except ImportError as error:
@@ -197,12 +203,9 @@ def verify(
         default_context = (
             str(spec.max_context) if capacity else "8k" if where.type == "cuda" else "64"
         )
+        sequences = _batch(context or default_context, batch, lengths)
         request = VerifyRequest(
-            lengths=tuple(
-                tokens
-                for tokens, count in _batch(context or default_context, batch, lengths)
-                for _ in range(count)
-            ),
+            lengths=tuple(tokens for tokens, count in sequences for _ in range(count)),
             kv_dtype=kv_dtype,
             engine=engine,
             tp=tp,
@@ -231,3 +234,12 @@ def verify(
     # A failed check is a result, not an error: rendered above, then exit 1 (STYLE).
     if exit_code(record):
         raise typer.Exit(1)
+
+
+def _verifiable(sequences: Batch) -> None:
+    """Refuse a batch verify cannot lay out: it allocates and runs every sequence."""
+    if sequences.size > MAX_VERIFY_SEQUENCES:
+        raise KvplanError(
+            f"--batch: verify runs every sequence on the device; {sequences.size:,} is more "
+            f"than {MAX_VERIFY_SEQUENCES:,} (size a larger batch with `kvplan size`)"
+        )

@@ -66,6 +66,13 @@ WEIGHT_DTYPES: dict[str, DtypeInfo] = {
         DtypeInfo("int8", 8, description="int8 with per-channel scales (negligible)"),
         # GPTQ/AWQ group 128: an fp16 scale and a packed 4-bit zero point per group.
         DtypeInfo("int4", 4, 128, 20, "int4, group 128: fp16 scale + 4-bit zero"),
+        # AutoAWQ GEMM layout: qweight int32 [in, out/8], scales fp16 [in/128, out],
+        # qzeros int32 [in/128, out/8]: 4 bits per weight + 16 + 4 bits per group of 128.
+        DtypeInfo("awq", 4, 128, 20, "AWQ int4, group 128: fp16 scale + packed 4-bit zero"),
+        # GPTQ layout: qweight int32 [in/8, out], scales fp16 [in/128, out], qzeros int32
+        # [in/128, out/8], plus g_idx int32 [in] per matrix (one input row's group index:
+        # 4 bytes per input row, under 0.1 % of a 4096-wide matrix; not counted here).
+        DtypeInfo("gptq", 4, 128, 20, "GPTQ int4, group 128: fp16 scale + packed 4-bit zero"),
         DtypeInfo("nvfp4", 4, 16, 8, "FP4 E2M1 + one fp8 scale per 16 values"),
         DtypeInfo("mxfp4", 4, 32, 8, "FP4 E2M1 + one E8M0 scale per 32 values"),
     )
@@ -117,5 +124,5 @@ KvDtypeName = Literal[
     "fp32", "bf16", "fp16", "fp8_e4m3", "fp8_e5m2", "int8", "int4", "nvfp4", "mxfp4"
 ]
 WeightDtypeName = Literal[
-    "fp32", "bf16", "fp16", "fp8", "fp8_block", "int8", "int4", "nvfp4", "mxfp4"
+    "fp32", "bf16", "fp16", "fp8", "fp8_block", "int8", "int4", "awq", "gptq", "nvfp4", "mxfp4"
 ]
