@@ -68,6 +68,23 @@ def test_other_formats(fmt):
         assert "```" in result.stdout and "vllm serve" in result.stdout
 
 
+def test_rope_scaling_past_the_native_limit():
+    # Qwen3-8B: max_position_embeddings 40,960; its card's YaRN ×4 over 32,768 reaches 131,072
+    # and is not in config.json, so vLLM needs it as an override past 40,960.
+    args = ("recommend", "qwen3-8b", "-c", "128k", "-n", "4", "-s", "h100-sxm")
+    refused = run(*args)
+    assert refused.exit_code == 2
+    assert "declare the RoPE scaling: --rope-scaling yarn:4" in refused.stderr
+    result = run(*args, "--rope-scaling", "yarn:4", "-f", "json")
+    assert result.exit_code == 0, result.output
+    command = json.loads(result.stdout)["ranked"][0]["launch_command"]
+    assert command.endswith(
+        """--hf-overrides '{"rope_scaling": {"rope_type": "yarn", "factor": 4.0, """
+        """"original_max_position_embeddings": 32768}}'"""
+    )
+    assert report_args(command)[-2:] == ["--rope-scaling", "yarn:4:32768"]
+
+
 def test_nothing_meets_exits_1_naming_the_closest_miss():
     args = ("recommend", "llama-3.1-8b", "-c", "128k", "-n", "64", "-s", "l4", "--max-gpus", "4")
     table = run(*args)
@@ -168,7 +185,14 @@ def report_args(command: str) -> list[str]:
             i += 1
             continue
         value = words[i + 1]
-        if flag == "--kv-cache-dtype":
+        if flag == "--hf-overrides":
+            rope = json.loads(value)["rope_scaling"]
+            parts = [rope["rope_type"], f"{rope['factor']:g}"]
+            parts += [str(rope["original_max_position_embeddings"])] * (
+                "original_max_position_embeddings" in rope
+            )
+            args += ["--rope-scaling", ":".join(parts)]
+        elif flag == "--kv-cache-dtype":
             args += ["--kv-dtype", "bf16" if value == "auto" else value]
         elif flag == "--quantization":
             args += ["--weight-dtype", value]
@@ -184,6 +208,7 @@ def report_args(command: str) -> list[str]:
 @given(
     model=st.sampled_from(
         [
+            "qwen3-8b",
             "llama-3.1-8b",
             "qwen3-30b-a3b",
             "gemma-2-9b",

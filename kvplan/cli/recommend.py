@@ -10,7 +10,7 @@ import typer
 
 from kvplan.cli.common import _catalog, _deployment_of, _format, _model, user_errors
 from kvplan.cli.engine_options import EngineOptions, engine_options
-from kvplan.cli.options import CatalogOpt, FormatOpt, ModelArg
+from kvplan.cli.options import CatalogOpt, FormatOpt, ModelArg, RopeScalingOpt
 from kvplan.errors import KvplanError
 
 _PRICE = re.compile(r"\s*(?P<sku>[^=]+?)\s*=\s*(?P<price>\d+(?:\.\d+)?)\s*/\s*h\s*", re.I)
@@ -27,7 +27,7 @@ def recommend(
             "--context",
             "-c",
             help="tokens per request, the max_model_len to serve; accepts 8k, 128k, 1M "
-            "(k = 1024); default: the model's native limit",
+            "(k = 1024); default: the model's context limit (native, or with --rope-scaling)",
             show_default=False,
         ),
     ] = None,
@@ -105,6 +105,7 @@ def recommend(
         ),
     ] = None,
     top: Annotated[int, typer.Option("--top", help="how many distinct deployments to list")] = 5,
+    rope_scaling: RopeScalingOpt = None,
     fmt: FormatOpt = "table",
     catalog_dirs: CatalogOpt = None,
     *,
@@ -133,11 +134,12 @@ def recommend(
         if top < 1:
             raise KvplanError(f"--top: {top} must be at least 1")
         catalog = _catalog(catalog_dirs)
-        spec, exact_weights = _model(catalog, model)
-        base = _deployment_of(spec, engine_options, "bf16", None, tp or 1, pp or 1, exact_weights)
+        resolved = _model(catalog, model, rope_scaling)
+        base = _deployment_of(resolved, engine_options, "bf16", None, tp or 1, pp or 1)
         skus = _skus(catalog, sku)
         prices = _prices(catalog, price or [])
-        context_tokens = parse_tokens(context, "--context") if context else spec.max_context
+        limit = base.model.context_limit
+        context_tokens = parse_tokens(context, "--context") if context else limit
         space = SearchSpace(
             skus=skus,
             max_gpus=max_gpus,

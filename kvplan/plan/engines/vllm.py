@@ -6,6 +6,8 @@ terms in `vllm_memory`; this module puts them together behind `EngineProfile`.
 
 from __future__ import annotations
 
+import json
+import shlex
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING
@@ -36,7 +38,7 @@ from kvplan.units import GIB
 
 if TYPE_CHECKING:
     from kvplan.plan.deployment import Deployment
-    from kvplan.specs import ModelSpec, SkuSpec
+    from kvplan.specs import ModelSpec, RopeScalingSpec, SkuSpec
 
 # v1/kv_cache_interface.py MLAAttentionSpec: with --kv-cache-dtype fp8, sparse MLA
 # (DeepSeek-V3.2) stores "fp8_ds_mla": 512 fp8 latent values, 4 fp32 scales and the 64 rope
@@ -252,6 +254,11 @@ class VllmProfile(EngineProfile):
             words += ["--quantization", str(weights)]
         if settings.hybrid_allocator is False:
             words.append("--disable-hybrid-kv-cache-manager")
+        scaling = deployment.model.rope_scaling
+        if scaling is not None and context_tokens > deployment.model.max_context:
+            # Past max_position_embeddings vLLM needs the scaling in the config; a declared
+            # one (the model card's advice) goes in as an override, as Qwen's cards show.
+            words += ["--hf-overrides", shlex.quote(json.dumps({"rope_scaling": _rope(scaling)}))]
         return " ".join(words)
 
     def capacity_tokens(self, pool: KvPool, max_model_len: int) -> int:
@@ -315,6 +322,14 @@ class VllmProfile(EngineProfile):
         return notes
 
 
+def _rope(scaling: RopeScalingSpec) -> dict[str, object]:
+    """The config.json rope_scaling object for `scaling`."""
+    fields: dict[str, object] = {"rope_type": scaling.rope_type, "factor": scaling.factor}
+    if scaling.original_max_context is not None:
+        fields["original_max_position_embeddings"] = scaling.original_max_context
+    return fields
+
+
 def _quantizes_at_load(deployment: Deployment) -> bool:
     """fp8 weights from a 16-bit checkpoint: `--quantization fp8` quantises them at load."""
     return deployment.weight_dtype == "fp8" and released_in_16_bit(deployment.model)
@@ -350,10 +365,16 @@ def _layout_key(deployment: Deployment) -> Deployment:
         draft_layers=s.draft_layers,
     )
     plain = deployment.dp == 1 and not deployment.ep and deployment.weight_dtype is None
-    if kept == s and plain and deployment.exact_weights_bytes is None:
+    checkpoint = deployment.exact_weights_bytes, deployment.checkpoint
+    if kept == s and plain and checkpoint == (None, None):
         return deployment
     return deployment.replace(
-        settings=kept, weight_dtype=None, dp=1, ep=False, exact_weights_bytes=None
+        settings=kept,
+        weight_dtype=None,
+        dp=1,
+        ep=False,
+        exact_weights_bytes=None,
+        checkpoint=None,
     )
 
 

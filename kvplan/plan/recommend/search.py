@@ -81,11 +81,16 @@ def recommend(
     """
     if not 0 <= headroom < 1:
         raise KvplanError(f"--headroom: {float(headroom):g} must be at least 0 and below 1")
-    native = base.model.max_context
-    if objective.context_tokens > native:
+    model = base.model
+    if objective.context_tokens > model.context_limit:
+        which = "native" if model.context_limit == model.max_context else "extended"
+        hint, scaling, extended = "", model.rope_scaling, model.extended_context
+        if scaling is not None and extended and objective.context_tokens <= extended:
+            declared = f"{scaling.rope_type}:{scaling.factor:g}"
+            hint = f"; declare the RoPE scaling: --rope-scaling {declared}"
         raise KvplanError(
-            f"--context: {objective.context_tokens:,} tokens exceed {base.model.name}'s native "
-            f"limit of {native:,} (engines refuse a longer max_model_len)"
+            f"--context: {objective.context_tokens:,} tokens exceed {model.name}'s {which} "
+            f"limit of {model.context_limit:,} (engines refuse a longer max_model_len){hint}"
         )
     cost = cost or GpuCount()
     points, unpriced, searched = points_of(base, objective, space, cost)
@@ -139,7 +144,9 @@ def _evaluate(
             dp=point.dp,
             ep=point.ep,
             settings=settings,
+            # Another weight dtype than the release's: the checkpoint's bytes no longer apply.
             exact_weights_bytes=base.exact_weights_bytes if point.weight_dtype is None else None,
+            checkpoint=base.checkpoint if point.weight_dtype is None else None,
         )
     except KvplanError:
         return [], 0
