@@ -169,10 +169,11 @@ def test_data_parallel_attention_and_expert_parallelism(catalog):
     per_replica = dp8.budget.kv_bytes // dp8.request_bytes_per_gpu()
     assert dp8.max_concurrency() == 8 * per_replica
     # Weights per GPU: attention, embeddings and shared experts whole on every GPU (tp 1),
-    # routed experts one eighth each.
+    # routed experts one eighth each; vLLM adds its RoPE table, 163,840 positions x 64 rope
+    # dims x 2 B = 20,971,520 B.
     (stage,) = Deployment(model, vllm).weights().stages
     expected = stage.sharded_bytes + -(-stage.routed_expert_bytes // 8) + stage.replicated_bytes
-    assert dp8.weights_bytes_per_gpu == expected
+    assert dp8.weights_bytes_per_gpu == expected + 163_840 * 64 * 2
     # With its weights larger per GPU, DP attention still serves more: no latent is repeated.
     assert dp8.max_concurrency() > tp8.max_concurrency()
 
