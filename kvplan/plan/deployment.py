@@ -45,6 +45,11 @@ class Deployment:
                 f"--ep: {self.model.name} has no routed experts; expert parallelism needs an MoE"
             )
         kv_dtype_info(self.kv_dtype)  # fail early on a typo
+        if not self.engine.accepts_kv_dtype(self.kv_dtype):
+            raise KvplanError(
+                f"--kv-dtype: {self.engine.name} does not store KV as {self.kv_dtype} (a ggml "
+                "block type: use --engine llama.cpp or ollama, or fp8/int8 with this engine)"
+            )
         stage_layer_ranges(self.model.num_layers, self.pp)
         self.engine.check(self)
 
