@@ -90,10 +90,11 @@ def _deployment_of(spec, engine_options, kv_dtype, weight_dtype, tp, pp, exact_w
     name, settings, dp, ep = engine_options.resolve()
     if weight_dtype is not None:
         weight_dtype = weight_dtype_info(weight_dtype).name
+    profile = engine_profile(name)
     return Deployment(
         model=spec,
-        engine=engine_profile(name),
-        kv_dtype=kv_dtype_info(kv_dtype).name,
+        engine=profile,
+        kv_dtype=kv_dtype_info(kv_dtype or profile.default_kv_dtype).name,
         weight_dtype=weight_dtype,
         tp=tp,
         pp=pp,

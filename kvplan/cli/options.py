@@ -12,8 +12,8 @@ from kvplan.report.render import FORMATS
 ModelArg = Annotated[
     str,
     typer.Argument(
-        help="catalogue name or alias (see `kvplan models`), or a Hugging Face config.json "
-        "or a folder holding one",
+        help="catalogue name or alias (see `kvplan models`), a Hugging Face config.json "
+        "or a folder holding one, or a local .gguf file (its header is read)",
         show_default=False,
     ),
 ]
@@ -34,11 +34,13 @@ LengthsOpt = Annotated[
     ),
 ]
 KvDtypeOpt = Annotated[
-    str,
+    str | None,
     typer.Option(
         "--kv-dtype",
         help="KV element type: fp32, bf16, fp16, fp8 (= fp8_e4m3), fp8_e5m2, int8, int4, "
-        "nvfp4, mxfp4 (quantisation scales counted)",
+        "nvfp4, mxfp4; llama.cpp/ollama ggml types f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, "
+        "q5_1, iq4_nl (-ctk; scales counted); default bf16 (llama.cpp/ollama f16)",
+        show_default=False,
     ),
 ]
 WeightDtypeOpt = Annotated[

@@ -335,6 +335,7 @@ class EngineProfile(ABC):
     name: str
     summary: str
     default_utilization_text: str = "1.0"  # for --help and docs
+    default_kv_dtype: str = "bf16"  # --kv-dtype when not given (the model's 16-bit type)
 
     def check(self, deployment: Deployment) -> None:
         """Refuse a deployment the engine refuses to start (raise KvplanError)."""
