@@ -53,8 +53,13 @@ def _batch(context: str, batch: int, lengths: str | None):
 
 
 def _model(catalog, name: str):
-    """A catalogue model, or an imported HF config (path); warnings printed."""
+    """A catalogue model, an imported HF config (path) or a GGUF file's header; warnings
+    printed. The gguf package (and numpy) load only for a .gguf path."""
     path = Path(name)
+    if path.suffix.lower() == ".gguf":
+        from kvplan.catalog.gguf import read_gguf
+
+        return read_gguf(path)
     if path.suffix == ".json" or path.is_dir() or path.exists():
         from kvplan.catalog.hf import import_hf
 

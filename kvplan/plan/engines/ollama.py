@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 OLDEST, NEWEST = (0, 1, 0), (0, 99, 99)
 DEFAULT_RELEASE_TEXT = "0.13.0"
 # ollama release (major, minor) from which a vendored llama.cpp build applies.
-VENDORED_BUILDS = (((0, 13), 7000), ((0, 10), 6100), ((0, 7), 5500), ((0, 6), 4800), ((0, 0), 4000))
+VENDORED_BUILDS = (((0, 13), 7000), ((0, 10), 6100), ((0, 7), 5500), ((0, 6), 4400), ((0, 0), 4000))
 OLLAMA_KV_TYPES = ("fp16", "q8_0", "q4_0")
 
 
