@@ -27,7 +27,7 @@ class Deployment:
 
     model: ModelSpec
     engine: EngineProfile
-    kv_dtype: str = "bf16"
+    kv_dtype: str = ""  # "": the engine's default (bf16; f16 for llama.cpp and ollama)
     weight_dtype: str | None = None  # None: the model's released dtype
     tp: int = 1
     pp: int = 1
@@ -44,6 +44,8 @@ class Deployment:
             raise KvplanError(
                 f"--ep: {self.model.name} has no routed experts; expert parallelism needs an MoE"
             )
+        if not self.kv_dtype:
+            object.__setattr__(self, "kv_dtype", self.engine.default_kv_dtype)
         kv_dtype_info(self.kv_dtype)  # fail early on a typo
         if not self.engine.accepts_kv_dtype(self.kv_dtype):
             raise KvplanError(
