@@ -284,25 +284,31 @@ def fraction_of_free(
     fraction; `kv = ⌊free · utilization⌋ + (total − free) − weights − terms`. A fixed KV
     budget (`settings.kv_memory_bytes`) replaces it all.
     """
-    if settings.kv_memory_bytes is not None:
-        fixed = settings.kv_memory_bytes
-        return Budget(total_bytes, total_basis, utilization, weights_bytes, 0, 0, 0, True, fixed)
-    activation, non_torch, cudagraph = terms
-    budget = Budget(
+    budget = subtract_terms(
         total_bytes,
         total_basis,
         utilization,
         weights_bytes,
-        activation,
-        non_torch,
-        cudagraph,
-        False,
-        0,
-        uncertainty_bytes,
-        free_bytes,
+        settings,
+        lambda: (*terms, uncertainty_bytes),
     )
-    kv = budget.requested_bytes - weights_bytes - activation - non_torch - cudagraph
-    return dataclasses.replace(budget, kv_bytes=kv)
+    if budget.fixed:
+        return budget
+    budget = dataclasses.replace(budget, fraction_of_bytes=free_bytes)
+    reserved = budget.activation_bytes + budget.non_torch_bytes + budget.cudagraph_bytes
+    return dataclasses.replace(budget, kv_bytes=budget.requested_bytes - weights_bytes - reserved)
+
+
+@dataclass(frozen=True)
+class BlockCharge:
+    """Every layer of a rank in one pool: a request holds ⌈L / tokens_per_block⌉ blocks
+    (SGLang pages, TensorRT-LLM blocks)."""
+
+    tokens_per_block: int
+    kind: str = "full"
+
+    def blocks_per_request(self, tokens: int) -> int:
+        return -(-tokens // self.tokens_per_block)
 
 
 def _override(given: int | None, default: int) -> int:
@@ -351,9 +357,7 @@ class EngineProfile(ABC):
         """
         heads = model.attention.num_heads
         if heads % tp:
-            return (
-                f"{self.name} cannot split {model.name}'s {heads} attention heads over tp {tp}"
-            )
+            return f"{self.name} cannot split {model.name}'s {heads} attention heads over tp {tp}"
         return None
 
     def scheduler(
@@ -419,4 +423,3 @@ class EngineProfile(ABC):
                 f"{sku.max_gpus_per_node} {sku.name}: TP traffic crosses the network"
             )
         return notes
-

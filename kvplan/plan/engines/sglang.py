@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 from kvplan.kvmath import StateCache, ceil_div
 from kvplan.plan.engines import sglang_memory
 from kvplan.plan.engines.base import (
+    BlockCharge,
     Budget,
     EngineProfile,
     KvLayout,
@@ -73,17 +74,6 @@ def dp_attention_ranks(deployment: Deployment) -> int:
 
 
 @dataclass(frozen=True)
-class PageCharge:
-    """Every attention layer of a rank: a request holds ⌈L / page⌉ pages of cells."""
-
-    page_tokens: int
-    kind: str = "full"
-
-    def blocks_per_request(self, tokens: int) -> int:
-        return ceil_div(tokens, self.page_tokens)
-
-
-@dataclass(frozen=True)
 class StateCharge:
     """Recurrent state of one request, counted as the pages of equal bytes it displaces."""
 
@@ -115,7 +105,7 @@ def _layout(deployment: Deployment, page: int) -> SglangLayout:
         cell = sum(c.token_bytes for c in stage)
         state = sum(c.state_bytes for c in stage if isinstance(c, StateCache))
         page_bytes = max(cell * page, 1)
-        groups: tuple = (PageCharge(page),) if cell else ()
+        groups: tuple = (BlockCharge(page),) if cell else ()
         if state:
             groups += (StateCharge(ceil_div(state, page_bytes)),)
         stages.append(StageLayout(page_bytes, groups))

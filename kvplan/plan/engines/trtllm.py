@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 from kvplan.kvmath import ceil_div
 from kvplan.plan.engines.base import (
     UNLIMITED_REQUESTS,
+    BlockCharge,
     Budget,
     EngineProfile,
     KvLayout,
@@ -75,17 +76,6 @@ def default_fraction(release: Release) -> float:
 def default_tokens_per_block(release: Release) -> int:
     """trtllm-build --tokens_per_block 64 (< 1.0); PyTorch backend KvCacheConfig 32."""
     return 32 if release >= (1, 0, 0) else 64
-
-
-@dataclass(frozen=True)
-class BlockCharge:
-    """Every layer of a rank in one pool: a request holds ⌈L / tokens_per_block⌉ blocks."""
-
-    tokens_per_block: int
-    kind: str = "full"
-
-    def blocks_per_request(self, tokens: int) -> int:
-        return ceil_div(tokens, self.tokens_per_block)
 
 
 @dataclass(frozen=True)
