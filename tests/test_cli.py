@@ -157,15 +157,27 @@ def test_models_skus_show_schema_json():
 def test_every_model_field_has_a_description():
     from kvplan.specs import (
         AttentionSpec,
+        IndexerSpec,
         LayerPlan,
         MlaSpec,
         ModelSpec,
         MoeSpec,
         SkuSpec,
         StateSpec,
+        VisionSpec,
     )
 
-    for spec in (ModelSpec, AttentionSpec, MlaSpec, MoeSpec, StateSpec, LayerPlan, SkuSpec):
+    for spec in (
+        ModelSpec,
+        AttentionSpec,
+        MlaSpec,
+        IndexerSpec,
+        MoeSpec,
+        StateSpec,
+        VisionSpec,
+        LayerPlan,
+        SkuSpec,
+    ):
         missing = [n for n, f in spec.model_fields.items() if not f.description]
         assert missing == [], spec.__name__
 

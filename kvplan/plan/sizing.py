@@ -104,7 +104,7 @@ def size(
     kv, kv_per_gpu = _engine_bytes(deployment, layout, batch)
     caches = deployment.exact_caches()
     per_token_per_gpu = max(
-        sum(caches[i].token_bytes for i in r) for r in deployment.stage_ranges()
+        sum(caches[i].context_token_bytes for i in r) for r in deployment.stage_ranges()
     )
     windowed = any(k in ("sliding", "chunked") for k in model.layer_kinds)
     full_reservation = None
@@ -124,7 +124,7 @@ def size(
         exact_kv_bytes_per_gpu=exact_per_gpu,
         kv_bytes=kv,
         kv_bytes_per_gpu=kv_per_gpu,
-        kv_bytes_per_token=deployment.tp * sum(c.token_bytes for c in caches),
+        kv_bytes_per_token=deployment.tp * sum(c.context_token_bytes for c in caches),
         kv_bytes_per_token_per_gpu=per_token_per_gpu,
         kv_bytes_per_request=deployment.tp * layout.request_bytes_all_stages(context),
         kv_bytes_per_request_per_gpu=layout.request_bytes(context),

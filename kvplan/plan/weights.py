@@ -73,7 +73,8 @@ def weight_bytes(
     Linear layers use `weight_dtype` (default: the model's), routed experts the model's
     expert dtype unless a dtype is forced; embeddings, lm_head and norms stay 16-bit.
     TP shards every matrix and the vocabulary (norms replicate); PP gives each stage its
-    layers, the embedding to the first stage and lm_head (a copy when tied) to the last.
+    layers, the embedding (and an image encoder) to the first stage and lm_head (a copy when
+    tied) to the last.
     `exact_total_bytes` (safetensors metadata) rescales the computed figures to match.
     `expert_shards` (default tp) is how many GPUs share the routed experts (expert parallel).
     """
@@ -96,7 +97,9 @@ def weight_bytes(
             routed += tensor_bytes(p.routed_experts, expert)
             replicated += tensor_bytes(p.norms, base)
         if stage == 0:
-            sharded += embedding_bytes
+            # The image encoder runs before the first layer; vLLM's mllama shards its linear
+            # layers over TP like the text model's (ColumnParallelLinear / RowParallelLinear).
+            sharded += embedding_bytes + tensor_bytes(counts.vision, base)
         if stage == pp - 1:
             replicated += final_norm_bytes
             if not model.tie_word_embeddings or pp > 1:

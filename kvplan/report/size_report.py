@@ -215,6 +215,9 @@ def explain_lines(result: SizeResult) -> list[str]:
             "mla": "all L tokens, one latent, no ×2, no heads",
             "state": "constant",
             "shared": "reuses another layer",
+            "mlp": "FFN-only block, no cache",
+            "parallel": "all L tokens' K/V + one recurrent state per sequence",
+            "cross": "the request's encoder tokens, fixed whatever L",
         }.get(term.kind, term.kind)
         lines.append(
             f"  {term.kind}: {factors} × ({tokens}; {rule}) × {term.layers} layers × {d.tp} GPUs"

@@ -69,6 +69,7 @@ def _spec(
         if not isinstance(text, dict):
             raise KvplanError(f"{where}: model_type {model_type!r} needs a text_config object")
         top, c = c, _Config(text, f"{where} text_config", model_type)
+        c.outer = top
     fields = family(c)
     if top is not None:
         # Wrappers state torch_dtype at the top level; text_config may repeat it or not.
