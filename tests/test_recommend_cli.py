@@ -41,8 +41,8 @@ def test_table_answers_with_the_command_and_log_lines():
     assert "vllm serve meta-llama/Llama-3.1-70B" in out
     assert "--kv-cache-dtype fp8" in out and "--max-num-seqs 64" in out
     # vLLM's own wording for the plan it starts (hand-derived in test_recommend.py).
-    assert "Available KV cache memory: 53.83 GiB" in out
-    assert "GPU KV cache size: 2,822,480 tokens" in out
+    assert "Available KV cache memory: 53.80 GiB" in out
+    assert "GPU KV cache size: 2,820,848 tokens" in out
     assert "needs fp8 weights" in out
 
 
@@ -53,7 +53,7 @@ def test_json_is_exact_at_40_columns():
     first = payload["ranked"][0]
     assert payload["meets"] is True and payload["rank_by"] == "gpus"
     assert payload["headroom_fraction"] == 0.1
-    assert first["kv_budget_bytes_per_gpu"] == 57_804_560_139
+    assert first["kv_budget_bytes_per_gpu"] == 57_771_005_707
     assert (first["max_concurrency"], first["concurrency_within_headroom"]) == (86, 77)
     assert first["launch_command"].startswith("vllm serve meta-llama/Llama-3.1-70B ")
     assert payload["ranked"][1]["why_not_first"] == "needs fp8 weights"
@@ -177,6 +177,8 @@ def report_args(command: str) -> list[str]:
     words = shlex.split(command)
     assert words[:2] == ["vllm", "serve"]
     args = ["-m", words[2]]
+    if "--tensor-parallel-size" not in words:
+        args += ["--tp", "1"]  # vLLM's default; report would otherwise try 1, 2, 4, 8
     i = 3
     while i < len(words):
         flag = words[i]

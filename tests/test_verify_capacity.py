@@ -29,14 +29,15 @@ from kvplan.validate.capacity import capacity_lengths, largest_true
 # vLLM 0.11's budget as kvplan's engine model states it (kvplan/plan/engines/vllm_memory.py):
 # Weights (bf16, 2 B): embeddings 256 x 64 = 16_384 and an untied head 16_384; q 64 x 64 =
 # 4_096, k and v 64 x (2 x 16) = 2_048 each, o 4_096; gated MLP 3 x 64 x 128 = 24_576; three
-# RMSNorms of 64. 69_824 parameters = 139_648 B.
-WEIGHTS_BYTES = 139_648
+# RMSNorms of 64. 69_824 parameters = 139_648 B, and vLLM's RoPE table: 256 positions x 16
+# dims x 2 B = 8_192 B, 147_840 B in all.
+WEIGHTS_BYTES = 147_840
 # Activation: a < 70 GiB SKU gets max_num_batched_tokens 2048, max_num_seqs 256. Sampler
 # 39 B x 256 x 256 = 2_555_904; forward 2048 tokens x 2 B x (2 x 64 + (4 + 2 x 2) x 16 +
 # 3 x 128 = 640) = 2_621_440: the larger.
 ACTIVATION_BYTES = 2_621_440
 NON_TORCH_BYTES = 161_061_274  # round(0.15 x 2^30), TP 1
-CEILING_BYTES = 163_905_286  # ⌊182_116_985 x 0.9⌋
+CEILING_BYTES = 163_913_478  # ⌊182_126_087 x 0.9⌋
 BUDGET_BYTES = CEILING_BYTES - WEIGHTS_BYTES - ACTIVATION_BYTES - NON_TORCH_BYTES  # 82_924
 PAGE_BYTES = 16 * 2 * 16 * 2 * 2  # 16 tokens x 2 KV heads x 16 x (K, V) x 2 B = 2_048
 
@@ -80,8 +81,8 @@ def test_capacity_proof_on_cpu(tmp_path):
     assert capacity["placeholders"]["used_after_bytes"] == WEIGHTS_BYTES + ACTIVATION_BYTES
     assert capacity["pool"]["used_after_bytes"] == WEIGHTS_BYTES + ACTIVATION_BYTES + 40 * 2048
     assert capacity["fits"] is True
-    # Largest by allocation: ⌊(163_905_286 − 2_761_088) / 2_048⌋ = 78_683 within the ceiling,
-    # ⌊(182_116_985 − 2_761_088) / 2_048⌋ = 87_576 at all. The 0.15 GiB non-torch estimate,
+    # Largest by allocation: ⌊(163_913_478 − 2_769_280) / 2_048⌋ = 78_683 within the ceiling,
+    # ⌊(182_126_087 − 2_769_280) / 2_048⌋ = 87_576 at all. The 0.15 GiB non-torch estimate,
     # absent on a CPU, is 78_643.2 blocks of the difference; the budget's floor remainder
     # (82_924 − 40 x 2_048 = 1_004 B) the rest.
     assert capacity["largest_blocks_within_ceiling"] == 78_683

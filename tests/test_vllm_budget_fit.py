@@ -27,10 +27,6 @@ CATALOG = Catalog()
 # Test logs kvplan still misses, each with the reason; the test fails if one starts passing,
 # so this list stays true.
 KNOWN_MISSES = {
-    "llama4-scout-h100-tp4-v0.19": "weights 53.12 GiB logged, 50.59 GiB counted (text split "
-    "over 4 ranks plus the split vision tower): the -Instruct checkpoint's "
-    "max_position_embeddings 10,485,760 makes vLLM's RoPE cos/sin cache 10,485,760 x 128 x 2 B "
-    "= 2.5 GiB per GPU, inside its weight memory; the catalogue entry is the base repo (262,144)",
     "mistral-small-32-24b-h100-tp1-v0.11": "weights now agree (44.72 GiB counted, 44.76 logged); "
     "a multimodal checkpoint's 0.11 profile run peaks at 2.12 GiB, well under the text models' "
     "sampler peak kvplan assumes (conservative)",

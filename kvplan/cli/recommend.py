@@ -135,7 +135,7 @@ def recommend(
             raise KvplanError(f"--top: {top} must be at least 1")
         catalog = _catalog(catalog_dirs)
         resolved = _model(catalog, model, rope_scaling)
-        base = _deployment_of(resolved, engine_options, "bf16", None, tp or 1, pp or 1)
+        base = _deployment_of(resolved, engine_options, None, None, tp or 1, pp or 1)
         skus = _skus(catalog, sku)
         prices = _prices(catalog, price or [])
         limit = base.model.context_limit

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from kvplan.specs import ModelSpec, SkuSpec
 
-# The KV dtype every engine stores when not told otherwise (vLLM "auto" on a 16-bit model).
+# The 16-bit KV dtype most engines store when not told otherwise (vLLM "auto" on a bf16
+# model); a profile passes its own (`EngineProfile.default_kv_dtype`, llama.cpp: fp16).
 UNQUANTISED_KV_DTYPE = "bf16"
 FP8_KV_DTYPE = "fp8_e4m3"  # vLLM --kv-cache-dtype fp8
 LOAD_TIME_WEIGHT_DTYPE = "fp8"  # vLLM/SGLang --quantization fp8 on a 16-bit checkpoint
@@ -52,9 +53,12 @@ def released_in_16_bit(model: ModelSpec) -> bool:
     return model.weight_dtype in _SIXTEEN_BIT and experts in (None, *_SIXTEEN_BIT)
 
 
-def default_search_choices(model: ModelSpec, sku: SkuSpec) -> SearchChoices:
-    """16-bit KV and the released weights; their fp8 forms where the GPU computes in fp8."""
+def default_search_choices(
+    model: ModelSpec, sku: SkuSpec, kv_dtype: str = UNQUANTISED_KV_DTYPE
+) -> SearchChoices:
+    """The engine's 16-bit KV (`kv_dtype`) and the released weights; their fp8 forms where
+    the GPU computes in fp8."""
     if not has_fp8_tensor_cores(sku):
-        return SearchChoices((UNQUANTISED_KV_DTYPE,), (None,))
+        return SearchChoices((kv_dtype,), (None,))
     weights = (None, LOAD_TIME_WEIGHT_DTYPE) if released_in_16_bit(model) else (None,)
-    return SearchChoices((UNQUANTISED_KV_DTYPE, FP8_KV_DTYPE), weights)
+    return SearchChoices((kv_dtype, FP8_KV_DTYPE), weights)

@@ -23,6 +23,7 @@ from kvplan.plan.engines.base import (
     KvPool,
     Scheduler,
     device_memory,
+    model_reference,
     subtract_terms,
 )
 from kvplan.plan.engines.choices import SearchChoices, released_in_16_bit
@@ -214,53 +215,6 @@ class VllmProfile(EngineProfile):
         )
         return (version.default_utilization, *higher)
 
-    def launch_command(
-        self, deployment: Deployment, sku: SkuSpec, context_tokens: int
-    ) -> str | None:
-        """`vllm serve MODEL …` with every flag the deployment sets and the scheduler limits
-        pinned (their defaults differ by GPU and version). None for a KV dtype or weights
-        `vllm serve` cannot be told to use."""
-        mla = deployment.model.mla
-        sparse = mla is not None and mla.indexer is not None
-        flags = SPARSE_MLA_KV_CACHE_DTYPE_FLAGS if sparse else KV_CACHE_DTYPE_FLAGS
-        kv_flag = flags.get(deployment.kv_dtype)
-        weights = deployment.weight_dtype
-        quantize = weights not in (None, deployment.model.weight_dtype)
-        if kv_flag is None or (quantize and not _quantizes_at_load(deployment)):
-            return None
-        settings = deployment.settings
-        scheduler = self.scheduler(deployment, sku, context_tokens)
-        words = ["vllm serve", _model_id(deployment.model)]
-        words += ["--tensor-parallel-size", str(deployment.tp)]
-        if deployment.pp > 1:
-            words += ["--pipeline-parallel-size", str(deployment.pp)]
-        if deployment.dp > 1:
-            words += ["--data-parallel-size", str(deployment.dp)]
-        if deployment.ep:
-            words.append("--enable-expert-parallel")
-        words += ["--max-model-len", str(context_tokens)]
-        if settings.kv_memory_bytes is not None:
-            # The spelling vLLM's own startup log suggests (0.11 and later).
-            words.append(f"--kv-cache-memory={settings.kv_memory_bytes}")
-        else:
-            utilization = settings.utilization or version_of(deployment).default_utilization
-            words += ["--gpu-memory-utilization", f"{utilization:g}"]
-        words += ["--kv-cache-dtype", kv_flag]
-        words += ["--max-num-seqs", str(scheduler.max_num_seqs)]
-        if settings.tokens_per_block:
-            words += ["--block-size", str(settings.tokens_per_block)]
-        words += ["--max-num-batched-tokens", str(scheduler.max_num_batched_tokens)]
-        if quantize:
-            words += ["--quantization", str(weights)]
-        if settings.hybrid_allocator is False:
-            words.append("--disable-hybrid-kv-cache-manager")
-        scaling = deployment.model.rope_scaling
-        if scaling is not None and context_tokens > deployment.model.max_context:
-            # Past max_position_embeddings vLLM needs the scaling in the config; a declared
-            # one (the model card's advice) goes in as an override, as Qwen's cards show.
-            words += ["--hf-overrides", shlex.quote(json.dumps({"rope_scaling": _rope(scaling)}))]
-        return " ".join(words)
-
     def capacity_tokens(self, pool: KvPool, max_model_len: int) -> int:
         """ "GPU KV cache size: N tokens" as the version defines it.
 
@@ -276,14 +230,65 @@ class VllmProfile(EngineProfile):
     def log_lines(self, budget: Budget, pool: KvPool, max_model_len: int) -> list[str]:
         return startup_lines(budget, pool, max_model_len)
 
+    def launch_command(
+        self, deployment: Deployment, sku: SkuSpec | None, context_tokens: int
+    ) -> str | None:
+        """`vllm serve` with the flags that differ from vLLM's defaults or set the KV cache;
+        None for a KV dtype or weights `vllm serve` cannot be told to use."""
+        kv_flag = _kv_cache_dtype_flag(deployment)
+        weights = deployment.weight_dtype
+        quantize = weights not in (None, deployment.model.weight_dtype)
+        if kv_flag is None or (quantize and not _quantizes_at_load(deployment)):
+            return None
+        settings = deployment.settings
+        parts = ["vllm serve", model_reference(deployment.model)]
+        for flag, value, default in (
+            ("--tensor-parallel-size", deployment.tp, 1),
+            ("--pipeline-parallel-size", deployment.pp, 1),
+            ("--data-parallel-size", deployment.dp, 1),
+        ):
+            if value != default:
+                parts.append(f"{flag} {value}")
+        if deployment.ep:
+            parts.append("--enable-expert-parallel")
+        parts.append(f"--max-model-len {context_tokens}")
+        if settings.utilization:
+            parts.append(f"--gpu-memory-utilization {settings.utilization:g}")
+        if settings.kv_memory_bytes is not None:
+            parts.append(f"--kv-cache-memory-bytes {settings.kv_memory_bytes}")
+        if kv_flag != "auto":
+            parts.append(f"--kv-cache-dtype {kv_flag}")
+        for flag, value in (
+            ("--max-num-seqs", settings.max_num_seqs),
+            ("--block-size", settings.tokens_per_block),
+            ("--max-num-batched-tokens", settings.max_num_batched_tokens),
+        ):
+            if value:
+                parts.append(f"{flag} {value}")
+        if quantize:
+            parts.append(f"--quantization {weights}")
+        if settings.hybrid_allocator is False:
+            parts.append("--disable-hybrid-kv-cache-manager")
+        scaling = deployment.model.rope_scaling
+        if scaling is not None and context_tokens > deployment.model.max_context:
+            # Past max_position_embeddings vLLM needs the scaling in the config; a declared
+            # one (the model card's advice) goes in as an override, as Qwen's cards show.
+            override = json.dumps({"rope_scaling": _rope(scaling)})
+            parts.append(f"--hf-overrides {shlex.quote(override)}")
+        return " ".join(parts)
+
     def notes(self, deployment: Deployment, sku: SkuSpec | None) -> list[str]:
         notes = super().notes(deployment, sku)
         model, settings = deployment.model, deployment.settings
         kinds = set(model.layer_kinds)
         if kinds & {"sliding", "chunked"} and uses_hybrid_allocator(deployment):
             tokens = self.scheduler(deployment, sku).max_num_batched_tokens
-            basis = "set" if settings.max_num_batched_tokens else (
-                "vllm serve's default for this GPU" if sku else "vllm serve's default, no --sku"
+            basis = (
+                "set"
+                if settings.max_num_batched_tokens
+                else (
+                    "vllm serve's default for this GPU" if sku else "vllm serve's default, no --sku"
+                )
             )
             notes.append(
                 f"vLLM charges each windowed layer the window − 1 + max_num_batched_tokens "
@@ -335,18 +340,12 @@ def _quantizes_at_load(deployment: Deployment) -> bool:
     return deployment.weight_dtype == "fp8" and released_in_16_bit(deployment.model)
 
 
-def _model_id(model: ModelSpec) -> str:
-    """The Hugging Face repo id `vllm serve` loads: the first alias that is one, else the
-    repo of the config's source URL, else the catalogue name."""
-    for alias in model.aliases:
-        if alias.count("/") == 1:
-            return alias
-    marker = "huggingface.co/"
-    if marker in model.source:
-        parts = model.source.split(marker, 1)[1].split("/")
-        if len(parts) >= 2:
-            return f"{parts[0]}/{parts[1]}"
-    return model.name
+def _kv_cache_dtype_flag(deployment: Deployment) -> str | None:
+    """--kv-cache-dtype for the deployment's KV dtype ("auto": vLLM's default), or None."""
+    mla = deployment.model.mla
+    sparse = mla is not None and mla.indexer is not None
+    flags = SPARSE_MLA_KV_CACHE_DTYPE_FLAGS if sparse else KV_CACHE_DTYPE_FLAGS
+    return flags.get(deployment.kv_dtype)
 
 
 def _divisors(n: int) -> str:

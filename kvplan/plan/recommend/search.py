@@ -151,6 +151,12 @@ def _evaluate(
     except KvplanError:
         return [], 0
     sku, profile = point.sku, deployment.engine
+    if settings.max_num_batched_tokens is None:
+        # Pin the scheduler's step to the default this plan was sized with: the default
+        # differs by GPU and version, and the launch command should not depend on either.
+        step = profile.scheduler(deployment, sku, objective.context_tokens)
+        settings = replace(settings, max_num_batched_tokens=step.max_num_batched_tokens)
+        deployment = deployment.replace(settings=settings)
     # A fixed fraction is kept; a fixed KV budget makes the fraction irrelevant.
     fractions: tuple[float | None, ...] = (settings.utilization,)
     if settings.utilization is None and settings.kv_memory_bytes is None:
