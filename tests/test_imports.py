@@ -23,8 +23,10 @@ ALLOWED = {
     "kvmath": {"specs", "errors", "kvmath"},
     "catalog": {"specs", "errors", "catalog", "units"},
     "plan": {"kvmath", "catalog", "specs", "errors", "plan", "units"},
-    "report": {"plan", "specs", "report", "units", "errors"},
+    "api": {"api", "plan", "catalog", "specs", "units", "errors"},
+    "report": {"api", "plan", "specs", "report", "units", "errors"},
     "cli": {
+        "api",
         "cli",
         "errors",
         "units",
