@@ -444,3 +444,27 @@ def test_an_objective_that_is_not_kv_monotone_is_searched_without_pruning(catalo
     )
     assert result.stats.evaluated == len(rows)
     assert {r.candidate.shape for r in result.ranked} == {_shape(c) for c, _, m in rows if m}
+
+
+def test_the_python_api_gives_the_same_answer():
+    import kvplan
+
+    result = kvplan.recommend(
+        "llama-3.1-70b", context="32k", concurrency=64, skus="h100-sxm", max_gpus=8
+    )
+    first = result.ranked[0]
+    assert result.meets and (first.tp, first.kv_dtype) == (8, "fp8_e4m3")
+    assert first.kv_budget_bytes_per_gpu == LLAMA_70B_TP8_KV_BUDGET
+    assert result.ranked[1].loses_by[0].kind == "weights"
+    # A price per GPU-hour for the family ranks by price; 0.1 is the same share as "10%".
+    priced = kvplan.recommend(
+        "llama-3.1-70b",
+        context="32k",
+        concurrency=64,
+        skus="h100-sxm",
+        max_gpus=8,
+        prices={"h100": 2.5},
+        headroom=0.1,
+    )
+    assert priced.rank_by == "price" and priced.ranked[0].cost == 8 * 2.5
+    assert priced.ranked[0].concurrency_within_headroom == first.concurrency_within_headroom

@@ -13,6 +13,10 @@ from kvplan.api.results import (
     ClaimReport,
     EngineReserve,
     ProductResult,
+    RecommendCandidate,
+    RecommendLoss,
+    RecommendReport,
+    SearchSummary,
     Sequences,
     SizeReport,
     WeightsBreakdown,
@@ -21,6 +25,7 @@ from kvplan.api.results import (
 from kvplan.plan.capacity import Capacity
 from kvplan.plan.engines import Budget
 from kvplan.plan.guardrail import ClaimSheet, GuardrailResult, ProductCheck
+from kvplan.plan.recommend import Candidate, Loss, Recommendation
 from kvplan.plan.sizing import SizeResult
 
 # Checkpoint tensor roles, in the order a breakdown lists them.
@@ -244,3 +249,79 @@ def claim_report(sheet: ClaimSheet) -> ClaimReport:
         max_concurrency_at_context=capacity.max_concurrency(),
         notes=list(result.notes),
     ).with_source(sheet)
+
+
+def recommend_report(result: Recommendation) -> RecommendReport:
+    """The numbers of `kvplan recommend` (docs/commands/recommend.md)."""
+    base, objective, stats = result.base, result.objective, result.stats
+    context = objective.context_tokens
+
+    def record(c: Candidate | None, losses: tuple[Loss, ...] = ()) -> RecommendCandidate | None:
+        return None if c is None else recommend_candidate(c, context, losses)
+
+    ranked = [record(r.candidate, r.losses) for r in result.ranked]
+    searched = {
+        key: ["released" if v is None else v for v in values]
+        for key, values in stats.searched.items()
+    }
+    report = RecommendReport(
+        model=base.model.name,
+        engine=base.engine.name,
+        engine_version=base.settings.version,
+        context_tokens=context,
+        concurrency=getattr(objective, "concurrency", None),
+        headroom_fraction=float(result.headroom),
+        rank_by=result.cost.name,
+        meets=bool(ranked),
+        ranked=ranked,
+        closest_miss=record(result.closest_miss),
+        unquantised_miss=record(result.unquantised_miss),
+        search=SearchSummary(
+            skus=stats.skus,
+            points=stats.points,
+            capacities_evaluated=stats.evaluated,
+            refused_by_engine=stats.refused,
+            beyond_cost_bound=stats.beyond_bound,
+            skus_without_price=list(stats.unpriced),
+            searched=searched,  # type: ignore[arg-type]
+        ),
+    )
+    return report.with_source(result)  # type: ignore[return-value]
+
+
+def recommend_candidate(
+    c: Candidate, context_tokens: int, losses: tuple[Loss, ...] = ()
+) -> RecommendCandidate:
+    """One evaluated deployment: settings, exact bytes per GPU, requests held, command."""
+    d, capacity = c.deployment, c.capacity
+    scheduler, budget = capacity.scheduler, capacity.budget
+    usable = capacity.kv_usable
+    return RecommendCandidate(
+        sku=c.sku.name,
+        gpus=c.gpus,
+        nodes=c.nodes,
+        tp=d.tp,
+        pp=d.pp,
+        dp=d.dp,
+        ep=d.ep,
+        weight_dtype=d.weight_dtype or d.model.weight_dtype,
+        kv_dtype=d.kv_dtype,
+        gpu_memory_utilization=budget.utilization,
+        kv_memory_bytes=d.settings.kv_memory_bytes,
+        max_num_seqs=scheduler.max_num_seqs,
+        max_num_batched_tokens=scheduler.max_num_batched_tokens,
+        tokens_per_block=capacity.layout.tokens_per_block,
+        cost=c.cost,
+        weights_bytes_per_gpu=capacity.weights_bytes_per_gpu,
+        kv_budget_bytes_per_gpu=budget.kv_bytes,
+        kv_budget_uncertainty_bytes=budget.uncertainty_bytes,
+        kv_blocks=capacity.pool.num_blocks if usable else 0,
+        kv_blocks_within_headroom=c.usable.num_blocks if usable else 0,
+        max_concurrency=capacity.max_concurrency(),
+        concurrency_within_headroom=int(c.score.achieved),
+        meets=c.score.meets,
+        launch_command=d.engine.launch_command(d, c.sku, context_tokens),
+        log_lines=capacity.log_lines(),
+        notes=d.engine.notes(d, c.sku),
+        loses_by=[RecommendLoss(kind=x.kind, value=x.value, first=x.first) for x in losses],
+    )

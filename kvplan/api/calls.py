@@ -14,14 +14,29 @@ KvplanError with the one line the CLI would print.
 
 from __future__ import annotations
 
+import math
+import re
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from kvplan.api.build import capacity_row, check_report, claim_report, size_report
-from kvplan.api.results import CapacityRow, CheckReport, ClaimReport, SizeReport
+from kvplan.api.build import (
+    capacity_row,
+    check_report,
+    claim_report,
+    recommend_report,
+    size_report,
+)
+from kvplan.api.results import (
+    CapacityRow,
+    CheckReport,
+    ClaimReport,
+    RecommendReport,
+    SizeReport,
+)
 from kvplan.catalog.deployments import load_deployments
 from kvplan.catalog.resolve import ResolvedModel, resolve_model
 from kvplan.catalog.store import Catalog
@@ -32,6 +47,16 @@ from kvplan.plan.deployment import Deployment
 from kvplan.plan.engines import DEFAULT_ENGINE, EngineSettings, engine
 from kvplan.plan.guardrail import DeploymentFile, check_products, claim_sheet
 from kvplan.plan.perf import DEFAULT_EFFICIENCY, Efficiency
+from kvplan.plan.recommend import (
+    DEFAULT_MAX_GPUS,
+    DEFAULT_TOP,
+    ConcurrencyTarget,
+    Cost,
+    GpuCount,
+    PricePerHour,
+    SearchSpace,
+)
+from kvplan.plan.recommend import recommend as search
 from kvplan.plan.sizing import size as size_plan
 from kvplan.specs import ModelSpec, SkuSpec, kv_dtype_info, weight_dtype_info
 from kvplan.units import parse_tokens
@@ -226,6 +251,107 @@ def claim(
         planned, load_sku(sku, catalog=catalog), _tokens(context, "--context"), batch
     )
     return claim_report(sheet)
+
+
+def recommend(
+    model: ModelRef | Deployment,
+    *,
+    context: int | str | None = None,
+    concurrency: int = 1,
+    skus: SkuRef | Iterable[SkuRef] | None = None,
+    max_gpus: int = DEFAULT_MAX_GPUS,
+    kv_dtypes: Iterable[str] | None = None,
+    quantization: bool = True,
+    tp: int | None = None,
+    pp: int | None = None,
+    dp: int | None = None,
+    ep: bool | None = None,
+    headroom: float | str | Fraction = "10%",
+    prices: Mapping[str, float] | None = None,
+    rank: str | None = None,
+    top: int = DEFAULT_TOP,
+    catalog: Catalog | None = None,
+    **deployment_options: Any,
+) -> RecommendReport:
+    """The cheapest deployments of `model` that hold `concurrency` requests of `context`
+    tokens (`kvplan recommend`), best first, with their launch commands; `.meets` is False
+    (and `.closest_miss` set) when nothing in the searched space does.
+
+    tp, pp, dp and ep fix a dimension (None searches it), and so does an engine setting given
+    as a keyword (`utilization=0.9`); `kv_dtypes` is the allowed set. `prices` maps SKU names
+    or families to the price of one GPU-hour; `rank` is "gpus" or "price" (default: price
+    when prices are given). `headroom` is the share of each KV budget kept unused ("10%",
+    0.1).
+    """
+    if top < 1:
+        raise KvplanError(f"--top: {top} must be at least 1")
+    known = _catalog(catalog)
+    fixed = {"tp": tp or 1, "pp": pp or 1, "dp": dp or 1, "ep": bool(ep)}
+    options = deployment_options if isinstance(model, Deployment) else deployment_options | fixed
+    base = _as_deployment(model, known, options)
+    chosen = tuple({s.name: s for s in _skus(skus, known)}.values())  # each SKU once
+    limit = base.model.context_limit
+    space = SearchSpace(
+        skus=chosen,
+        max_gpus=max_gpus,
+        kv_dtypes=tuple(dict.fromkeys(kv_dtype_info(k).name for k in kv_dtypes))
+        if kv_dtypes
+        else None,
+        quantization=quantization,
+        tp=tp,
+        pp=pp,
+        dp=dp,
+        ep=ep,
+    )
+    target = ConcurrencyTarget(_tokens(context, "--context") if context else limit, concurrency)
+    cost = _cost(rank, _prices(prices or {}, known), chosen)
+    return recommend_report(search(base, target, space, cost, _share(headroom), top))
+
+
+def _prices(prices: Mapping[str, float], catalog: Catalog) -> tuple[tuple[str, float], ...]:
+    """(SKU name, price of one GPU-hour); a family prices each of its SKUs."""
+    found: dict[str, float] = {}
+    for name, price in prices.items():
+        if not (isinstance(price, int | float) and math.isfinite(price) and price > 0):
+            raise KvplanError(f"--price: {name}={price!r}: the price must be above 0")
+        found |= {s.name: float(price) for s in catalog.skus_matching(name)}
+    return tuple(found.items())
+
+
+def _cost(rank: str | None, prices: tuple[tuple[str, float], ...], skus: tuple) -> Cost:
+    chosen = rank or ("price" if prices else "gpus")
+    if chosen == "gpus":
+        return GpuCount()
+    if chosen != "price":
+        raise KvplanError(f"--rank: unknown ranking {rank!r} (allowed: gpus, price)")
+    cost = PricePerHour(prices)
+    if all(cost.price(s) is None for s in skus):
+        raise KvplanError(
+            "--rank price: no searched SKU has a price; give --price SKU=PRICE/h or "
+            "price_per_hour in a SKU file"
+        )
+    return cost
+
+
+_SHARE = re.compile(r"\s*(?P<number>\d+(?:\.\d+)?)\s*(?P<percent>%?)\s*")
+
+
+def _share(value: float | str | Fraction) -> Fraction:
+    """A share from "10%", "0.1" or a number, exactly (decimal text, no binary rounding)."""
+    if isinstance(value, Fraction):
+        share = value
+    elif isinstance(value, int | float) and math.isfinite(value):
+        share = Fraction(str(value))
+    else:
+        match = _SHARE.fullmatch(str(value))
+        if match is None:
+            raise KvplanError(
+                f"--headroom: {value!r} is not a share; use a percentage (10%) or 0.1"
+            )
+        share = Fraction(match["number"]) / (100 if match["percent"] else 1)
+    if not 0 <= share < 1:
+        raise KvplanError(f"--headroom: {value!r} must be at least 0 and below 100%")
+    return share
 
 
 def _as_deployment(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from fractions import Fraction
 from typing import Annotated
 
 import typer
@@ -14,7 +13,6 @@ from kvplan.cli.options import CatalogOpt, FormatOpt, ModelArg, RopeScalingOpt
 from kvplan.errors import KvplanError
 
 _PRICE = re.compile(r"\s*(?P<sku>[^=]+?)\s*=\s*(?P<price>\d+(?:\.\d+)?)\s*/\s*h\s*", re.I)
-_HEADROOM = re.compile(r"\s*(?P<number>\d+(?:\.\d+)?)\s*(?P<percent>%?)\s*")
 
 
 @engine_options
@@ -124,44 +122,34 @@ def recommend(
     which is not in this version; the search takes it as another objective.
     """
     with user_errors():
-        from kvplan.plan.recommend import ConcurrencyTarget, SearchSpace
-        from kvplan.plan.recommend import recommend as search
+        from kvplan.api import recommend as recommend_report
         from kvplan.report.recommend_report import render_recommendation
-        from kvplan.specs import kv_dtype_info
-        from kvplan.units import parse_tokens
 
         output = _format(fmt)
-        if top < 1:
-            raise KvplanError(f"--top: {top} must be at least 1")
         catalog = _catalog(catalog_dirs)
-        resolved = _model(catalog, model, rope_scaling)
-        base = _deployment_of(resolved, engine_options, None, None, tp or 1, pp or 1)
-        skus = _skus(catalog, sku)
-        prices = _prices(catalog, price or [])
-        limit = base.model.context_limit
-        context_tokens = parse_tokens(context, "--context") if context else limit
-        space = SearchSpace(
-            skus=skus,
+        base = _deployment_of(
+            _model(catalog, model, rope_scaling), engine_options, None, None, tp or 1, pp or 1
+        )
+        result = recommend_report(
+            base,
+            context=context,
+            concurrency=concurrency,
+            skus=_sku_names(sku) if sku else None,
             max_gpus=max_gpus,
-            kv_dtypes=tuple(dict.fromkeys(kv_dtype_info(k).name for k in kv_dtypes))
-            if kv_dtypes
-            else None,
+            kv_dtypes=kv_dtypes,
             quantization=not no_quantization,
             tp=tp,
             pp=pp,
             dp=base.dp if _given(ctx, "dp") else None,
             ep=base.ep if _given(ctx, "ep") else None,
-        )
-        result = search(
-            base,
-            ConcurrencyTarget(context_tokens, concurrency),
-            space,
-            _cost(rank, prices, skus),
-            _headroom(headroom),
-            top,
+            headroom=headroom,
+            prices=_prices(price or []),
+            rank=rank,
+            top=top,
+            catalog=catalog,
         )
         render_recommendation(result, output)
-    if result.chosen is None:
+    if not result.meets:
         raise typer.Exit(1)
 
 
@@ -171,20 +159,16 @@ def _given(ctx: typer.Context, name: str) -> bool:
     return source is not None and source.name != "DEFAULT"
 
 
-def _skus(catalog, names: list[str] | None):
-    """Every SKU, or those named: names, families, comma-separated lists; in order, once."""
-    if not names:
-        return tuple(catalog.skus())
-    found = {}
-    for name in (part.strip() for text in names for part in text.split(",")):
-        if not name:
-            raise KvplanError(f"--sku: empty name in {names!r}")
-        found |= {s.name: s for s in catalog.skus_matching(name)}
-    return tuple(found.values())
+def _sku_names(names: list[str]) -> list[str]:
+    """--sku values: names, families and comma-separated lists, in order."""
+    found = [part.strip() for text in names for part in text.split(",")]
+    if not all(found):
+        raise KvplanError(f"--sku: empty name in {names!r}")
+    return found
 
 
-def _prices(catalog, texts: list[str]) -> tuple[tuple[str, float], ...]:
-    """(SKU name, price per GPU-hour) from SKU=PRICE/h; a family prices each member."""
+def _prices(texts: list[str]) -> dict[str, float]:
+    """SKU (or family) -> price of one GPU-hour, from SKU=PRICE/h."""
     prices: dict[str, float] = {}
     for text in texts:
         match = _PRICE.fullmatch(text)
@@ -192,37 +176,5 @@ def _prices(catalog, texts: list[str]) -> tuple[tuple[str, float], ...]:
             raise KvplanError(
                 f"--price: {text!r} is not SKU=PRICE/h (e.g. h100-sxm=2.5/h: 2.5 per GPU-hour)"
             )
-        value = float(match["price"])
-        if value <= 0:
-            raise KvplanError(f"--price: {text!r}: the price must be above 0")
-        for found in catalog.skus_matching(match["sku"]):
-            prices[found.name] = value
-    return tuple(prices.items())
-
-
-def _cost(rank: str | None, prices: tuple[tuple[str, float], ...], skus):
-    from kvplan.plan.recommend import GpuCount, PricePerHour
-
-    chosen = rank or ("price" if prices else "gpus")
-    if chosen == "gpus":
-        return GpuCount()
-    if chosen != "price":
-        raise KvplanError(f"--rank: unknown ranking {rank!r} (allowed: gpus, price)")
-    cost = PricePerHour(prices)
-    if all(cost.price(s) is None for s in skus):
-        raise KvplanError(
-            "--rank price: no searched SKU has a price; give --price SKU=PRICE/h or "
-            "price_per_hour in a SKU file"
-        )
-    return cost
-
-
-def _headroom(text: str) -> Fraction:
-    """A share from '10%' or '0.1', exactly (decimal text, no binary rounding)."""
-    match = _HEADROOM.fullmatch(text)
-    if match is None:
-        raise KvplanError(f"--headroom: {text!r} is not a share; use a percentage (10%) or 0.1")
-    share = Fraction(match["number"]) / (100 if match["percent"] else 1)
-    if not 0 <= share < 1:
-        raise KvplanError(f"--headroom: {text!r} must be at least 0 and below 100%")
-    return share
+        prices[match["sku"]] = float(match["price"])
+    return prices

@@ -4,83 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from kvplan.plan.recommend import Candidate, Loss, PricePerHour, Recommendation
+from kvplan.api.results import RecommendCandidate, RecommendLoss, RecommendReport, dump
 from kvplan.report.render import Format, Table, emit, gib
 
 
-def candidate_record(c: Candidate, context_tokens: int) -> dict[str, Any]:
-    """One candidate as JSON: its settings, exact bytes and counts, command and log lines."""
-    d, capacity = c.deployment, c.capacity
-    scheduler, budget = capacity.scheduler, capacity.budget
-    return {
-        "sku": c.sku.name,
-        "gpus": c.gpus,
-        "nodes": c.nodes,
-        "tp": d.tp,
-        "pp": d.pp,
-        "dp": d.dp,
-        "ep": d.ep,
-        "weight_dtype": d.weight_dtype or d.model.weight_dtype,
-        "kv_dtype": d.kv_dtype,
-        "gpu_memory_utilization": budget.utilization,
-        "kv_memory_bytes": d.settings.kv_memory_bytes,
-        "max_num_seqs": scheduler.max_num_seqs,
-        "max_num_batched_tokens": scheduler.max_num_batched_tokens,
-        "tokens_per_block": capacity.layout.tokens_per_block,
-        "cost": c.cost,
-        "weights_bytes_per_gpu": capacity.weights_bytes_per_gpu,
-        "kv_budget_bytes_per_gpu": budget.kv_bytes,
-        "kv_budget_uncertainty_bytes": budget.uncertainty_bytes,
-        "kv_blocks": capacity.pool.num_blocks if capacity.kv_usable else 0,
-        "kv_blocks_within_headroom": c.usable.num_blocks if capacity.kv_usable else 0,
-        "max_concurrency": capacity.max_concurrency(),
-        "concurrency_within_headroom": c.score.achieved,
-        "meets": c.score.meets,
-        "launch_command": d.engine.launch_command(d, c.sku, context_tokens),
-        "log_lines": capacity.log_lines(),
-        "notes": d.engine.notes(d, c.sku),
-    }
+def recommendation_payload(result: RecommendReport) -> dict[str, Any]:
+    """The JSON document: the result's numbers, each alternative with why it loses."""
+    payload = dump(result)
+    for record, candidate in zip(payload["ranked"], result.ranked, strict=True):
+        record["why_not_first"] = why(candidate, candidate.loses_by)
+    return payload
 
 
-def recommendation_payload(result: Recommendation) -> dict[str, Any]:
-    """The JSON document: target, ranking, the first's command, or the closest miss."""
-    objective, base = result.objective, result.base
-    context = objective.context_tokens
-    ranked = []
-    for entry in result.ranked:
-        record = candidate_record(entry.candidate, context)
-        record["loses_by"] = [
-            {"kind": loss.kind, "value": loss.value, "first": loss.first} for loss in entry.losses
-        ]
-        record["why_not_first"] = why(entry.candidate, entry.losses)
-        ranked.append(record)
-    miss, plain = result.closest_miss, result.unquantised_miss
-    stats = result.stats
-    return {
-        "model": base.model.name,
-        "engine": base.engine.name,
-        "engine_version": base.settings.version,
-        "context_tokens": context,
-        "concurrency": getattr(objective, "concurrency", None),
-        "headroom_fraction": float(result.headroom),
-        "rank_by": result.cost.name,
-        "meets": bool(ranked),
-        "ranked": ranked,
-        "closest_miss": candidate_record(miss, context) if miss else None,
-        "unquantised_miss": candidate_record(plain, context) if plain else None,
-        "search": {
-            "skus": stats.skus,
-            "points": stats.points,
-            "capacities_evaluated": stats.evaluated,
-            "refused_by_engine": stats.refused,
-            "beyond_cost_bound": stats.beyond_bound,
-            "skus_without_price": list(stats.unpriced),
-            "searched": {k: [_value(v) for v in values] for k, values in stats.searched.items()},
-        },
-    }
-
-
-def render_recommendation(result: Recommendation, fmt: Format) -> None:
+def render_recommendation(result: RecommendReport, fmt: Format) -> None:
     """Print the recommendation in `fmt`."""
     payload = recommendation_payload(result)
     rows = payload["ranked"] or ([payload["closest_miss"]] if payload["closest_miss"] else [])
@@ -89,10 +25,10 @@ def render_recommendation(result: Recommendation, fmt: Format) -> None:
         | {"rank": i + 1 if payload["meets"] else 0}
         for i, row in enumerate(rows)
     ]
-    emit(fmt, payload, records, lambda: _table(result, payload))
+    emit(fmt, payload, records, lambda: _table(payload))
 
 
-def why(c: Candidate, losses: tuple[Loss, ...]) -> str:
+def why(c: RecommendCandidate, losses: list[RecommendLoss]) -> str:
     """Why `c` loses to the first, e.g. "16 GPUs: 2 nodes; needs fp8 KV"."""
     words = []
     kinds = {loss.kind for loss in losses}
@@ -125,23 +61,18 @@ def _dtype_label(name: str) -> str:
     return "fp8" if name == "fp8_e4m3" else name
 
 
-def _value(value: object) -> object:
-    return "released" if value is None else value
-
-
-def _table(result: Recommendation, payload: dict[str, Any]) -> Table:
-    objective, base = result.objective, result.base
-    by_price = isinstance(result.cost, PricePerHour)
-    concurrency = payload["concurrency"]
+def _table(payload: dict[str, Any]) -> Table:
+    by_price = payload["rank_by"] == "price"
+    concurrency, context = payload["concurrency"], payload["context_tokens"]
     target = (
-        f"{concurrency:,} requests × {objective.context_tokens:,} tokens"
+        f"{concurrency:,} requests × {context:,} tokens"
         if concurrency is not None
-        else f"{objective.context_tokens:,}-token requests"
+        else f"{context:,}-token requests"
     )
-    version = f" {base.settings.version}" if base.settings.version else ""
+    version = f" {payload['engine_version']}" if payload["engine_version"] else ""
     table = Table(
-        f"{base.model.name} · {target} · engine {base.engine.name}{version} · headroom "
-        f"{float(result.headroom):.0%} · ranked by {'price' if by_price else 'GPUs'}",
+        f"{payload['model']} · {target} · engine {payload['engine']}{version} · headroom "
+        f"{payload['headroom_fraction']:.0%} · ranked by {'price' if by_price else 'GPUs'}",
         [
             "#",
             "sku",
@@ -217,8 +148,8 @@ def _table(result: Recommendation, payload: dict[str, Any]) -> Table:
         )
     if not by_price:  # the cost is the GPU count, already a column
         _drop_column(table, "price/h")
-    table.notes += _notes(result, payload)
-    table.footer += _footer(rows[0], payload["meets"], base.engine.name)
+    table.notes += _notes(payload)
+    table.footer += _footer(rows[0], payload["meets"], payload["engine"])
     return table
 
 
@@ -234,20 +165,21 @@ def _miss(record: dict[str, Any]) -> str:
     return f"closest miss: holds {record['concurrency_within_headroom']:,} within the headroom"
 
 
-def _notes(result: Recommendation, payload: dict[str, Any]) -> list[str]:
-    stats, search = result.stats, payload["search"]
+def _notes(payload: dict[str, Any]) -> list[str]:
+    search = payload["search"]
     searched = search["searched"]
     notes = [
-        f"searched {stats.skus} SKU(s), {stats.points:,} points (tp {_list(searched['tp'])}; "
+        f"searched {search['skus']} SKU(s), {search['points']:,} points "
+        f"(tp {_list(searched['tp'])}; "
         f"pp {_list(searched['pp'])}; dp {_list(searched['dp'])}; KV {_list(searched['kv'])}; "
         f"weights {_list(searched['weights'])}; block {_list(searched['block'], 'engine default')}"
-        f"): {stats.evaluated:,} capacities computed, {stats.beyond_bound:,} points costlier than "
-        "the ranking skipped",
+        f"): {search['capacities_evaluated']:,} capacities computed, "
+        f"{search['beyond_cost_bound']:,} points costlier than the ranking skipped",
         "max conc: requests of the context the KV cache holds (what `kvplan report` and vLLM "
         "print); within headroom: the same with the headroom share of the budget kept unused",
     ]
-    if stats.unpriced:
-        notes.append(f"left out, no price: {', '.join(stats.unpriced)}")
+    if search["skus_without_price"]:
+        notes.append(f"left out, no price: {', '.join(search['skus_without_price'])}")
     plain = payload["unquantised_miss"]
     if plain:
         notes.append(
