@@ -23,7 +23,8 @@ ALLOWED = {
     "kvmath": {"specs", "errors"},
     "catalog": {"specs", "errors", "catalog", "units"},
     "plan": {"kvmath", "catalog", "specs", "errors", "plan", "units"},
-    "report": {"plan", "specs", "report", "units", "errors"},
+    "simulate": {"plan", "kvmath", "specs", "units", "errors", "simulate"},
+    "report": {"plan", "simulate", "specs", "report", "units", "errors"},
     "cli": {
         "cli",
         "errors",
@@ -32,6 +33,7 @@ ALLOWED = {
         "kvmath",
         "catalog",
         "plan",
+        "simulate",
         "report",
         "validate",
         "kernels",

@@ -37,9 +37,7 @@ class StageWeights:
         """
         routed = round(self.routed_expert_bytes * routed_fraction)
         shards = expert_shards or tp
-        return (
-            ceil_div(self.sharded_bytes, tp) + ceil_div(routed, shards) + self.replicated_bytes
-        )
+        return ceil_div(self.sharded_bytes, tp) + ceil_div(routed, shards) + self.replicated_bytes
 
 
 @dataclass(frozen=True)

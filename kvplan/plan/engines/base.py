@@ -271,9 +271,7 @@ class EngineProfile(ABC):
         """
         heads = model.attention.num_heads
         if heads % tp:
-            return (
-                f"{self.name} cannot split {model.name}'s {heads} attention heads over tp {tp}"
-            )
+            return f"{self.name} cannot split {model.name}'s {heads} attention heads over tp {tp}"
         return None
 
     def scheduler(
@@ -328,4 +326,3 @@ class EngineProfile(ABC):
                 f"{sku.max_gpus_per_node} {sku.name}: TP traffic crosses the network"
             )
         return notes
-

@@ -169,8 +169,12 @@ class VllmProfile(EngineProfile):
         kinds = set(model.layer_kinds)
         if kinds & {"sliding", "chunked"} and uses_hybrid_allocator(deployment):
             tokens = self.scheduler(deployment, sku).max_num_batched_tokens
-            basis = "set" if settings.max_num_batched_tokens else (
-                "vllm serve's default for this GPU" if sku else "vllm serve's default, no --sku"
+            basis = (
+                "set"
+                if settings.max_num_batched_tokens
+                else (
+                    "vllm serve's default for this GPU" if sku else "vllm serve's default, no --sku"
+                )
             )
             notes.append(
                 f"vLLM charges each windowed layer the window − 1 + max_num_batched_tokens "
