@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kvplan.report.render import Format, Table, emit, human_bytes
+from kvplan.report.render import Format, Table, emit
 from kvplan.simulate.pools import PoolChoice, PoolsResult
 
 
@@ -105,7 +105,7 @@ def pools_table(results: list[tuple[str, PoolsResult]]) -> Table:
                 else ""
             )
             + f"; KV copy {_ms(result.transfer_mean_s)} mean, {_ms(result.transfer_percentile_s)}"
-            f" p{p} over {human_bytes(result.link_bytes_per_s)}/s links"
+            f" p{p} over {result.link_bytes_per_s / 1e9:,.0f} GB/s links"
         )
     table.notes += [n for n in first.notes if n not in table.notes]
     table.notes.append("—: no instance count up to --max-instances meets the target")

@@ -23,8 +23,9 @@ from kvplan.simulate.step_table import TableCost
 from kvplan.specs import SkuSpec
 
 EVICTION_CAVEAT = (
-    "--kv-window/--kv-sinks keep only the first S and last W tokens' KV: memory and reads are "
-    "modelled, answer quality is not (StreamingLLM-style eviction changes what the model sees)"
+    "--kv-window/--kv-sinks keep only the first S and last W tokens' KV per request: memory "
+    "and step times are modelled, answer quality is not modelled (evicted tokens are no "
+    "longer attended to, as in StreamingLLM)"
 )
 
 

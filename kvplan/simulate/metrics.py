@@ -61,6 +61,7 @@ class Metrics:
         self.prefill_tokens = 0  # prompt tokens computed, recomputation included
         self.recomputed_tokens = 0
         self.decode_tokens = 0  # tokens sampled by decode steps
+        self.recompute_tokens_sampled = 0  # tokens sampled by prefills after a recompute
         self.preemptions = Counter[str]()
         self.swapped_bytes = 0.0
         self.in_system_s = 0.0  # ∫ requests in the system dt

@@ -81,6 +81,7 @@ class SimulationResult:
     padded_decode_tokens: int
     prefill_tokens: int
     decode_tokens: int
+    recompute_tokens_sampled: int  # output tokens sampled by re-prefills after a recompute
     queue_mean: float
     queue_peak: int
     requests_in_system_mean: float  # ∫ requests in the system dt / makespan, per instance summed
@@ -172,6 +173,7 @@ def summarize(
         padded_decode_tokens=sum(run.padded_decode_tokens for run in runs),
         prefill_tokens=sum(run.prefill_tokens for run in runs),
         decode_tokens=sum(run.decode_tokens for run in runs),
+        recompute_tokens_sampled=sum(run.recompute_tokens_sampled for run in runs),
         queue_mean=sum(run.queue_s for run in runs) / makespan if makespan else 0.0,
         queue_peak=max(run.queue_peak for run in runs),
         requests_in_system_mean=sum(run.in_system_s for run in runs) / makespan

@@ -159,6 +159,7 @@ class Scheduling:
             req.first_s = self.t
         else:  # after a recompute: the gap since its last token
             self.metrics.itl.append((self.t - req.last_s, 1))
+            self.metrics.recompute_tokens_sampled += 1
         req.last_s = self.t
         req.generated += 1
 
