@@ -187,9 +187,12 @@ def simulation_table(results: list[SimulationResult]) -> Table:
         ["metric", *labels],
         ["metric", *labels],
     )
-    columns = [_rows(r) for r in results]
-    for index, (label, _) in enumerate(columns[0]):
-        shown = [column[index][1] for column in columns]
+    columns = [dict(_rows(r)) for r in results]
+    labels_in_order: list[str] = []
+    for column in columns:
+        labels_in_order += [label for label in column if label not in labels_in_order]
+    for label in labels_in_order:
+        shown = [column.get(label, "—") for column in columns]
         table.add([label, *shown], [label, *shown])
     seen: list[str] = []
     for result in results:

@@ -159,14 +159,16 @@ class Instance(Scheduling):
     def _leave(self, req: Req) -> tuple[int, int, int, int]:
         """Stop decoding; (blocks, token bytes, read bytes, tokens) it holds now."""
         tokens = req.kv_tokens(self.step)
-        held = tuple(
-            sums.remove(tokens, residue, rate)
-            for sums, residue, rate in zip(self.sums, req.residues, req.rates, strict=True)
-        )
         self.kv_offset -= req.join_tokens - req.join_step
         del self.decoding[req.order]
         req.version += 1
-        return held[CHARGE], held[TOKENS], held[READS], tokens
+        sums, residues, rates = self.sums, req.residues, req.rates
+        return (
+            sums[CHARGE].remove(tokens, residues[CHARGE], rates[CHARGE]),
+            sums[TOKENS].remove(tokens, residues[TOKENS], rates[TOKENS]),
+            sums[READS].remove(tokens, residues[READS], rates[READS]),
+            tokens,
+        )
 
     def _next_segment(self, req: Req, index: int) -> None:
         """A request reached the next segment of one of its profiles: its rate changes."""

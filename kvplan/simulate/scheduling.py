@@ -119,6 +119,8 @@ class Scheduling:
                 [(req.done, tokens) for req, tokens in chunks],
                 sum(read_value(req.done) for req, _ in chunks if req.done),
             )
+        for req, tokens in chunks:  # this step writes the chunks' KV: it counts as held
+            req.done += tokens
         before = self._memory()
         self._grow(1)
         metrics = self.metrics
@@ -132,8 +134,7 @@ class Scheduling:
 
     def _end_prefills(self: Instance, chunks: list[tuple[Req, int]]) -> None:
         """Chunks are done: a finished prefill samples a token and starts decoding."""
-        for req, tokens in chunks:
-            req.done += tokens
+        for req, _ in chunks:
             if req.done < req.target:
                 continue
             self.prefilling.remove(req)
@@ -261,6 +262,9 @@ class Scheduling:
             raise RuntimeError("an empty static batch")  # admission guarantees one
         longest = max(req.target for req in batch)
         seconds = view.cost.step_s(0, 0, 0, [(0, longest)] * len(batch), 0)
+        self.prefilling, self.prefill_blocks = batch, sum(req.blocks for req in batch)
+        for req in batch:  # the step writes the prompts' KV: it counts as held
+            req.done = req.target
         before = self._memory()
         self.step += 1
         metrics = self.metrics
@@ -269,8 +273,8 @@ class Scheduling:
         metrics.record_steps(1, len(batch))
         metrics.busy_s += seconds
         self._advance(seconds, before)
+        self.prefilling, self.prefill_blocks = [], 0
         for req in batch:
-            req.done = req.target
             self._sample(req)
             if req.generated >= req.output:
                 req.last_s = self.t
