@@ -43,6 +43,14 @@ def h100(catalog):
     return catalog.sku("h100-sxm")
 
 
+@pytest.fixture(scope="module")
+def opt(catalog):
+    """OPT-13B with a 12 GiB KV budget, as in the PagedAttention paper's capacity example."""
+    return Deployment(
+        catalog.model("opt-13b"), VLLM, settings=EngineSettings(kv_memory_bytes=12 * GIB)
+    )
+
+
 def at_once(*lengths: tuple[int, int]) -> Workload:
     """Requests of (prompt, output) tokens all arriving at t = 0."""
     return Workload(tuple(RequestSpec(0.0, p, o) for p, o in lengths), "at once")
@@ -167,14 +175,11 @@ def test_tokens_and_blocks_are_conserved_under_preemption(llama, h100, preemptio
         assert sum(split) == pytest.approx(view.pool_bytes, rel=1e-9)
 
 
-def test_reserve_max_holds_seven_opt_13b_requests_in_12_gib(catalog, h100):
+def test_reserve_max_holds_seven_opt_13b_requests_in_12_gib(opt, h100):
     # OPT-13B: 40 layers × 5,120 hidden × 2 (K, V) × 2 bytes = 819,200 B (800 KiB) per token,
     # 2,048-token context. Reserving the whole context takes 2,048 × 819,200 = 1.5625 GiB per
     # request; 12 GiB / 1.5625 GiB = 7.68, so 7 requests at once (the PagedAttention paper's
     # Orca (Max) baseline), while paging holds all 20 short requests.
-    opt = Deployment(
-        catalog.model("opt-13b"), VLLM, settings=EngineSettings(kv_memory_bytes=12 * GIB)
-    )
     workload = at_once(*[(100, 100)] * 20)
     assert (12 * GIB) // (2048 * 819_200) == 7
     reserved = simulate(opt, h100, workload, SimConfig(allocator="reserve-max"))
@@ -183,12 +188,9 @@ def test_reserve_max_holds_seven_opt_13b_requests_in_12_gib(catalog, h100):
     assert paged.batch_peak == 20
 
 
-def test_paged_utilisation_is_above_90_percent_on_a_long_tailed_workload(catalog, h100):
+def test_paged_utilisation_is_above_90_percent_on_a_long_tailed_workload(opt, h100):
     # Lengths with a long tail (lognormal, sigma 1.5): paging wastes at most part of one
     # 16-token block per request; reserving the context wastes most of the pool.
-    opt = Deployment(
-        catalog.model("opt-13b"), VLLM, settings=EngineSettings(kv_memory_bytes=12 * GIB)
-    )
     workload = poisson_workload(
         4.0,
         parse_distribution("lognormal:mean=160,sigma=1.5", "p"),
@@ -204,12 +206,9 @@ def test_paged_utilisation_is_above_90_percent_on_a_long_tailed_workload(catalog
     assert reserved.kv_utilization_fraction < exact.kv_utilization_fraction < 1
 
 
-def test_reservations_fragment_the_pool(catalog, h100):
+def test_reservations_fragment_the_pool(opt, h100):
     # reserve-exact places spans of different sizes first-fit: freed spans leave holes that
     # a larger request cannot use, which paging never has.
-    opt = Deployment(
-        catalog.model("opt-13b"), VLLM, settings=EngineSettings(kv_memory_bytes=12 * GIB)
-    )
     workload = poisson_workload(
         6.0,
         parse_distribution("uniform:16-1024", "p"),

@@ -201,7 +201,8 @@ def simulation_table(results: list[SimulationResult]) -> Table:
     if any(sum(r.rejected.values()) for r in results):
         for result in results:
             for reason, count in result.rejected.items():
-                table.notes.append(f"{result.label or 'run'}: {count:,} rejected: {reason}")
+                prefix = f"{result.label}: " if result.label else ""
+                table.notes.append(f"{prefix}{count:,} rejected: {reason}")
     return table
 
 

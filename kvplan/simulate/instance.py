@@ -96,6 +96,7 @@ class Instance(Scheduling):
             req.swapped_tokens, req.generated = spec.prompt_tokens, 1
             req.first_s = req.last_s = spec.arrival_s
         self.waiting.append(req)
+        self.metrics.queue_peak = max(self.metrics.queue_peak, len(self.waiting))
 
     @property
     def in_system(self) -> int:
