@@ -169,10 +169,11 @@ def test_data_parallel_attention_and_expert_parallelism(catalog):
     per_replica = dp8.budget.kv_bytes // dp8.request_bytes_per_gpu()
     assert dp8.max_concurrency() == 8 * per_replica
     # Weights per GPU: attention, embeddings and shared experts whole on every GPU (tp 1),
-    # routed experts one eighth each.
+    # routed experts one eighth each; vLLM adds its RoPE table, 163,840 positions x 64 rope
+    # dims x 2 B = 20,971,520 B.
     (stage,) = Deployment(model, vllm).weights().stages
     expected = stage.sharded_bytes + -(-stage.routed_expert_bytes // 8) + stage.replicated_bytes
-    assert dp8.weights_bytes_per_gpu == expected
+    assert dp8.weights_bytes_per_gpu == expected + 163_840 * 64 * 2
     # With its weights larger per GPU, DP attention still serves more: no latent is repeated.
     assert dp8.max_concurrency() > tp8.max_concurrency()
 
@@ -197,3 +198,19 @@ def test_tp_beyond_a_node_is_noted(catalog):
     deployment = Deployment(catalog.model("llama-3.1-405b"), engine("vllm"), tp=16)
     notes = deployment.engine.notes(deployment, catalog.sku("h100-sxm"))
     assert any("spans 2 nodes of 8 h100-sxm" in note for note in notes)
+
+
+def test_an_overflowing_batch_is_drawn_as_overflow(catalog):
+    # Llama-3.1-8B, 64 requests of 32k on one H100: 64 x 32,768 x 131,072 B = 256 GiB of KV
+    # against an 80 GB GPU. The bar must not look exactly full: it runs past the memory.
+    from kvplan.report.capacity_report import capacity_table, memory_split
+
+    row = Capacity(Deployment(catalog.model("llama-3.1-8b"), engine("vllm")),
+                   catalog.sku("h100-sxm"), 64, 32_768)  # fmt: skip
+    split = memory_split(row)
+    assert split.kv_bytes == 64 * 32_768 * 131_072
+    assert split.overflow_bytes == split.weights_bytes + split.kv_bytes - split.memory_bytes
+    assert split.free_bytes == 0
+    (shown,) = capacity_table([row]).display_rows
+    assert "!" in shown[-1] and shown[-1].endswith("GiB")
+    assert shown[-2].startswith("fits ") and " of 64" in shown[-2]

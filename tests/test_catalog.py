@@ -56,6 +56,13 @@ REQUIRED_MODELS = [
     "qwen3-30b-a3b",
     "qwen3-next-80b-a3b",
     "jamba-1.5-mini",
+    "deepseek-v3.2",
+    "kimi-linear-48b-a3b",
+    "qwen3.5-397b-a17b",
+    "nemotron-h-8b",
+    "granite-4.0-h-small",
+    "falcon-h1-7b",
+    "llama-3.2-11b-vision",
     "qwen3-0.6b",
     "qwen3-1.7b",
     "qwen3-4b",
@@ -260,3 +267,85 @@ def test_a_family_of_several_asks_which(catalog):
 def test_sku_suggestions_come_from_the_same_family(catalog):
     with pytest.raises(KvplanError, match=r"did you mean one of h100-nvl, h100-pcie, h100-sxm\?"):
         catalog.sku("h100-sxn")
+
+
+# --- the newer layer kinds and sections: each missing or inconsistent piece is one exact line ---
+
+
+def _shipped_as_mine(stem: str) -> str:
+    """A shipped model's YAML renamed to `mine`, with no aliases to collide with the shipped one."""
+    text = (MODELS_DIR / f"{stem}.yaml").read_text().replace(f"name: {stem}\n", "name: mine\n")
+    return "\n".join(
+        "aliases: []" if line.startswith("aliases:") else line for line in text.splitlines()
+    )
+
+
+def _without_section(text: str, key: str) -> str:
+    """`text` without the top-level mapping `key:` and its indented lines."""
+    lines, skipping = [], False
+    for line in text.splitlines():
+        if line.startswith(f"{key}:"):
+            skipping = True
+            continue
+        if skipping and line.startswith("  "):
+            continue
+        skipping = False
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def _line_of(text: str, prefix: str) -> int:
+    return next(i for i, line in enumerate(text.splitlines(), 1) if line.startswith(prefix))
+
+
+def _one_error(tmp_path: Path, text: str, at: str, where: str, message: str) -> None:
+    """`text` as mine.yaml gives exactly one line: the line of `at`, `where`, `message`."""
+    folder = _write(tmp_path, "mine.yaml", text)
+    (line,) = _errors(folder)
+    path = folder / "mine.yaml"
+    assert line == f"{path}:{_line_of(text, at)}: {where}: value {{…}}: {message}"
+
+
+def _good_as_mine(extra: str) -> str:
+    text = GOOD_MODEL.replace("name: llama-3.1-8b", "name: mine") + "\n" + extra
+    return "\n".join("aliases: []" if x.startswith("aliases:") else x for x in text.splitlines())
+
+
+@pytest.mark.parametrize(
+    ("stem", "section", "message"),
+    [
+        ("llama-3.2-11b-vision", "vision", "cross layers need a vision section"),
+        ("falcon-h1-7b", "state", "parallel layers need a state section"),
+    ],
+)
+def test_kind_without_its_section(tmp_path, stem, section, message):
+    text = _without_section(_shipped_as_mine(stem), section)
+    _one_error(tmp_path, text, "name:", "(top level)", message)
+
+
+def test_vision_without_cross_layers(tmp_path):
+    vision = (MODELS_DIR / "llama-3.2-11b-vision.yaml").read_text()
+    text = _good_as_mine(vision[vision.index("vision:\n") : vision.index("layers:\n")])
+    message = "a vision section is given but no layer is cross"
+    _one_error(tmp_path, text, "name:", "(top level)", message)
+
+
+def test_mixer_only_layers_need_mlp_layers(tmp_path):
+    text = _good_as_mine("ffn_per_mixer_layer: false\n")
+    message = "ffn_per_mixer_layer is false but no layer is mlp (no FFN at all)"
+    _one_error(tmp_path, text, "name:", "(top level)", message)
+
+
+def test_mamba2_conv_channels_must_add_up(tmp_path):
+    # Nemotron-H-8B: 8192 + 2 x 8 groups x 128 = 10_240 conv channels, not 10_000.
+    text = _shipped_as_mine("nemotron-h-8b").replace("conv_channels: 10240", "conv_channels: 10000")
+    message = (
+        "mamba2 conv_channels 10000 is not inner_size + 2 x num_groups x ssm_state_size = 10240"
+    )
+    _one_error(tmp_path, text, "state:", "state", message)
+
+
+def test_indexer_needs_the_query_latent(tmp_path):
+    text = _shipped_as_mine("deepseek-v3.2").replace("  q_lora_rank: 1536\n", "")
+    message = "mla.indexer needs q_lora_rank (its queries project from it)"
+    _one_error(tmp_path, text, "mla:", "mla", message)

@@ -157,15 +157,27 @@ def test_models_skus_show_schema_json():
 def test_every_model_field_has_a_description():
     from kvplan.specs import (
         AttentionSpec,
+        IndexerSpec,
         LayerPlan,
         MlaSpec,
         ModelSpec,
         MoeSpec,
         SkuSpec,
         StateSpec,
+        VisionSpec,
     )
 
-    for spec in (ModelSpec, AttentionSpec, MlaSpec, MoeSpec, StateSpec, LayerPlan, SkuSpec):
+    for spec in (
+        ModelSpec,
+        AttentionSpec,
+        MlaSpec,
+        IndexerSpec,
+        MoeSpec,
+        StateSpec,
+        VisionSpec,
+        LayerPlan,
+        SkuSpec,
+    ):
         missing = [n for n, f in spec.model_fields.items() if not f.description]
         assert missing == [], spec.__name__
 
@@ -208,7 +220,8 @@ def test_calculator_never_imports_torch_or_triton():
         "import sys; from kvplan.cli import main; sys.argv = ['kvplan', 'size', 'llama-3.1-8b', "
         "'--sku', 'h100-sxm', '-f', 'json'];\n"
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
-        "heavy = [m for m in ('torch', 'triton', 'numpy', 'kvplan.kernels') if m in sys.modules]\n"
+        "heavy = [m for m in ('torch', 'triton', 'numpy', 'kvplan.kernels', 'huggingface_hub')"
+        " if m in sys.modules]\n"
         "print('HEAVY', heavy, file=sys.stderr)"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -258,7 +258,7 @@ def test_starcoder2_3b():
 def test_cohere_awq_int4_weights():
     result = load("c4ai-command-r-v01-awq")
     assert kv_bytes_per_token(result.spec, kv_dtype="bf16") == 1_310_720
-    assert result.spec.weight_dtype == "int4"
+    assert result.spec.weight_dtype == "awq"
     assert has_warning(result, "awq", "KV cache stays in the activation dtype (fp16)")
     assert result.spec.norms_per_layer == 1
 
@@ -361,6 +361,173 @@ def test_jamba_hybrid():
     assert (result.spec.moe.layer_step, result.spec.moe.layer_offset) == (2, 1)
 
 
+# DeepSeek-V3.2: V3's 61 MLA layers, each also caching the indexer's key of index_head_dim 128
+# fp8 values + one fp32 scale: 61 x (576 x 2 + 128 + 4) = 78_324 bytes per token in bf16.
+def test_deepseek_v3_2_indexer():
+    result = load("deepseek-v3.2")
+    indexer = result.spec.mla.indexer
+    assert (indexer.num_heads, indexer.head_dim, indexer.topk_tokens) == (64, 128, 2048)
+    assert kv_bytes_per_token(result.spec, kv_dtype="bf16") == 78_324
+    assert has_warning(result, "index_head_dim 128", "132 bytes per token")
+    assert result.spec.weight_dtype == "fp8_block"
+
+
+# Qwen3.5-397B-A17B (qwen3_5_moe, nested text_config): 15 of 60 layers full attention with 2 KV
+# heads x 256: 15 x 2 x 2 x 256 x 2 = 30_720; 45 Gated DeltaNet layers of 64 value heads x
+# 128 x 128, conv over 2 x 16 x 128 + 64 x 128 = 12_288 channels; tie_word_embeddings from the
+# wrapper (false).
+def test_qwen3_5_moe_nested():
+    result = load("qwen3.5-397b-a17b")
+    spec = result.spec
+    assert kinds_count(result) == {"state": 45, "full": 15}
+    assert kv_bytes_per_token(spec, kv_dtype="bf16") == 30_720
+    assert (spec.state.ssm_heads, spec.state.conv_channels) == (64, 12_288)
+    assert spec.attention.output_gate and not spec.tie_word_embeddings
+    assert (spec.moe.num_experts, spec.moe.experts_per_token) == (512, 10)
+    assert has_warning(result, "vision encoder is not counted")
+
+
+# Kimi-Linear (MLX copy of the release config): full_attn_layers [4, 8, ..., 24, 27] are 1-based,
+# so MLA sits at 3, 7, 11, 15, 19, 23, 26: 7 x (512 + 64) x 2 = 8_064 bytes per token; 20 KDA
+# layers of 32 heads x 128, the recurrent state in fp32. No max_position_embeddings: the
+# release's model_max_length 1_048_576 is the context.
+def test_kimi_linear_kda_and_mla():
+    result = load("kimi-linear-48b-a3b-mlx")
+    spec = result.spec
+    kinds = spec.layer_kinds
+    assert [i for i, k in enumerate(kinds) if k == "mla"] == [3, 7, 11, 15, 19, 23, 26]
+    assert kv_bytes_per_token(spec, kv_dtype="bf16") == 8_064
+    state = spec.state
+    assert (state.kind, state.ssm_heads, state.ssm_head_dim, state.ssm_state_dtype) == (
+        "kda",
+        32,
+        128,
+        "fp32",
+    )
+    assert spec.max_context == 1_048_576
+    assert has_warning(result, "model_max_length 1048576")
+
+
+def test_kimi_linear_layer_lists_must_split_the_layers():
+    config = config_of("kimi-linear-48b-a3b-mlx")
+    config["linear_attn_config"] = config["linear_attn_config"] | {"full_attn_layers": [4, 8]}
+    with pytest.raises(KvplanError, match=r"must split layers 1\.\.27"):
+        spec_from_hf_config(config, name="k", source="test")
+
+
+# Nemotron-H-8B: hybrid_override_pattern gives 24 M, 4 *, 24 - blocks; per token
+# 4 x 2 x 8 x 128 x 2 = 16_384; MLP blocks are 2-matrix relu2, one norm per block.
+def test_nemotron_h_pattern():
+    result = load("nemotron-h-8b")
+    spec = result.spec
+    assert kinds_count(result) == {"state": 24, "full": 4, "mlp": 24}
+    assert kv_bytes_per_token(spec, kv_dtype="bf16") == 16_384
+    assert (spec.mlp, spec.norms_per_layer, spec.ffn_per_mixer_layer) == ("plain", 1, False)
+    state = spec.state
+    assert (state.ssm_heads, state.ssm_head_dim, state.num_groups, state.conv_channels) == (
+        128,
+        64,
+        8,
+        8192 + 2 * 8 * 128,
+    )
+
+
+def test_nemotron_h_moe_blocks_are_refused():
+    config = config_of("nemotron-h-8b") | {"hybrid_override_pattern": "ME" * 26}
+    with pytest.raises(KvplanError, match=r"block\(s\) \['E'\] kvplan cannot express"):
+        spec_from_hf_config(config, name="n", source="test")
+
+
+# Llama-3.2-90B-Vision (a short unsloth-style config): 100 layers, cross-attention at 3, 8, ..., 98.
+# 80 self-attention layers x 2 x 8 KV heads (MllamaTextConfig default) x 128 x 2 = 327_680 per
+# token; the 20 cross layers keep 4 tiles x ((560 / 14)^2 + 1) = 6_404 image tokens each.
+def test_mllama_cross_attention_and_defaults():
+    result = load("llama-3.2-90b-vision-merged")
+    spec = result.spec
+    assert kinds_count(result) == {"full": 80, "cross": 20}
+    assert kv_bytes_per_token(spec, kv_dtype="bf16") == 327_680
+    assert (spec.vision.image_size, spec.vision.tokens_per_image) == (560, 6_404)
+    assert has_warning(result, "num_key_value_heads absent: 8 used")
+    assert has_warning(result, "hidden_size absent: 1280 used (transformers MllamaVisionConfig")
+
+
+# Falcon-H1-7B: no complete config.json was in the stored copies; these are the fields of its
+# config as a public table on GitHub quotes them (search index file id 65865534003,
+# FALCON_H1_7B_HF). Every one of 44 layers is parallel: 44 x 2 x 2 x 128 x 2 = 45_056 per token.
+FALCON_H1_7B = {
+    "model_type": "falcon_h1",
+    "hidden_size": 3072,
+    "num_hidden_layers": 44,
+    "num_attention_heads": 12,
+    "num_key_value_heads": 2,
+    "head_dim": 128,
+    "intermediate_size": 12288,
+    "vocab_size": 130048,
+    "tie_word_embeddings": False,
+    "mamba_d_state": 256,
+    "mamba_n_groups": 1,
+    "mamba_n_heads": 24,
+    "mamba_d_head": 128,
+    "mamba_d_ssm": 3072,
+    "mamba_expand": 2,
+    "mamba_d_conv": 4,
+    "mamba_chunk_size": 128,
+    "max_position_embeddings": 262144,
+}
+
+
+def test_falcon_h1_every_layer_parallel():
+    spec, _ = spec_from_hf_config(FALCON_H1_7B, name="falcon-h1-7b", source="test")
+    assert set(spec.layer_kinds) == {"parallel"}
+    assert kv_bytes_per_token(spec, kv_dtype="bf16") == 45_056
+    assert (spec.state.conv_channels, spec.state.gated_norm) == (3072 + 2 * 256, False)
+    with pytest.raises(KvplanError, match="attn_layer_indices"):
+        spec_from_hf_config(FALCON_H1_7B | {"attn_layer_indices": [0]}, name="f", source="t")
+
+
+# Granite-4.0-H-Small: the fields a public write-up quotes from its config.json (search index
+# file id 57624389648) plus the Mamba-2 head fields of IBM's GGUF (128 heads of 64, 1 group),
+# layer_types 36 mamba + 4 attention. 4 x 2 x 8 x 128 x 2 = 16_384 bytes per token.
+GRANITE_H_SMALL = {
+    "model_type": "granitemoehybrid",
+    "hidden_size": 4096,
+    "num_hidden_layers": 40,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "num_local_experts": 72,
+    "num_experts_per_tok": 10,
+    "shared_intermediate_size": 1536,
+    "intermediate_size": 768,
+    "mamba_d_state": 128,
+    "mamba_d_conv": 4,
+    "mamba_expand": 2,
+    "mamba_n_heads": 128,
+    "mamba_d_head": 64,
+    "mamba_n_groups": 1,
+    "tie_word_embeddings": True,
+    "vocab_size": 100352,
+    "max_position_embeddings": 1048576,
+    "torch_dtype": "bfloat16",
+    "layer_types": ["attention" if i in (5, 15, 25, 35) else "mamba" for i in range(40)],
+}
+
+
+def test_granite_hybrid_moe_on_every_layer():
+    spec, _ = spec_from_hf_config(GRANITE_H_SMALL, name="granite", source="test")
+    assert kv_bytes_per_token(spec, kv_dtype="bf16") == 16_384
+    moe = spec.moe
+    assert (moe.num_experts, moe.expert_intermediate_size, moe.shared_expert_intermediate_size) == (
+        72,
+        768,
+        1536,
+    )
+    assert (spec.state.inner_size, spec.state.num_groups) == (8192, 1)
+    dense = GRANITE_H_SMALL | {"num_local_experts": 0, "num_experts_per_tok": 0}
+    spec, warnings = spec_from_hf_config(dense, name="granite", source="test")
+    assert spec.moe is None and spec.intermediate_size == 1536
+    assert any("shared_mlp of shared_intermediate_size 1536" in w for w in warnings)
+
+
 def test_every_family_is_supported():
     families = {
         "llama",
@@ -386,6 +553,14 @@ def test_every_family_is_supported():
         "gpt_oss",
         "llama4",
         "jamba",
+        "deepseek_v32",
+        "kimi_linear",
+        "qwen3_5",
+        "qwen3_5_moe",
+        "nemotron_h",
+        "granitemoehybrid",
+        "falcon_h1",
+        "mllama",
         "opt",
         "olmo2",
         "olmo3",
@@ -672,3 +847,51 @@ def test_import_agrees_with_catalogue(fixture, name, catalog):
         assert getattr(imported, field) == getattr(shipped, field), field
     assert kv_bytes_per_token(imported, kv_dtype="bf16") == kv_bytes_per_token(shipped, "bf16")
     assert param_counts(imported).total == param_counts(shipped).total
+
+
+# --- vision towers: weights beside the text model ---------------------------------------------
+
+
+def test_llama4_vision_tower_matches_the_published_module_table():
+    # The module table printed from Llama-4-Scout (stored note, see the fixture's SOURCE):
+    # vision_model.* and multi_modal_projector.* rows sum to 871,932,416:
+    # 1,408 + 812,416 + 827,904 + 4 x 1,408 + 34 x 23,807,872 + 23,068,672 + 16,777,216
+    # + 20,971,520.
+    vision = import_hf(FIXTURES / "llama-4-scout-17b-16e").spec.vision_tower
+    assert vision.model_type == "llama4_vision_model"
+    assert vision.params == 871_932_416
+
+
+def test_gemma3_siglip_tower_and_projector():
+    # SigLIP 1152 wide, 4304 MLP, 27 layers, 896/14 = 64 patches a side, no pooling head:
+    # 678,528 + 4,718,592 + 27 x 15,239,504 + 2,304 = 416,866,032; projector 1,152 + 1,152 x 2,560.
+    vision = import_hf(FIXTURES / "gemma-3-4b-it").spec.vision_tower
+    assert vision.params == 416_866_032 + 1_152 + 1_152 * 2_560 == 419_816_304
+
+
+def test_pixtral_tower_and_mistral3_projector():
+    # Pixtral 1024 wide, 4096 gated MLP, 24 layers, patch 14: 3 x 14 x 14 x 1024 + 1024
+    # + 24 x (4 x 1024^2 + 3 x 1024 x 4096 + 2 x 1024) = 403,305,472; projector into 3072:
+    # 1024 + 4 x 1024 x 1024 + 1024 x 3072 + 3072 x 3072 = 16,778,240.
+    vision = import_hf(FIXTURES / "ministral-3-3b-reasoning-2512").spec.vision_tower
+    assert vision.params == 403_305_472 + 16_778_240
+
+
+def test_vision_weights_count_in_weights_and_split_over_tp(catalog):
+    from kvplan.plan.weights import weight_bytes
+
+    spec = catalog.model("gemma-3-27b")
+    text_only = spec.model_copy(update={"vision_tower": None})
+    # 423,060,336 vision parameters in bf16 (the catalogue entry's arithmetic).
+    assert weight_bytes(spec).total_bytes - weight_bytes(text_only).total_bytes == 846_120_672
+    per_gpu = weight_bytes(spec, tp=2).per_gpu_bytes - weight_bytes(text_only, tp=2).per_gpu_bytes
+    assert per_gpu == 846_120_672 // 2
+
+
+def test_unknown_vision_tower_is_a_warning(tmp_path):
+    config = json.loads((FIXTURES / "gemma-3-4b-it" / "config.json").read_text())
+    config["vision_config"]["model_type"] = "mystery_vit"
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    imported = import_hf(tmp_path)
+    assert imported.spec.vision_tower is None
+    assert any("'mystery_vit' under 'gemma3' not counted" in w for w in imported.warnings)

@@ -19,8 +19,8 @@ PACKAGES = {
 ALLOWED = {
     "errors": set(),
     "units": {"errors"},
-    "specs": {"errors"},
-    "kvmath": {"specs", "errors"},
+    "specs": {"errors", "specs"},
+    "kvmath": {"specs", "errors", "kvmath"},
     "catalog": {"specs", "errors", "catalog", "units"},
     "plan": {"kvmath", "catalog", "specs", "errors", "plan", "units"},
     "simulate": {"plan", "kvmath", "specs", "units", "errors", "simulate"},

@@ -10,6 +10,7 @@ from kvplan.kvmath import (
     kv_bytes_per_seq,
     kv_bytes_per_token,
     layer_caches,
+    layer_params,
     naive_kv_bytes_per_token,
     num_kv_heads_per_gpu,
     param_counts,
@@ -222,3 +223,148 @@ def test_charges_never_shrink_as_a_request_grows():
     result = size(Deployment(chunked, engine("exact")), [9])
     assert result.exact_kv_bytes == 512
     assert result.kv_bytes == 8 * 512
+
+
+# --- layer kinds beyond attention: indexer, KDA, Mamba-2 groups, parallel, cross, mlp ----------
+
+
+def test_deepseek_v3_2_indexer_key_per_token(catalog):
+    # config.json: 61 layers, kv_lora_rank 512 + qk_rope_head_dim 64, index_head_dim 128.
+    # bf16: 61 x (576 x 2 B + 128 fp8 B + 1 fp32 scale 4 B) = 61 x 1_284 = 78_324 B per token.
+    # fp8 KV shrinks only the latent: 61 x (576 + 132) = 43_188. The indexer key keeps its format.
+    model = catalog.model("deepseek-v3.2")
+    assert kv_bytes_per_token(model, "bf16") == 78_324
+    assert kv_bytes_per_token(model, "fp8") == 43_188
+    (cache,) = set(layer_caches(model, kv_dtype_info("bf16")))
+    assert (cache.kind, cache.latent_token_bytes, cache.indexer_token_bytes) == ("mla", 1_152, 132)
+    # Neither part is split by heads: every TP rank holds both, 78_324 B per token at tp 8.
+    assert kv_bytes_per_token(model, "bf16", tp=8) == 78_324
+    # A 10_000-token request: 78_324 x 10_000 B.
+    caches = layer_caches(model, kv_dtype_info("bf16"))
+    assert kv_bytes_per_seq(caches, 10_000) == 783_240_000
+
+
+def test_kimi_linear_kda_state_and_mla(catalog):
+    # 7 MLA layers x (512 + 64) x 2 B = 8_064 B per token; the 20 KDA layers add nothing per token.
+    # KDA state per layer: conv (4 - 1) x 3 x 32 x 128 = 36_864 values x 2 B (bf16) = 73_728 B,
+    # recurrent 32 heads x 128 x 128 x 4 B (fp32, vLLM kda_state_dtype) = 2_097_152 B;
+    # 2_170_880 B per layer, x 20 = 43_417_600 B per sequence whatever its length.
+    model = catalog.model("kimi-linear-48b-a3b")
+    assert kv_bytes_per_token(model, "bf16") == 8_064
+    caches = layer_caches(model, kv_dtype_info("bf16"))
+    assert {c.state_bytes for c in caches if c.kind == "state"} == {2_170_880}
+    assert kv_bytes_per_seq(caches, 1) == 8_064 + 43_417_600
+    assert kv_bytes_per_seq(caches, 1000) == 8_064 * 1000 + 43_417_600
+    # tp 4 splits channels and heads: conv 3 x 12_288 / 4 x 2 B = 18_432, recurrent
+    # 8 x 128 x 128 x 4 B = 524_288.
+    tp4 = layer_caches(model, kv_dtype_info("bf16"), 4)
+    assert {c.state_bytes for c in tp4 if c.kind == "state"} == {542_720}
+
+
+def test_mamba2_groups_replicate_across_tp(catalog):
+    # Granite-4.0-H-Small: d_inner 8192, 1 group of d_state 128, 128 heads x 64, conv 4, bf16.
+    # tp 1: conv 3 x (8192 + 2 x 128) x 2 = 50_688; ssm 128 x 64 x 128 x 2 = 2_097_152.
+    # tp 8: the single B/C group is kept whole on every rank (vLLM extra_groups_for_head_shards):
+    # conv 3 x (8192 / 8 + 2 x 128) x 2 = 7_680; ssm 16 x 64 x 128 x 2 = 262_144.
+    model = catalog.model("granite-4.0-h-small")
+    for tp, expected in ((1, 50_688 + 2_097_152), (8, 7_680 + 262_144)):
+        caches = layer_caches(model, kv_dtype_info("bf16"), tp)
+        assert {c.state_bytes for c in caches if c.kind == "state"} == {expected}
+    # 4 attention layers x 2 x 8 KV heads x 128 x 2 B = 16_384 B per token.
+    assert kv_bytes_per_token(model, "bf16") == 16_384
+
+
+def test_falcon_h1_parallel_layer_holds_both(catalog):
+    # Falcon-H1-7B, every one of 44 layers: K/V 2 x 2 KV heads x 128 x 2 B = 1_024 B per token,
+    # and a Mamba-2 state of (4 - 1) x (3072 + 2 x 1 x 256) + 24 x 128 x 256 = 797_184 values
+    # x 2 B = 1_594_368 B. At L = 1000: 44 x (1_024 x 1000 + 1_594_368) = 115_208_192 B.
+    model = catalog.model("falcon-h1-7b")
+    caches = layer_caches(model, kv_dtype_info("bf16"))
+    assert {(c.kind, c.token_bytes, c.state_bytes) for c in caches} == {
+        ("parallel", 1_024, 1_594_368)
+    }
+    assert kv_bytes_per_token(model, "bf16") == 44 * 1_024
+    assert kv_bytes_per_seq(caches, 1000) == 115_208_192
+    assert kv_bytes_per_seq(caches, 0) == 0
+
+
+def test_cross_attention_keeps_the_image_tokens(catalog):
+    # Llama-3.2-11B-Vision: 32 self-attention layers, 8 cross-attention layers; 8 KV heads x 128.
+    # One token of one layer: 2 x 8 x 128 x 2 B = 4_096 B. An image is 4 tiles x (40^2 + 1) =
+    # 6_404 tokens, kept by every cross layer whatever L: 8 x 6_404 x 4_096 = 209_846_272 B.
+    # At L = 1000: 32 x 4_096 x 1000 + 209_846_272 = 340_918_272 B; per text token 32 x 4_096.
+    model = catalog.model("llama-3.2-11b-vision")
+    caches = layer_caches(model, kv_dtype_info("bf16"))
+    assert kv_bytes_per_token(model, "bf16") == 131_072
+    assert kv_bytes_per_seq(caches, 1) == 131_072 + 209_846_272
+    assert kv_bytes_per_seq(caches, 1000) == 340_918_272
+    # Two images per request double the cross part: 2 x 209_846_272 + 131_072_000.
+    vision = model.vision.model_copy(update={"images_per_request": 2})
+    two = layer_caches(model.model_copy(update={"vision": vision}), kv_dtype_info("bf16"))
+    assert kv_bytes_per_seq(two, 1000) == 2 * 209_846_272 + 131_072_000
+
+
+def test_nemotron_h_mlp_blocks_cache_nothing(catalog):
+    # Nemotron-H-8B: 24 Mamba-2, 4 attention, 24 MLP blocks. Per token 4 x 2 x 8 x 128 x 2 =
+    # 16_384 B. Mamba-2 state per block: conv 3 x (8192 + 2 x 8 x 128) = 30_720 values, ssm
+    # 128 x 64 x 128 = 1_048_576 values; x 2 B = 2_158_592 B, x 24 = 51_806_208 B per sequence.
+    model = catalog.model("nemotron-h-8b")
+    caches = layer_caches(model, kv_dtype_info("bf16"))
+    assert model.layer_kinds.count("mlp") == 24
+    assert {c.bytes_per_seq(5000) for c in caches if c.kind == "mlp"} == {0}
+    assert kv_bytes_per_token(model, "bf16") == 16_384
+    assert kv_bytes_per_seq(caches, 100) == 16_384 * 100 + 51_806_208
+
+
+# --- parameters of the new mixers ------------------------------------------------------------
+
+
+def test_nemotron_h_8b_params_block_by_block(catalog):
+    # Embedding and lm_head (untied): 2 x 131_072 x 4_096 = 1_073_741_824.
+    # Mamba-2 block: in_proj 4096 x (2 x 8192 + 2 x 8 x 128 + 128) = 76_021_760, conv
+    # 10_240 x 4 + 10_240 bias = 51_200, dt_bias/A_log/D 3 x 128, gated norm 8_192, out_proj
+    # 8192 x 4096 = 33_554_432 -> 109_635_968; x 24 = 2_631_263_232.
+    # Attention block: q and o 2 x 4096^2 + k and v 2 x 4096 x 1024 = 41_943_040; x 4.
+    # MLP block (relu2, no gate): 2 x 4096 x 21_504 = 176_160_768; x 24 = 4_227_858_432.
+    # One RMSNorm per block and the final one: 53 x 4096 = 217_088.
+    # Total 1_073_741_824 + 2_631_263_232 + 167_772_160 + 4_227_858_432 + 217_088.
+    assert param_counts(catalog.model("nemotron-h-8b")).total == 8_100_852_736
+
+
+def test_falcon_h1_7b_params_layer_by_layer(catalog):
+    # Attention: q 3072 x 1536, k and v 2 x 3072 x 256, o 1536 x 3072 -> 11_010_048.
+    # Mamba-2: in_proj 3072 x (2 x 3072 + 2 x 256 + 24) = 20_520_960, conv 3_584 x 4 + 3_584,
+    # 3 x 24, no gated norm (mamba_rms_norm false), out_proj 3072^2 -> 29_976_136.
+    # SwiGLU MLP 3 x 3072 x 12_288 = 113_246_208; 2 RMSNorms 6_144.
+    # 44 x (11_010_048 + 29_976_136 + 113_246_208 + 6_144) = 6_786_495_584;
+    # + untied embedding and lm_head 2 x 130_048 x 3072 = 799_014_912 + final norm 3_072.
+    assert param_counts(catalog.model("falcon-h1-7b")).total == 7_585_513_568
+
+
+def test_kda_and_indexer_mixers(catalog):
+    # KDA layer of Kimi-Linear (hidden 2304, 32 heads x 128, P = 4096): q, k, v 3 x 2304 x 4096
+    # = 28_311_552; forget gate f_a 2304 x 128 + f_b 128 x 4096 = 819_200, dt_bias 4096,
+    # A_log 32; beta b_proj 2304 x 32 = 73_728; convs 3 x 4096 x 4 = 49_152; output gate
+    # g_a + g_b 819_200; o_norm 128; o_proj 4096 x 2304 = 9_437_184 -> 39_514_272.
+    kimi = catalog.model("kimi-linear-48b-a3b")
+    assert layer_params(kimi, 0).mixer == 39_514_272
+    # DeepSeek-V3.2 indexer: wq_b 1536 x 64 x 128 = 12_582_912, wk 7168 x 128 = 917_504,
+    # k_norm LayerNorm 2 x 128, weights_proj 7168 x 64 = 458_752 -> 13_959_424 per layer.
+    v3, v32 = catalog.model("deepseek-v3"), catalog.model("deepseek-v3.2")
+    assert layer_params(v32, 0).mixer - layer_params(v3, 0).mixer == 13_959_424
+
+
+def test_mllama_vision_tower_params(catalog):
+    # transformers MllamaVisionModel, 11B geometry (1280 wide, 5120 MLP, 560 px tiles of 14 px
+    # patches = 1_601 positions with the class token, 4 tiles, 8 aspect ratios + 1 row):
+    #   patch conv 3 x 14 x 14 x 1280 = 752_640; class embedding 1_280;
+    #   gated positions 1 + 1_601 x 1280 + 9 x 4 x 1_601 x 1280 = 75_823_361;
+    #   pre/post tile embeddings 2 x (9 x 4 x 1280 + 1) = 92_162; 2 LayerNorms 5_120;
+    #   layer 4 x 1280^2 + (1280 x 5120 + 5120) + (5120 x 1280 + 1280) + 2 x 2 x 1280 = 19_672_320;
+    #   32 layers 629_514_240 + 8 gated global layers 8 x 19_672_322 = 157_378_576;
+    #   projector 7680 x 4096 + 4096 = 31_461_376; 8 image-token embedding rows 32_768.
+    counts = param_counts(catalog.model("llama-3.2-11b-vision"))
+    assert counts.vision == 895_061_523
+    # The text side: Llama-3.1-8B (8_030_261_248) plus 8 cross layers, each q/k/v/o 41_943_040
+    # + q/k norms 256 + 2 gates + SwiGLU 176_160_768 + 2 norms 8_192 = 218_112_258.
+    assert counts.total - counts.vision == 8_030_261_248 + 8 * 218_112_258

@@ -17,6 +17,7 @@ from kvplan.cli.options import (
     KvDtypeOpt,
     ModelArg,
     PpOpt,
+    RopeScalingOpt,
     TpOpt,
     WeightDtypeOpt,
 )
@@ -61,6 +62,7 @@ def claim(
     weight_dtype: WeightDtypeOpt = None,
     tp: TpOpt = 1,
     pp: PpOpt = 1,
+    rope_scaling: RopeScalingOpt = None,
     fmt: FormatOpt = "table",
     catalog_dirs: CatalogOpt = None,
     *,
@@ -85,6 +87,7 @@ def claim(
             weight_dtype=weight_dtype,
             tp=tp,
             pp=pp,
+            rope_scaling=rope_scaling,
         )
         sheet = claim_sheet(deployment, catalog.sku(sku), parse_tokens(context, "--context"), batch)
         render_claim(sheet, output)

@@ -9,11 +9,21 @@ import typer
 
 from kvplan.report.render import FORMATS
 
-ModelArg = Annotated[
-    str,
-    typer.Argument(
-        help="catalogue name or alias (see `kvplan models`), or a Hugging Face config.json "
-        "or a folder holding one",
+MODEL_HELP = (
+    "catalogue name or alias (see `kvplan models`); a Hugging Face id org/name[@revision] "
+    "(config and safetensors headers read through your HF cache, HF_TOKEN and HF_HUB_OFFLINE; "
+    "never the weights); or a config.json or a folder holding one. A catalogue name or alias "
+    "wins over the Hub (aliases hold Hub ids); hf:org/name forces the Hub"
+)
+ModelArg = Annotated[str, typer.Argument(help=MODEL_HELP, show_default=False)]
+RopeScalingOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--rope-scaling",
+        help="serve with this RoPE scaling, TYPE:FACTOR[:ORIGINAL_TOKENS] (yarn, dynamic, "
+        "linear, llama3, longrope), e.g. yarn:4 for Qwen3's 128k (the model card's advice "
+        "when config.json omits it; vLLM --hf-overrides): the context limit becomes "
+        "ORIGINAL (default: the model's recommendation, else max_position_embeddings) × FACTOR",
         show_default=False,
     ),
 ]
@@ -45,8 +55,10 @@ WeightDtypeOpt = Annotated[
     str | None,
     typer.Option(
         "--weight-dtype",
-        help="weight type: bf16, fp16, fp32, fp8, fp8_block, int8, int4 (group 128), nvfp4, "
-        "mxfp4; default: the model's released dtype",
+        help="weight type: bf16, fp16, fp32, fp8, fp8_block, int8, int4, awq, gptq (int4, "
+        "group 128: 4 bits + an fp16 scale and a 4-bit zero per 128 weights, as AutoAWQ and "
+        "GPTQ store them), nvfp4, mxfp4; default: the checkpoint's own bytes (safetensors "
+        "headers) or the model's released dtype",
         show_default=False,
     ),
 ]

@@ -15,6 +15,7 @@ from kvplan.cli.options import (
     FormatOpt,
     KvDtypeOpt,
     PpOpt,
+    RopeScalingOpt,
     WeightDtypeOpt,
 )
 from kvplan.errors import KvplanError
@@ -41,6 +42,7 @@ def report(
         typer.Option("--tp", help="TP degrees (repeatable); default 1, 2, 4, 8 that fit the node"),
     ] = None,
     pp: PpOpt = 1,
+    rope_scaling: RopeScalingOpt = None,
     batch: Annotated[
         int, typer.Option("--batch", "-b", help="sequences for the longest-context column")
     ] = 1,
@@ -102,12 +104,11 @@ def report(
             catalog.skus() if not sku else [s for name in sku for s in catalog.skus_matching(name)]
         )
         if model == ["all"]:
-            specs = [(m, None) for m in catalog.models()]
+            resolved = list(catalog.models())
         else:
-            specs = [_model(catalog, m) for m in model]
+            resolved = [_model(catalog, m, rope_scaling) for m in model]
         deployments = [
-            _deployment_of(spec, engine_options, kv_dtype, weight_dtype, 1, pp, exact)
-            for spec, exact in specs
+            _deployment_of(r, engine_options, kv_dtype, weight_dtype, 1, pp) for r in resolved
         ]
         rows = capacity_grid(
             deployments,

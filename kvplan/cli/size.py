@@ -17,6 +17,7 @@ from kvplan.cli.options import (
     LengthsOpt,
     ModelArg,
     PpOpt,
+    RopeScalingOpt,
     SkuOpt,
     TpOpt,
     WeightDtypeOpt,
@@ -33,6 +34,7 @@ def size(
     weight_dtype: WeightDtypeOpt = None,
     tp: TpOpt = 1,
     pp: PpOpt = 1,
+    rope_scaling: RopeScalingOpt = None,
     sku: SkuOpt = None,
     explain: Annotated[
         bool, typer.Option("--explain", help="print the formula with the model's numbers")
@@ -61,6 +63,7 @@ def size(
             weight_dtype=weight_dtype,
             tp=tp,
             pp=pp,
+            rope_scaling=rope_scaling,
         )
         target = catalog.sku(sku) if sku else None
         result = size_plan(deployment, _batch(context, batch, lengths), target)

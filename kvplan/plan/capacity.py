@@ -48,7 +48,7 @@ class Capacity:
         if not 1 <= batch <= MAX_BATCH:
             raise KvplanError(f"--batch: {batch} must be between 1 and {MAX_BATCH:,} sequences")
         self.deployment, self.sku, self.batch = deployment, sku, batch
-        self.context_tokens = context_tokens or deployment.model.max_context
+        self.context_tokens = context_tokens or deployment.model.context_limit
         self.efficiency = efficiency
         profile = deployment.engine
         self.budget: Budget = profile.budget(deployment, sku, self.context_tokens)
@@ -89,13 +89,14 @@ class Capacity:
 
     @cached_property
     def max_context_tokens(self) -> int:
-        """Longest context every one of `batch` requests can have, capped at the native limit."""
-        native = self.deployment.model.max_context
-        return largest_fitting(lambda n: n > 0 and self.max_concurrency(n) >= self.batch, native)
+        """Longest context every one of `batch` requests can have, capped at the model's
+        limit (the extended one when its RoPE scaling is applied)."""
+        limit = self.deployment.model.context_limit
+        return largest_fitting(lambda n: n > 0 and self.max_concurrency(n) >= self.batch, limit)
 
     @property
     def native_limit_binds(self) -> bool:
-        return self.max_context_tokens == self.deployment.model.max_context
+        return self.max_context_tokens == self.deployment.model.context_limit
 
     @cached_property
     def fitting_batch(self) -> int:

@@ -17,6 +17,7 @@ from functools import lru_cache
 from kvplan.errors import KvplanError
 from kvplan.kvmath import (
     ChunkedCache,
+    CrossCache,
     LayerCache,
     SharedCache,
     SlidingCache,
@@ -108,7 +109,9 @@ def decode_step(
     kv = _stage_kv_bytes_read(deployment, batch)
     bytes_per_step = sum(weights) + sum(kv)
     step_s = bytes_per_step / (sku.bandwidth_bytes_per_s * efficiency.bandwidth_fraction)
-    token_bytes = [sum(cache.token_bytes * n for cache, n in c.items()) for c in stage_caches]
+    token_bytes = [
+        sum(cache.context_token_bytes * n for cache, n in c.items()) for c in stage_caches
+    ]
     moe = deployment.model.moe
     touched, notes = None, []
     if moe:
@@ -297,8 +300,11 @@ def attended_tokens_sum(cache: LayerCache, prompt_tokens: int) -> int:
     chunked C: L = q·C + r gives q complete chunks of C(C+1)/2 plus r(r+1)/2.
     state: 0 (no attention). shared: a shared-KV layer still attends with its own
     queries; its window is not recorded, so full length is assumed (an upper bound).
+    cross: every position attends to all the request's encoder tokens, L · E.
     """
     length = prompt_tokens
+    if isinstance(cache, CrossCache):
+        return length * cache.encoder_tokens
     if isinstance(cache, SharedCache):
         return _triangle(length)
     if isinstance(cache, StateCache):

@@ -182,11 +182,20 @@ def capacity_table(rows: list[Capacity], records: list[dict[str, Any]] | None = 
                 picture,
             ],
         )
-    table.notes.append("* the model's native context limit binds, not memory")
+    if any(r.native_limit_binds for r in rows):
+        table.notes.append("* the model's native context limit binds, not memory")
     table.notes.append(
-        "decode tok/s: roofline (weights + KV bytes read per step / bandwidth × efficiency), "
-        "at the batch and context above; KV/token is per GPU"
+        "decode tok/s: roofline (weights + KV bytes read per step / bandwidth × efficiency) at "
+        "the requests that fit, up to the batch above; KV/token is per GPU"
     )
+    band = max(r.budget.uncertainty_bytes for r in rows)
+    if band:
+        table.notes.append(
+            f"KV budgets carry estimated engine terms (activation peak, non-torch memory): "
+            f"± {gib(band)} per GPU; verdicts use the estimate, which errs towards less KV"
+        )
+    if any(memory_split(r).overflow_bytes for r in rows):
+        table.notes.append("! and +N GiB: what the requested batch needs beyond the GPU's memory")
     return table
 
 

@@ -6,6 +6,7 @@ from typing import Any
 
 from kvplan.plan.guardrail import GuardrailResult, ProductCheck
 from kvplan.report.render import Format, Table, emit, gib
+from kvplan.specs import ModelSpec
 
 
 def reason(check: ProductCheck) -> str:
@@ -27,7 +28,8 @@ def reason(check: ProductCheck) -> str:
     if check.failure == "native_limit":
         return (
             f"promised context {context:,} tokens exceeds {capacity.deployment.model.name}'s "
-            f"native limit of {capacity.deployment.model.max_context:,} tokens"
+            f"native limit of {capacity.deployment.model.context_limit:,} tokens"
+            + _extension_hint(capacity.deployment.model, context)
         )
     if check.failure == "one_request":
         return (
@@ -144,3 +146,14 @@ def render_check(result: GuardrailResult, fmt: Format) -> None:
     """Print the check in `fmt`; the exit code is the CLI's job."""
     records = [check_record(c) for c in result.checks]
     emit(fmt, check_payload(result), records, lambda: check_table(result))
+
+
+def _extension_hint(model: ModelSpec, context: int) -> str:
+    """How a context past the native limit could be served: the RoPE extension to declare."""
+    rope, extended = model.rope_scaling, model.extended_context
+    if rope is None or extended is None or rope.applied or context > extended:
+        return ""
+    return (
+        f"; its RoPE {rope.label()} reaches {extended:,}: declare it with "
+        f"rope_scaling: {rope.rope_type}:{rope.factor:g}"
+    )

@@ -51,6 +51,10 @@ def size_record(result: SizeResult) -> dict[str, Any]:
         "active_params": weights.params.active,
         "published_params": d.model.params,
         "max_context": d.model.max_context,
+        "extended_context": d.model.extended_context,
+        "context_limit": d.model.context_limit,
+        "rope_scaling": d.model.rope_scaling.model_dump() if d.model.rope_scaling else None,
+        "weights": weights_record(result),
         "layers": result.layers,
     }
     capacity = result.capacity
@@ -77,6 +81,59 @@ def size_record(result: SizeResult) -> dict[str, Any]:
         }
     record["notes"] = list(result.notes)
     return record
+
+
+def weights_record(result: SizeResult) -> dict[str, Any]:
+    """Where the weight bytes come from and how one GPU holds them (exact integers).
+
+    `per_gpu` is the binding GPU: split bytes are its 1/tp share (k/v projections past one
+    KV head per rank count whole heads), replicated bytes sit whole on every rank.
+    """
+    d, weights = result.deployment, result.weights
+    stage = max(weights.stages, key=lambda s: s.per_gpu_bytes(d.tp, expert_shards=d.expert_shards))
+    record: dict[str, Any] = {
+        "basis": "computed" if weights.checkpoint is None else "safetensors headers",
+        "checkpoint": weights.checkpoint.source if weights.checkpoint else None,
+        "scaled_to_index_total": weights.scale != 1.0,
+        "total_bytes": weights.total_bytes,
+        "vision_bytes": weights.vision_bytes,
+        "per_gpu": {
+            "split_bytes": -(-stage.sharded_bytes // d.tp),
+            "routed_expert_bytes": -(-stage.routed_expert_bytes // d.expert_shards),
+            "replicated_bytes": stage.replicated_bytes,
+            "total_bytes": weights.per_gpu_bytes,
+        },
+    }
+    checkpoint = weights.checkpoint
+    if checkpoint is not None:
+        record["bytes_by_dtype"] = dict(checkpoint.bytes_by_dtype)
+        record["bytes_by_role"] = {
+            role: checkpoint.role_bytes(role)
+            for role in ("split", "kv", "expert", "replicated", "vision", "unloaded")
+        }
+        record["tensors"] = checkpoint.num_tensors
+    return record
+
+
+def weights_explain_lines(result: SizeResult) -> list[str]:
+    """Which weight bytes every TP rank holds whole and which it holds a share of."""
+    d, record = result.deployment, weights_record(result)
+    per_gpu = record["per_gpu"]
+    lines = [
+        f"weights per GPU ({record['basis']}) = split {human_bytes(per_gpu['split_bytes'])} "
+        f"(1/{d.tp} of the matrices, vocabulary, vision tower) + routed experts "
+        f"{human_bytes(per_gpu['routed_expert_bytes'])} (1/{d.expert_shards}) + replicated "
+        f"{human_bytes(per_gpu['replicated_bytes'])} (norms, routers, per-tensor scales, "
+        f"whole on every rank) = {human_bytes(per_gpu['total_bytes'])}"
+    ]
+    if "bytes_by_role" in record:
+        roles = ", ".join(f"{r} {human_bytes(b)}" for r, b in record["bytes_by_role"].items() if b)
+        dtypes = ", ".join(f"{t} {human_bytes(b)}" for t, b in record["bytes_by_dtype"].items())
+        lines.append(f"  checkpoint {record['checkpoint']}: {record['tensors']:,} tensors; {roles}")
+        lines.append(f"  by dtype: {dtypes}")
+        if record["bytes_by_role"]["unloaded"]:
+            lines.append("  unloaded: layers past num_layers (multi-token prediction), not on GPUs")
+    return lines
 
 
 def _title(result: SizeResult) -> str:
@@ -215,12 +272,16 @@ def explain_lines(result: SizeResult) -> list[str]:
             "mla": "all L tokens, one latent, no ×2, no heads",
             "state": "constant",
             "shared": "reuses another layer",
+            "mlp": "FFN-only block, no cache",
+            "parallel": "all L tokens' K/V + one recurrent state per sequence",
+            "cross": "the request's encoder tokens, fixed whatever L",
         }.get(term.kind, term.kind)
         lines.append(
             f"  {term.kind}: {factors} × ({tokens}; {rule}) × {term.layers} layers × {d.tp} GPUs"
             f" = {term.bytes_total:,} B ({gib(term.bytes_total)})"
         )
     lines.append(f"  exact total = {result.exact_kv_bytes:,} B")
+    lines += weights_explain_lines(result)
     if d.engine.name != "exact":
         layout = result.layout
         lines.append(

@@ -193,11 +193,7 @@ _GEMMA3_TEXT_DEFAULTS = {
 
 
 def _gemma3_text(c: _Config) -> dict[str, Any]:
-    for key, default in _GEMMA3_TEXT_DEFAULTS.items():
-        if not c.has(key):
-            c.warn(f"{key} absent: {default} used (transformers Gemma3TextConfig default)")
-            c.data = {**c.data, key: default}
-            c.defaulted.add(key)
+    c.fill_defaults(_GEMMA3_TEXT_DEFAULTS, "transformers Gemma3TextConfig")
     spec = _gemma(c)
     spec["attention"]["qk_norm"] = True
     every = c.int("sliding_window_pattern") if c.has("sliding_window_pattern") else 6

@@ -23,7 +23,7 @@ from kvplan.catalog.hf.dense import (
     _starcoder2,
 )
 from kvplan.catalog.hf.fields import _Config
-from kvplan.catalog.hf.hybrid import _jamba, _qwen3_next
+from kvplan.catalog.hf.hybrid import _jamba, _kimi_linear, _qwen3_5, _qwen3_next
 from kvplan.catalog.hf.learned import _gpt2, _opt
 from kvplan.catalog.hf.moe import (
     _deepseek,
@@ -35,6 +35,8 @@ from kvplan.catalog.hf.moe import (
     _qwen2_moe,
     _qwen3_moe,
 )
+from kvplan.catalog.hf.ssm import _falcon_h1, _granite_hybrid, _nemotron_h
+from kvplan.catalog.hf.vision import _mllama
 
 _FAMILIES: dict[str, Callable[[_Config], dict[str, Any]]] = {
     "llama": _llama,
@@ -70,9 +72,19 @@ _FAMILIES: dict[str, Callable[[_Config], dict[str, Any]]] = {
     "llama4": _llama4,  # multimodal wrapper: read from text_config
     "llama4_text": _llama4,
     "jamba": _jamba,
+    "deepseek_v32": _deepseek,  # DeepSeek-V3.2: V3 + the sparse-attention indexer
+    "kimi_linear": _kimi_linear,
+    "qwen3_5": _qwen3_5,  # multimodal wrapper: read from text_config
+    "qwen3_5_text": _qwen3_5,
+    "qwen3_5_moe": _qwen3_5,  # multimodal wrapper: read from text_config
+    "qwen3_5_moe_text": _qwen3_5,
+    "nemotron_h": _nemotron_h,
+    "granitemoehybrid": _granite_hybrid,
+    "falcon_h1": _falcon_h1,
+    "mllama": _mllama,  # multimodal wrapper: text_config + vision_config
 }
 
 SUPPORTED_MODEL_TYPES: tuple[str, ...] = tuple(sorted(_FAMILIES))
 
 # Wrappers whose language model lives in a nested text_config.
-_NESTED_TEXT = ("gemma3", "llama4", "mistral3")
+_NESTED_TEXT = ("gemma3", "llama4", "mistral3", "qwen3_5", "qwen3_5_moe", "mllama")

@@ -23,6 +23,8 @@ class _Config:
         self.model_type = model_type
         self.warnings: list[str] = []
         self.defaulted: set[str] = set()  # keys filled from transformers defaults, not stated
+        # The wrapper around a nested text_config (multimodal releases), for its other sections.
+        self.outer: _Config | None = None
 
     def has(self, key: str) -> bool:
         return self.data.get(key) is not None
@@ -66,6 +68,14 @@ class _Config:
 
     def warn(self, message: str) -> None:
         self.warnings.append(message)
+
+    def fill_defaults(self, defaults: dict[str, Any], origin: str) -> None:
+        """Fill absent keys from a transformers config class's defaults, warning for each."""
+        for key, default in defaults.items():
+            if not self.has(key):
+                self.warn(f"{key} absent: {default} used ({origin} default)")
+                self.data = {**self.data, key: default}
+                self.defaulted.add(key)
 
     def positive(self, key: str, value: Any) -> int:
         """`value` (read from `key`) checked to be a positive integer."""

@@ -77,8 +77,8 @@ def _routed_moe(c: _Config, *, router_bias: bool) -> dict[str, Any]:
     }
 
 
-def _deepseek(c: _Config) -> dict[str, Any]:
-    base = _base(c, tie_default=False)
+def _mla_reading(c: _Config) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The MLA section and the attention section it implies (DeepSeek-V2/V3, Kimi)."""
     num_heads = c.int("num_attention_heads")
     mla = {
         "kv_lora_rank": c.int("kv_lora_rank"),
@@ -93,6 +93,38 @@ def _deepseek(c: _Config) -> dict[str, Any]:
         f"MLA: num_key_value_heads {stated_kv} is not the cached head count; each layer caches "
         f"one latent of kv_lora_rank + qk_rope_head_dim = {latent}"
     )
+    # Per-head q/k width nope + rope; used only for the decompressed (hf engine) reading.
+    attention = {
+        "num_heads": num_heads,
+        "num_kv_heads": stated_kv,
+        "head_dim": mla["qk_nope_head_dim"] + mla["qk_rope_head_dim"],
+    }
+    return mla, attention
+
+
+def _indexer(c: _Config) -> dict[str, Any] | None:
+    """DeepSeek Sparse Attention's indexer (DeepSeek-V3.2): index_n_heads/head_dim/topk."""
+    if not c.has("index_head_dim"):
+        return None
+    head_dim = c.int("index_head_dim")
+    c.warn(
+        f"index_head_dim {head_dim}: every MLA layer also caches an indexer key of {head_dim} "
+        f"fp8 values + one fp32 scale per 128 = {head_dim + -(-head_dim // 128) * 4} bytes per "
+        "token, whatever the KV dtype (DeepSeek's reference and vLLM's DeepseekV32IndexerCache)"
+    )
+    return {
+        "num_heads": c.int("index_n_heads"),
+        "head_dim": head_dim,
+        "topk_tokens": c.int("index_topk"),
+    }
+
+
+def _deepseek(c: _Config) -> dict[str, Any]:
+    base = _base(c, tie_default=False)
+    mla, attention = _mla_reading(c)
+    indexer = _indexer(c)
+    if indexer is not None:
+        mla["indexer"] = indexer
     _warn_mtp(c)
     # V3's noaux_tc routing adds e_score_correction_bias: one value per expert.
     moe = (
@@ -102,12 +134,7 @@ def _deepseek(c: _Config) -> dict[str, Any]:
     )
     return {
         **base,
-        # Per-head q/k width nope + rope; used only for the decompressed (hf engine) reading.
-        "attention": {
-            "num_heads": num_heads,
-            "num_kv_heads": stated_kv,
-            "head_dim": mla["qk_nope_head_dim"] + mla["qk_rope_head_dim"],
-        },
+        "attention": attention,
         "mla": mla,
         "moe": moe,
         "layers": {"pattern": ["mla"]},

@@ -61,7 +61,7 @@ def byte_layout(caches: tuple[LayerCache, ...], stages: tuple[range, ...]) -> Kv
         counts = Counter(caches[i] for i in layers)
         charges = tuple(ByteCharge(cache, count) for cache, count in counts.items())
         layouts.append(StageLayout(1, charges))
-        per_token = max(per_token, sum(c.token_bytes * n for c, n in counts.items()))
+        per_token = max(per_token, sum(c.context_token_bytes * n for c, n in counts.items()))
     return KvLayout(tuple(layouts), tokens_per_block=1, kv_bytes_per_token=per_token)
 
 

@@ -6,11 +6,12 @@ terms in `vllm_memory`; this module puts them together behind `EngineProfile`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from kvplan.errors import KvplanError
+from kvplan.kvmath import LayerCache, MlaIndexerCache
 from kvplan.plan.engines import vllm_memory
 from kvplan.plan.engines.base import (
     Budget,
@@ -28,12 +29,17 @@ from kvplan.plan.engines.vllm_pages import (
     stage_layout,
 )
 from kvplan.plan.engines.vllm_version import DEFAULT_VERSION, VllmVersion, parse_version
+from kvplan.specs import kv_dtype_info
 from kvplan.units import GIB
 
 if TYPE_CHECKING:
     from kvplan.plan.deployment import Deployment
     from kvplan.specs import ModelSpec, SkuSpec
 
+# v1/kv_cache_interface.py MLAAttentionSpec: with --kv-cache-dtype fp8, sparse MLA
+# (DeepSeek-V3.2) stores "fp8_ds_mla": 512 fp8 latent values, 4 fp32 scales and the 64 rope
+# values in bf16, 656 bytes per token where dense fp8 MLA takes 576.
+FP8_DS_MLA_TOKEN_BYTES = 656
 # platforms/cuda.py (0.11): 16 tokens per block; MLA backends need their own page size:
 # FlashMLA (the default on Hopper, compute capability 9.0) 64, CUTLASS MLA (Blackwell
 # SM100) 128; other GPUs run Triton MLA with the default 16.
@@ -86,6 +92,20 @@ class VllmProfile(EngineProfile):
         reason = self.tp_refusal(deployment.model, deployment.tp)
         if reason:
             raise KvplanError(f"--tp: {reason}")
+
+    def stored_caches(
+        self, deployment: Deployment, full_reservation: bool = False
+    ) -> tuple[LayerCache, ...]:
+        """The physics caches, with sparse MLA's fp8 latent in vLLM's fp8_ds_mla layout."""
+        caches = deployment.exact_caches(full_reservation)
+        if kv_dtype_info(deployment.kv_dtype).bits != 8:
+            return caches
+        return tuple(
+            replace(c, token_bytes=FP8_DS_MLA_TOKEN_BYTES + c.indexer_token_bytes)
+            if isinstance(c, MlaIndexerCache)
+            else c
+            for c in caches
+        )
 
     def tp_refusal(self, model: ModelSpec, tp: int) -> str | None:
         """Why vLLM refuses `tp` for `model` (config/model.py, QKVParallelLinear), or None.
@@ -185,6 +205,11 @@ class VllmProfile(EngineProfile):
                 "vLLM's hybrid KV-cache manager is off (chunked local attention or "
                 "--no-hybrid-allocator): windowed layers reserve the full length"
             )
+        if "cross" in kinds and version_of(deployment).major_minor > (0, 10):
+            notes.append(
+                "vLLM serves cross-attention (mllama) models only up to 0.10.2 (the V0 engine); "
+                "sized here as its V1 accounting would be"
+            )
         if model.mla is not None and not settings.tokens_per_block:
             block = block_tokens(deployment, sku)
             where = (
@@ -217,7 +242,7 @@ def _layout(deployment: Deployment, block: int, max_num_batched_tokens: int) -> 
     """vLLM's grouped page specs for every pipeline stage (speculative draft layers added)."""
     version = version_of(deployment)
     hybrid = uses_hybrid_allocator(deployment)
-    caches = deployment.exact_caches(full_reservation=not hybrid)
+    caches = VLLM.stored_caches(deployment, full_reservation=not hybrid)
     mamba_aligned = deployment.settings.tokens_per_block is None
     stages = []
     for layers in deployment.stage_ranges():
@@ -227,7 +252,8 @@ def _layout(deployment: Deployment, block: int, max_num_batched_tokens: int) -> 
             draft = next((s for s in specs if s.kind in ("full", "mla")), specs[0])
             specs = specs + [draft] * deployment.settings.draft_layers
         stages.append(stage_layout(specs, version, max_num_batched_tokens))
-    per_token = max(sum(caches[i].token_bytes for i in r) for r in deployment.stage_ranges())
+    ranges = deployment.stage_ranges()
+    per_token = max(sum(caches[i].context_token_bytes for i in r) for r in ranges)
     shown_block = min(stage.block_tokens for stage in stages)
     return VllmLayout(tuple(stages), shown_block, per_token, version)
 

@@ -13,7 +13,9 @@ from dataclasses import dataclass
 
 from kvplan.kvmath import (
     ChunkedCache,
+    CrossCache,
     LayerCache,
+    ParallelCache,
     SlidingCache,
     StateCache,
     ceil_div,
@@ -37,11 +39,14 @@ class PageSpec:
         SlidingWindowSpec keeps w − 1 old tokens plus up to one batch of new ones, and one
         extra block because a window rarely starts on a block boundary: a 6-token window
         over 4-token blocks can straddle 3 blocks. ChunkedLocalAttentionSpec keeps the
-        current chunk plus one batch; MambaSpec one state block.
+        current chunk plus one batch; MambaSpec one state block; CrossAttentionSpec the
+        request's encoder tokens.
         """
         block = self.block_tokens
         if self.kind == "state":
             return 1
+        if self.kind == "cross":
+            return ceil_div(self.window_tokens, block)
         if self.kind == "sliding":
             kept = min(self.window_tokens - 1 + max_num_batched_tokens, max_model_len)
             return ceil_div(kept, block) + 1
@@ -95,38 +100,55 @@ class VllmStage(StageLayout):
         )
 
 
+def _state_bytes(cache: LayerCache) -> int:
+    """The recurrent state a layer keeps per request (Mamba, GDN, KDA; Falcon-H1's mixer)."""
+    recurrent = isinstance(cache, StateCache) and cache.kind == "state"
+    if isinstance(cache, ParallelCache) or recurrent:
+        return cache.state_bytes
+    return 0
+
+
+def _attention_token_bytes(cache: LayerCache) -> int:
+    """Bytes per token of a layer's attention pages (0 for state-only and empty layers)."""
+    return 0 if isinstance(cache, StateCache) else cache.token_bytes
+
+
 def page_specs(
     caches: tuple[LayerCache, ...],
     layers: range,
     block_tokens: int,
     mamba_aligned: bool,
 ) -> list[PageSpec]:
-    """vLLM's spec for each of `layers` on one rank (shared layers own none).
+    """vLLM's specs for `layers` on one rank: one per attention part, one per state part.
 
-    Attention + Mamba hybrids (`mamba_aligned`) raise the attention block so one attention
-    page holds at least one state (models/config.py HybridAttentionMambaModelConfig:
-    16 · ⌈state / (16 · attention bytes per token)⌉ tokens), and pad the state page to it.
+    A Falcon-H1 layer registers both an attention spec and a Mamba spec; shared and empty
+    (MLP-only) layers register none. Attention + Mamba hybrids (`mamba_aligned`) raise the
+    attention block so one attention page holds at least one state (models/config.py
+    HybridAttentionMambaModelConfig: 16 · ⌈state / (16 · attention bytes per token)⌉ tokens)
+    and pad the state page to it. Cross-attention layers (mllama) keep the request's encoder
+    tokens (CrossAttentionSpec: ⌈encoder tokens / B⌉ pages).
     """
-    states = [c for c in caches if isinstance(c, StateCache) and c.kind == "state"]
-    attention = [c for c in caches if not isinstance(c, StateCache)]
-    if states and attention and mamba_aligned:
-        state_bytes = max(c.state_bytes for c in states)
-        block_tokens = 16 * ceil_div(state_bytes, 16 * attention[0].token_bytes)
-    attention_page = block_tokens * attention[0].token_bytes if attention else 0
+    state_bytes = max((_state_bytes(c) for c in caches), default=0)
+    per_token = next((b for b in map(_attention_token_bytes, caches) if b), 0)
+    if state_bytes and per_token and mamba_aligned:
+        block_tokens = 16 * ceil_div(state_bytes, 16 * per_token)
+    attention_page = block_tokens * per_token
     specs = []
     for i in layers:
         cache = caches[i]
-        if isinstance(cache, StateCache):
-            if cache.kind == "state":
-                page = max(cache.state_bytes, attention_page)
-                specs.append(PageSpec("state", page, block_tokens))
-            continue
-        window = 0
-        if isinstance(cache, SlidingCache):
-            window = cache.window_tokens
-        elif isinstance(cache, ChunkedCache):
-            window = cache.chunk_tokens
-        specs.append(PageSpec(cache.kind, block_tokens * cache.token_bytes, block_tokens, window))
+        token_bytes = _attention_token_bytes(cache)
+        if token_bytes:
+            window = 0
+            if isinstance(cache, SlidingCache):
+                window = cache.window_tokens
+            elif isinstance(cache, ChunkedCache):
+                window = cache.chunk_tokens
+            elif isinstance(cache, CrossCache):
+                window = cache.encoder_tokens
+            kind = "full" if isinstance(cache, ParallelCache) else cache.kind
+            specs.append(PageSpec(kind, block_tokens * token_bytes, block_tokens, window))
+        if _state_bytes(cache):
+            specs.append(PageSpec("state", max(_state_bytes(cache), attention_page), block_tokens))
     return specs
 
 

@@ -1,0 +1,83 @@
+"""SkuSpec: a GPU/accelerator SKU from its public datasheet."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from kvplan.specs.common import Names, PositiveInt, _Spec
+
+
+class SkuSpec(_Spec):
+    """A GPU/accelerator SKU, from its public datasheet."""
+
+    name: str = Field(min_length=1, description="catalogue name, e.g. h100-sxm")
+    aliases: Names = Field(
+        (), description="other names, incl. the device name torch/nvidia-smi reports"
+    )
+    vendor: Literal["nvidia", "amd", "intel", "google", "aws", "other"] = Field(
+        description="vendor"
+    )
+    family: str = Field(min_length=1, description="product family for --sku filters, e.g. h100")
+    compute_capability: str | None = Field(
+        None,
+        pattern=r"^([0-9]{1,2}\.[0-9]|gfx[0-9a-f]{3,4})$",
+        description="NVIDIA compute capability (9.0 = Hopper) or AMD gfx target (gfx942): "
+        "engines pick kernels, hence block sizes, by it",
+    )
+    memory_bytes: PositiveInt = Field(description="device memory in bytes, exact")
+    memory_basis: str = Field(
+        min_length=1,
+        description="how memory_bytes was derived: datasheet GB (10^9) or GiB, or nvidia-smi total",
+    )
+    runtime_memory_bytes: PositiveInt | None = Field(
+        None,
+        description="device memory in bytes as the CUDA/ROCm runtime reports it "
+        "(torch.cuda.mem_get_info() total; what vLLM multiplies by gpu_memory_utilization); "
+        "below the nvidia-smi total. null: memory_bytes is used",
+    )
+    runtime_memory_basis: str | None = Field(
+        None,
+        description="where runtime_memory_bytes comes from: a public log line, or the rule used",
+    )
+    memory_type: str = Field(min_length=1, description="HBM3, HBM3e, GDDR6, ...")
+    bandwidth_bytes_per_s: PositiveInt = Field(description="datasheet memory bandwidth, bytes/s")
+    peak_flop_per_s: dict[str, PositiveInt] = Field(
+        description="dense (not sparse) peak FLOP/s per dtype: bf16, fp16, fp8, int8, fp4, tf32, "
+        "fp32, fp64"
+    )
+    interconnect: str | None = Field(None, description="GPU-to-GPU link, e.g. NVLink 4 900 GB/s")
+    interconnect_bytes_per_s: PositiveInt | None = Field(
+        None,
+        description="GPU-to-GPU bandwidth in one direction, bytes/s (half the datasheet's "
+        "bidirectional NVLink figure); what moves KV between instances. null: not stated",
+    )
+    host_link_bytes_per_s: PositiveInt | None = Field(
+        None,
+        description="GPU-to-host bandwidth in one direction, bytes/s (half the datasheet's "
+        "bidirectional PCIe or C2C figure); what swaps KV to CPU memory. null: not stated",
+    )
+    max_gpus_per_node: PositiveInt = Field(8, description="largest TP degree in one node")
+    sm_count: PositiveInt | None = Field(None, description="SMs / compute units")
+    l2_bytes: PositiveInt | None = Field(None, description="last-level on-chip cache, bytes")
+    source: str = Field(min_length=1, description="datasheet URL")
+    notes: Names = Field((), description="caveats, conversions")
+
+    @model_validator(mode="after")
+    def _flop_dtypes(self) -> SkuSpec:
+        allowed = {"bf16", "fp16", "fp8", "int8", "fp4", "tf32", "fp32", "fp64"}
+        unknown = set(self.peak_flop_per_s) - allowed
+        if unknown:
+            raise ValueError(
+                f"peak_flop_per_s has unknown dtype(s) {sorted(unknown)}; "
+                f"allowed: {sorted(allowed)}"
+            )
+        if (self.runtime_memory_bytes is None) != (self.runtime_memory_basis is None):
+            raise ValueError("give runtime_memory_bytes together with runtime_memory_basis")
+        if self.runtime_memory_bytes is not None and self.runtime_memory_bytes > self.memory_bytes:
+            raise ValueError(
+                f"runtime_memory_bytes {self.runtime_memory_bytes} exceeds memory_bytes "
+                f"{self.memory_bytes}"
+            )
+        return self
