@@ -26,8 +26,9 @@ from kvplan.simulate import (
     poisson_workload,
     simulate,
 )
-from kvplan.simulate.cluster import run_instances
 from kvplan.simulate.engine_view import instance_model
+from kvplan.simulate.instance import Instance
+from kvplan.simulate.metrics import Metrics
 from kvplan.units import GIB
 
 VLLM = engine("vllm")
@@ -143,6 +144,7 @@ def test_littles_law_holds_within_two_percent(llama, h100):
 
 
 def busy(deployment, sku, config: SimConfig, requests: int = 400):
+    """A loaded instance run to the end: (view, workload, the instance)."""
     workload = poisson_workload(
         40.0,
         parse_distribution("lognormal:mean=1500,sigma=1", "p"),
@@ -151,7 +153,12 @@ def busy(deployment, sku, config: SimConfig, requests: int = 400):
         seed=7,
     )
     view = instance_model(deployment, sku, config)
-    return view, workload, run_instances(view, 1, "round-robin", workload)[0]
+    instance = Instance(view, Metrics(1.0))
+    for order, spec in enumerate(workload.requests):
+        instance.run_until(spec.arrival_s)
+        instance.submit(spec, order)
+    instance.run_until(math.inf)
+    return view, workload, instance
 
 
 @pytest.mark.parametrize("preemption", ["recompute", "swap"])
@@ -162,7 +169,8 @@ def test_tokens_and_blocks_are_conserved_under_preemption(llama, h100, preemptio
     settings = EngineSettings(kv_memory_bytes=4 * GIB)
     deployment = llama.replace(settings=settings)
     config = SimConfig(max_model_len=16384, preemption=preemption)
-    view, workload, metrics = busy(deployment, h100, config)
+    view, workload, instance = busy(deployment, h100, config)
+    metrics = instance.metrics
     served = [r for r in workload.requests if r.prompt_tokens + r.output_tokens <= 16384]
     assert len(metrics.arrival_s) == len(served)
     assert sum(metrics.preemptions.values()) > 0
@@ -170,6 +178,8 @@ def test_tokens_and_blocks_are_conserved_under_preemption(llama, h100, preemptio
         assert metrics.preemptions["swap"] > 0 and metrics.swapped_bytes > 0
     sampled = metrics.decode_tokens + len(served) + metrics.recompute_tokens_sampled
     assert sampled == sum(r.output_tokens for r in served)
+    assert instance.alloc.used_blocks == 0 and instance.swap_used_bytes == 0
+    assert [sums.total for sums in instance.sums] == [0, 0, 0]
     # Each timeline point splits the whole pool.
     for _, _, _, split in metrics.timeline:
         assert sum(split) == pytest.approx(view.pool_bytes, rel=1e-9)

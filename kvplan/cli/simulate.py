@@ -266,7 +266,6 @@ def pools(
     with user_errors():
         from kvplan.plan.capacity import tp_degrees
         from kvplan.report.pools_report import render_pools
-        from kvplan.simulate.pools import size_pools
         from kvplan.units import parse_bytes
 
         output = _format(fmt)
@@ -290,27 +289,45 @@ def pools(
         workload = workload_options.build()
         workload_options.check_fits(config.max_model_len or deployment.model.max_context)
         link = parse_bytes(link_bandwidth, "--link-bandwidth") if link_bandwidth else None
-        workloads = [("base", workload)]
-        if prompt_scale != 1.0 or output_scale != 1.0:
-            surge = f"prompts ×{prompt_scale:g}, outputs ×{output_scale:g}"
-            workloads.append((surge, workload.scaled(prompt_scale, output_scale)))
+        surge = (prompt_scale, output_scale)
+        results = _pools_results(
+            deployment,
+            target,
+            workload,
+            config,
+            degrees,
+            surge,
+            slo_percentile,
+            link,
+            max_instances,
+        )
         for note in notes:
             warn(note)
-        results = [
-            (
-                label,
-                size_pools(
-                    deployment,
-                    target,
-                    load,
-                    config.slo,
-                    config=config,
-                    percentile=slo_percentile,
-                    tps=degrees,
-                    link_bytes_per_s=link,
-                    max_instances=max_instances,
-                ),
-            )
-            for label, load in workloads
-        ]
         render_pools(results, output)
+
+
+def _pools_results(deployment, sku, workload, config, degrees, surge, percentile, link, limit):
+    """Pools for the workload, and again for its surge when --prompt/--output-scale ask."""
+    from kvplan.simulate.pools import size_pools
+
+    workloads = [("base", workload)]
+    if surge != (1.0, 1.0):
+        label = f"prompts ×{surge[0]:g}, outputs ×{surge[1]:g}"
+        workloads.append((label, workload.scaled(*surge)))
+    return [
+        (
+            label,
+            size_pools(
+                deployment,
+                sku,
+                load,
+                config.slo,
+                config=config,
+                percentile=percentile,
+                tps=degrees,
+                link_bytes_per_s=link,
+                max_instances=limit,
+            ),
+        )
+        for label, load in workloads
+    ]

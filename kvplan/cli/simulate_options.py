@@ -16,8 +16,9 @@ import typer
 from kvplan.cli.engine_options import option_group
 
 
-def _option(*decls: str, help: str, show_default: bool = False) -> Any:
-    return typer.Option(*decls, help=help, show_default=show_default)
+def _entry(kind: Any, default: Any, decl: str, help: str, shown: bool = False) -> tuple:
+    """One option as (annotation, default) for `option_group`."""
+    return Annotated[kind, typer.Option(decl, help=help, show_default=shown)], default
 
 
 DEFAULT_PROMPT = "lognormal:mean=1024,sigma=1"
@@ -30,266 +31,142 @@ DISTRIBUTION_HELP = (
 
 # name -> (annotation, default)
 WORKLOAD_PARAMETERS: dict[str, tuple[Any, Any]] = {
-    "rate": (
-        Annotated[
-            float | None,
-            _option("--rate", help="Poisson arrivals, requests per second (or give --trace)"),
-        ],
+    "rate": _entry(
+        float | None, None, "--rate", "Poisson arrivals, requests per second (or give --trace)"
+    ),
+    "prompt_tokens": _entry(
+        str, DEFAULT_PROMPT, "--prompt-tokens", f"prompt lengths: {DISTRIBUTION_HELP}", True
+    ),
+    "output_tokens": _entry(
+        str, DEFAULT_OUTPUT, "--output-tokens", "output lengths, written as --prompt-tokens", True
+    ),
+    "trace": _entry(
+        Path | None,
         None,
+        "--trace",
+        "requests from a CSV or JSONL trace: arrival_s, prompt_tokens, output_tokens, or the "
+        "Azure LLM inference trace's TIMESTAMP, ContextTokens, GeneratedTokens",
     ),
-    "prompt_tokens": (
-        Annotated[
-            str,
-            _option(
-                "--prompt-tokens", help=f"prompt lengths: {DISTRIBUTION_HELP}", show_default=True
-            ),
-        ],
-        DEFAULT_PROMPT,
-    ),
-    "output_tokens": (
-        Annotated[
-            str,
-            _option(
-                "--output-tokens",
-                help="output lengths, written as --prompt-tokens",
-                show_default=True,
-            ),
-        ],
-        DEFAULT_OUTPUT,
-    ),
-    "trace": (
-        Annotated[
-            Path | None,
-            _option(
-                "--trace",
-                help="requests from a CSV or JSONL trace: arrival_s, prompt_tokens, "
-                "output_tokens, or the Azure LLM inference trace's TIMESTAMP, ContextTokens, "
-                "GeneratedTokens",
-            ),
-        ],
+    "requests": _entry(
+        int | None,
         None,
+        "--requests",
+        f"number of requests (default {DEFAULT_REQUESTS:,}; a trace: its first N)",
     ),
-    "requests": (
-        Annotated[
-            int | None,
-            _option(
-                "--requests",
-                help=f"number of requests (default {DEFAULT_REQUESTS:,}; a trace: its first N)",
-            ),
-        ],
+    "duration": _entry(
+        str | None,
         None,
+        "--duration",
+        "arrivals during this long instead of --requests (600s, 10min)",
     ),
-    "duration": (
-        Annotated[
-            str | None,
-            _option(
-                "--duration", help="arrivals during this long instead of --requests (600s, 10min)"
-            ),
-        ],
-        None,
-    ),
-    "seed": (
-        Annotated[int, _option("--seed", help="random seed of the workload", show_default=True)],
-        0,
-    ),
+    "seed": _entry(int, 0, "--seed", "random seed of the workload", True),
 }
 
 SERVING_PARAMETERS: dict[str, tuple[Any, Any]] = {
-    "scheduler": (
-        Annotated[
-            str,
-            _option(
-                "--scheduler",
-                help="continuous (iteration-level, vLLM) or static (request-level batches "
-                "that decode until their longest request ends)",
-                show_default=True,
-            ),
-        ],
+    "scheduler": _entry(
+        str,
         "continuous",
-    ),
-    "allocator": (
-        Annotated[
-            str,
-            _option(
-                "--allocator",
-                help="paged (blocks as requests grow), or a contiguous reservation per request "
-                "placed first-fit: reserve-max (the context), reserve-pow2 (prompt + output "
-                "rounded up to a power of 2), reserve-exact (prompt + true output)",
-                show_default=True,
-            ),
-        ],
-        "paged",
-    ),
-    "chunked_prefill": (
-        Annotated[
-            bool,
-            _option(
-                "--chunked-prefill/--no-chunked-prefill",
-                help="split long prompts over steps of max_num_batched_tokens",
-                show_default=True,
-            ),
-        ],
+        "--scheduler",
+        "continuous (iteration-level, vLLM) or static (request-level batches that decode "
+        "until their longest request ends)",
         True,
     ),
-    "preemption": (
-        Annotated[
-            str,
-            _option(
-                "--preemption",
-                help="when blocks run out the newest request is preempted by recompute, or by "
-                "swap to host memory over the SKU's host link",
-                show_default=True,
-            ),
-        ],
+    "allocator": _entry(
+        str,
+        "paged",
+        "--allocator",
+        "paged (blocks as requests grow), or a contiguous reservation per request placed "
+        "first-fit: reserve-max (the context), reserve-pow2 (prompt + output rounded up to a "
+        "power of 2), reserve-exact (prompt + true output)",
+        True,
+    ),
+    "chunked_prefill": _entry(
+        bool,
+        True,
+        "--chunked-prefill/--no-chunked-prefill",
+        "split long prompts over steps of max_num_batched_tokens",
+        True,
+    ),
+    "preemption": _entry(
+        str,
         "recompute",
+        "--preemption",
+        "when blocks run out the newest request is preempted by recompute, or by swap to host "
+        "memory over the SKU's host link",
+        True,
     ),
-    "host_link_bandwidth": (
-        Annotated[
-            str | None,
-            _option(
-                "--host-link-bandwidth",
-                help="GPU-to-host bytes/s one way for swap (64GB); default: the SKU's",
-            ),
-        ],
+    "host_link_bandwidth": _entry(
+        str | None,
         None,
+        "--host-link-bandwidth",
+        "GPU-to-host bytes/s one way for swap (64GB); default: the SKU's",
     ),
-    "swap_space": (
-        Annotated[
-            str,
-            _option(
-                "--swap-space",
-                help="host memory per GPU for swapped KV (vLLM --swap-space)",
-                show_default=True,
-            ),
-        ],
-        "4GiB",
+    "swap_space": _entry(
+        str, "4GiB", "--swap-space", "host memory per GPU for swapped KV (vLLM --swap-space)", True
     ),
-    "max_model_len": (
-        Annotated[
-            str | None,
-            _option(
-                "--max-model-len",
-                help="longest prompt + output in tokens (8k, 32k); longer requests are rejected; "
-                "default: the model's native context",
-            ),
-        ],
+    "max_model_len": _entry(
+        str | None,
         None,
+        "--max-model-len",
+        "longest prompt + output in tokens (8k, 32k); longer requests are rejected; default: "
+        "the model's native context",
     ),
-    "kv_window": (
-        Annotated[
-            str | None,
-            _option("--kv-window", help="evict all but the last W tokens' KV per request (tokens)"),
-        ],
-        None,
+    "kv_window": _entry(
+        str | None, None, "--kv-window", "evict all but the last W tokens' KV per request (tokens)"
     ),
-    "kv_sinks": (
-        Annotated[
-            int,
-            _option(
-                "--kv-sinks",
-                help="... and keep the first S tokens too (attention sinks)",
-                show_default=True,
-            ),
-        ],
-        0,
+    "kv_sinks": _entry(
+        int, 0, "--kv-sinks", "... and keep the first S tokens too (attention sinks)", True
     ),
-    "kv_bytes_factor": (
-        Annotated[
-            float,
-            _option(
-                "--kv-bytes-factor",
-                help="KV bytes per token × this (a kernel or layout that pads the cache)",
-                show_default=True,
-            ),
-        ],
+    "kv_bytes_factor": _entry(
+        float,
         1.0,
+        "--kv-bytes-factor",
+        "KV bytes per token × this (a kernel or layout that pads the cache)",
+        True,
     ),
-    "step_time_factor": (
-        Annotated[
-            float,
-            _option(
-                "--step-time-factor",
-                help="every step time × this (0.8: a kernel 20 % faster)",
-                show_default=True,
-            ),
-        ],
-        1.0,
+    "step_time_factor": _entry(
+        float, 1.0, "--step-time-factor", "every step time × this (0.8: a kernel 20 % faster)", True
     ),
-    "bandwidth_efficiency": (
-        Annotated[
-            float,
-            _option(
-                "--bandwidth-efficiency",
-                help="fraction of datasheet bandwidth steps read at (roofline)",
-                show_default=True,
-            ),
-        ],
+    "bandwidth_efficiency": _entry(
+        float,
         0.85,
+        "--bandwidth-efficiency",
+        "fraction of datasheet bandwidth steps read at (roofline)",
+        True,
     ),
-    "compute_efficiency": (
-        Annotated[
-            float,
-            _option(
-                "--compute-efficiency",
-                help="fraction of dense peak FLOP/s steps compute at (roofline)",
-                show_default=True,
-            ),
-        ],
+    "compute_efficiency": _entry(
+        float,
         0.5,
+        "--compute-efficiency",
+        "fraction of dense peak FLOP/s steps compute at (roofline)",
+        True,
     ),
-    "calibrate": (
-        Annotated[
-            Path | None,
-            _option(
-                "--calibrate",
-                help="a `kvplan verify` record: its measured bandwidth fraction replaces "
-                "--bandwidth-efficiency",
-            ),
-        ],
+    "calibrate": _entry(
+        Path | None,
         None,
+        "--calibrate",
+        "a `kvplan verify` record: its measured bandwidth fraction replaces --bandwidth-efficiency",
     ),
-    "step_times": (
-        Annotated[
-            Path | None,
-            _option(
-                "--step-times",
-                help="measured step times, a CSV grid of batch_size, kv_tokens, prefill_tokens, "
-                "step_s; interpolated in place of the roofline",
-            ),
-        ],
+    "step_times": _entry(
+        Path | None,
         None,
+        "--step-times",
+        "measured step times, a CSV grid of batch_size, kv_tokens, prefill_tokens, step_s; "
+        "interpolated in place of the roofline",
     ),
-    "instances": (
-        Annotated[
-            int,
-            _option("--instances", help="instances behind the router (× --dp)", show_default=True),
-        ],
-        1,
-    ),
-    "router": (
-        Annotated[
-            str,
-            _option(
-                "--router",
-                help="round-robin, or least-loaded (fewest requests queued or running)",
-                show_default=True,
-            ),
-        ],
+    "instances": _entry(int, 1, "--instances", "instances behind the router (× --dp)", True),
+    "router": _entry(
+        str,
         "round-robin",
+        "--router",
+        "round-robin, or least-loaded (fewest requests queued or running)",
+        True,
     ),
-    "slo_ttft": (
-        Annotated[
-            str | None,
-            _option("--slo-ttft", help="time-to-first-token target with a unit (2s, 500ms)"),
-        ],
-        None,
+    "slo_ttft": _entry(
+        str | None, None, "--slo-ttft", "time-to-first-token target with a unit (2s, 500ms)"
     ),
-    "slo_tpot": (
-        Annotated[
-            str | None,
-            _option("--slo-tpot", help="time-per-output-token target with a unit (50ms)"),
-        ],
-        None,
+    "slo_tpot": _entry(
+        str | None, None, "--slo-tpot", "time-per-output-token target with a unit (50ms)"
     ),
 }
 

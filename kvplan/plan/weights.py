@@ -164,8 +164,10 @@ def checkpoint_weight_bytes(
             replicated[stage] += ceil_div(size, kv_heads)  # one whole KV head per rank
         else:
             sharded[stage] += size
-    if model.tie_word_embeddings and pp > 1 and not any(
-        place == LAST and role == "split" for role, place, _ in checkpoint.groups
+    if (
+        model.tie_word_embeddings
+        and pp > 1
+        and not any(place == LAST and role == "split" for role, place, _ in checkpoint.groups)
     ):
         sharded[-1] += sum(
             size for role, place, size in checkpoint.groups if place == FIRST and role == "split"

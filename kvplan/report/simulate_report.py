@@ -112,7 +112,6 @@ def _rows(result: SimulationResult) -> list[tuple[str, str]]:
     """(label, shown value) for the table, in reading order."""
     fields, view, config = result_fields(result), result.view, result.view.config
     rejected = sum(result.rejected.values())
-    memory = result.memory_mean
     rows = [
         ("model · sku", f"{fields['model']} · {fields['sku']} · tp {fields['tp']}"),
         ("engine · KV", f"{fields['engine']} · {fields['kv_dtype']}"),
@@ -165,10 +164,16 @@ def _rows(result: SimulationResult) -> list[tuple[str, str]]:
                 f"{result.padded_prompt_tokens:,} prompt, {result.padded_decode_tokens:,} decode",
             )
         )
-    for label, value in zip(MEMORY_LABELS, memory.values(), strict=True):
-        rows.append(
-            (f"KV mean: {label}", f"{human_bytes(round(value))} ({_share(value, view.pool_bytes)})")
-        )
+    return rows + _memory_rows(result)
+
+
+def _memory_rows(result: SimulationResult) -> list[tuple[str, str]]:
+    """The pool's time-averaged split, each part with its share of the pool."""
+    pool = result.view.pool_bytes
+    rows = [
+        (f"KV mean: {label}", f"{human_bytes(round(value))} ({_share(value, pool)})")
+        for label, value in zip(MEMORY_LABELS, result.memory_mean.values(), strict=True)
+    ]
     rows.append(("KV utilisation", _fraction(result.kv_utilization_fraction)))
     return rows
 

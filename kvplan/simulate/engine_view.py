@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from kvplan.errors import KvplanError
 from kvplan.plan.capacity import Capacity
 from kvplan.plan.deployment import Deployment
+from kvplan.plan.engines import KvLayout
 from kvplan.plan.engines.analytic import byte_layout
 from kvplan.simulate.allocators import reservation_tokens
 from kvplan.simulate.config import SimConfig
@@ -77,22 +78,7 @@ def instance_model(deployment: Deployment, sku: SkuSpec, config: SimConfig) -> I
     layout, budget = capacity.layout, capacity.budget
     factor = config.kv_bytes_factor
     num_blocks = layout.blocks_for(int(budget.kv_bytes / factor))
-    cap = config.kept_tokens_cap
-
-    def kept(tokens: int) -> int:
-        return tokens if cap is None else min(tokens, cap)
-
-    stages = layout.stages
-    stored = byte_layout(deployment.engine.stored_caches(deployment), deployment.stage_ranges())
-    charge = growth_profile(
-        lambda n: max(stage.blocks_per_request(kept(n)) for stage in stages),
-        layout.tokens_per_block,
-        max_model_len,
-    )
-    token_bytes = growth_profile(lambda n: stored.request_bytes(kept(n)), 1, max_model_len)
-    read_bytes = growth_profile(
-        lambda n: stored.request_bytes_all_stages(kept(n)), 1, max_model_len
-    )
+    charge, token_bytes, read_bytes = _profiles(deployment, layout, config, max_model_len)
     scheduler = capacity.scheduler
     batched_tokens, notes = scheduler.max_num_batched_tokens, _notes(deployment, sku, config)
     if not config.chunked_prefill and batched_tokens < max_model_len:
@@ -110,19 +96,44 @@ def instance_model(deployment: Deployment, sku: SkuSpec, config: SimConfig) -> I
         max_num_seqs=scheduler.max_num_seqs,
         max_num_batched_tokens=batched_tokens,
         num_blocks=num_blocks,
-        bytes_per_block=max(stage.bytes_per_block for stage in stages) * factor,
+        bytes_per_block=max(stage.bytes_per_block for stage in layout.stages) * factor,
         charge=charge,
         token_bytes=token_bytes,
         read_bytes=read_bytes,
         cost=_cost(deployment, sku, config),
+        # Reserved tokens are charged like any length: eviction caps them too.
         reserve_tokens=(
             None
             if config.allocator == "paged"
-            else reservation_tokens(config.allocator, kept(max_model_len))
+            else reservation_tokens(config.allocator, max_model_len)
         ),
         host_link_bytes_per_s=config.host_link_bytes_per_s or sku.host_link_bytes_per_s,
         notes=tuple(notes),
     )
+
+
+def _profiles(
+    deployment: Deployment, layout: KvLayout, config: SimConfig, max_model_len: int
+) -> tuple[GrowthProfile, GrowthProfile, GrowthProfile]:
+    """(blocks charged, token bytes held on the binding GPU, bytes read over all stages) as
+    a request of L tokens grows; eviction caps L at sinks + window."""
+    cap = config.kept_tokens_cap
+
+    def kept(tokens: int) -> int:
+        return tokens if cap is None else min(tokens, cap)
+
+    stages = layout.stages
+    stored = byte_layout(deployment.engine.stored_caches(deployment), deployment.stage_ranges())
+    charge = growth_profile(
+        lambda n: max(stage.blocks_per_request(kept(n)) for stage in stages),
+        layout.tokens_per_block,
+        max_model_len,
+    )
+    token_bytes = growth_profile(lambda n: stored.request_bytes(kept(n)), 1, max_model_len)
+    read_bytes = growth_profile(
+        lambda n: stored.request_bytes_all_stages(kept(n)), 1, max_model_len
+    )
+    return charge, token_bytes, read_bytes
 
 
 def _cost(deployment: Deployment, sku: SkuSpec, config: SimConfig) -> StepCost:

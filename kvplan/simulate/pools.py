@@ -98,18 +98,7 @@ def size_pools(
     Raises:
         KvplanError: no SLO, a bad percentile, no link bandwidth, or no servable request.
     """
-    if slo.ttft_s is None or slo.tpot_s is None:
-        raise KvplanError("pools needs both --slo-ttft and --slo-tpot")
-    if not 1 <= percentile <= 99:
-        raise KvplanError(f"--slo-percentile: {percentile} must be between 1 and 99")
-    if not 1 <= max_instances <= 4096:
-        raise KvplanError(f"--max-instances: {max_instances} must be between 1 and 4096")
-    link = link_bytes_per_s or sku.interconnect_bytes_per_s
-    if not link:
-        raise KvplanError(
-            f"{sku.name} has no interconnect_bytes_per_s in the catalogue; give --link-bandwidth "
-            "(bytes/s in one direction, e.g. 50GB for 400 Gb/s InfiniBand)"
-        )
+    link = _checked(sku, slo, percentile, max_instances, link_bytes_per_s)
     base = replace(config or SimConfig(), router="least-loaded", slo=slo, instances=1)
     limit = base.max_model_len or deployment.model.max_context
     served = [r for r in workload.requests if r.prompt_tokens + r.output_tokens <= limit]
@@ -142,6 +131,25 @@ def size_pools(
             *instance_model(deployment, sku, base).notes,
         ),
     )
+
+
+def _checked(
+    sku: SkuSpec, slo: Slo, percentile: int, max_instances: int, link: float | None
+) -> float:
+    """The link bandwidth to use, after refusing options `size_pools` cannot work with."""
+    if slo.ttft_s is None or slo.tpot_s is None:
+        raise KvplanError("pools needs both --slo-ttft and --slo-tpot")
+    if not 1 <= percentile <= 99:
+        raise KvplanError(f"--slo-percentile: {percentile} must be between 1 and 99")
+    if not 1 <= max_instances <= 4096:
+        raise KvplanError(f"--max-instances: {max_instances} must be between 1 and 4096")
+    link = link or sku.interconnect_bytes_per_s
+    if not link:
+        raise KvplanError(
+            f"{sku.name} has no interconnect_bytes_per_s in the catalogue; give --link-bandwidth "
+            "(bytes/s in one direction, e.g. 50GB for 400 Gb/s InfiniBand)"
+        )
+    return link
 
 
 def _best(degrees: tuple[int, ...], choose: Callable[[int], PoolChoice]) -> PoolChoice:

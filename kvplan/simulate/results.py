@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -114,11 +115,62 @@ class SimulationResult:
         return memory.token_bytes / taken if taken > 0 else None
 
 
+# Counters every instance keeps, added up across instances under the same name.
+SUMMED = (
+    "steps",
+    "recomputed_tokens",
+    "swapped_bytes",
+    "padded_prompt_tokens",
+    "padded_decode_tokens",
+    "prefill_tokens",
+    "decode_tokens",
+    "recompute_tokens_sampled",
+)
+
+
 def summarize(
     label: str, view: InstanceModel, workload: Workload, runs: list[Metrics]
 ) -> SimulationResult:
     """Merge the instances' metrics into one result."""
-    requests = tuple(
+    requests = _records(runs)
+    makespan = max((r.finish_s for r in requests), default=0.0)
+    total = len(workload.requests)
+    slo = view.config.slo
+    met = None
+    if slo.ttft_s is not None or slo.tpot_s is not None:
+        met = sum(slo.met(r.ttft_s, r.tpot_s) for r in requests)
+    summed = {name: sum(getattr(run, name) for run in runs) for name in SUMMED}
+    steps = summed["steps"]
+    per_makespan = 1 / makespan if makespan else 0.0
+    return SimulationResult(
+        label=label,
+        view=view,
+        workload=workload,
+        instances=len(runs),
+        requests=requests,
+        rejected=dict(sum((Counter(run.rejected) for run in runs), Counter())),
+        makespan_s=makespan,
+        ttft=_latency([r.ttft_s for r in requests]),
+        tpot=_latency([t for r in requests if (t := r.tpot_s) is not None]),
+        itl=_weighted_latency([sample for run in runs for sample in run.itl]),
+        e2e=_latency([r.e2e_s for r in requests]),
+        slo_met_fraction=None if met is None else met / total if total else 0.0,
+        goodput_requests_per_s=None if met is None else met * per_makespan,
+        batch_mean=sum(run.batch_step_sum for run in runs) / steps if steps else 0.0,
+        batch_peak=max(run.batch_peak for run in runs),
+        preemptions=dict(sum((Counter(run.preemptions) for run in runs), Counter())),
+        queue_mean=sum(run.queue_s for run in runs) * per_makespan,
+        queue_peak=max(run.queue_peak for run in runs),
+        requests_in_system_mean=sum(run.in_system_s for run in runs) * per_makespan,
+        memory_mean=_memory_mean(runs, makespan),
+        timeline=tuple(runs[0].timeline),
+        notes=view.notes + workload.notes + _instance_notes(len(runs)),
+        **summed,
+    )
+
+
+def _records(runs: list[Metrics]) -> tuple[RequestRecord, ...]:
+    return tuple(
         RequestRecord._make(fields)
         for run in runs
         for fields in zip(
@@ -133,56 +185,13 @@ def summarize(
             strict=True,
         )
     )
-    makespan = max((r.finish_s for r in requests), default=0.0)
-    total = len(workload.requests)
-    rejected: dict[str, int] = {}
-    for run in runs:
-        for reason, count in run.rejected.items():
-            rejected[reason] = rejected.get(reason, 0) + count
-    slo = view.config.slo
-    met = None
-    if slo.ttft_s is not None or slo.tpot_s is not None:
-        met = sum(slo.met(r.ttft_s, r.tpot_s) for r in requests)
-    steps = sum(run.steps for run in runs)
-    memory = [MemorySplit(*run.memory_s) for run in runs]
-    memory_sum = memory[0]
-    for split in memory[1:]:
-        memory_sum = memory_sum + split
-    per_instance_s = makespan * len(runs)
-    return SimulationResult(
-        label=label,
-        view=view,
-        workload=workload,
-        instances=len(runs),
-        requests=requests,
-        rejected=rejected,
-        makespan_s=makespan,
-        ttft=_latency([r.ttft_s for r in requests]),
-        tpot=_latency([t for r in requests if (t := r.tpot_s) is not None]),
-        itl=_weighted_latency([sample for run in runs for sample in run.itl]),
-        e2e=_latency([r.e2e_s for r in requests]),
-        slo_met_fraction=None if met is None else met / total if total else 0.0,
-        goodput_requests_per_s=None if met is None or makespan <= 0 else met / makespan,
-        batch_mean=sum(run.batch_step_sum for run in runs) / steps if steps else 0.0,
-        batch_peak=max(run.batch_peak for run in runs),
-        steps=steps,
-        preemptions=dict(sum((run.preemptions for run in runs), start=type(runs[0].preemptions)())),
-        recomputed_tokens=sum(run.recomputed_tokens for run in runs),
-        swapped_bytes=sum(run.swapped_bytes for run in runs),
-        padded_prompt_tokens=sum(run.padded_prompt_tokens for run in runs),
-        padded_decode_tokens=sum(run.padded_decode_tokens for run in runs),
-        prefill_tokens=sum(run.prefill_tokens for run in runs),
-        decode_tokens=sum(run.decode_tokens for run in runs),
-        recompute_tokens_sampled=sum(run.recompute_tokens_sampled for run in runs),
-        queue_mean=sum(run.queue_s for run in runs) / makespan if makespan else 0.0,
-        queue_peak=max(run.queue_peak for run in runs),
-        requests_in_system_mean=sum(run.in_system_s for run in runs) / makespan
-        if makespan
-        else 0.0,
-        memory_mean=memory_sum.scaled(1 / per_instance_s) if per_instance_s else memory_sum,
-        timeline=tuple(runs[0].timeline),
-        notes=view.notes + workload.notes + _instance_notes(len(runs)),
-    )
+
+
+def _memory_mean(runs: list[Metrics], makespan: float) -> MemorySplit:
+    """The pool split averaged over the makespan and over the instances."""
+    totals = [sum(run.memory_s[i] for run in runs) for i in range(5)]
+    share = 1 / (makespan * len(runs)) if makespan else 0.0
+    return MemorySplit(*(value * share for value in totals))
 
 
 def _instance_notes(count: int) -> tuple[str, ...]:

@@ -28,6 +28,8 @@ class Scheduling:
         for req in sorted(self.prefilling, key=lambda r: r.order):
             if budget <= 0:
                 break
+            if req.handle is None:  # preempted to make room for an older chunk
+                continue
             tokens = min(req.target - req.done, budget)
             if self._charge_chunk(req, tokens):
                 chunks.append((req, tokens))
