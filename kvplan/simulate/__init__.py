@@ -10,6 +10,8 @@ from `poisson_workload` or `read_trace`; `pools` sizes disaggregated prefill/dec
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from kvplan.plan.deployment import Deployment
 from kvplan.simulate.cluster import run_instances
 from kvplan.simulate.config import SimConfig, Slo
@@ -69,7 +71,5 @@ def goodput(
     the first arrival to the last return; rejected requests count as missed. Divide by
     `deployment.gpus` (× config.instances) for goodput per GPU.
     """
-    from dataclasses import replace
-
     result = simulate(deployment, sku, workload, replace(config or SimConfig(), slo=slo))
     return result.goodput_requests_per_s or 0.0

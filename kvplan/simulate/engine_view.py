@@ -148,13 +148,14 @@ def _notes(deployment: Deployment, sku: SkuSpec, config: SimConfig) -> list[str]
     notes = list(deployment.engine.notes(deployment, sku))
     if config.kv_window_tokens is not None:
         notes.append(EVICTION_CAVEAT)
-    if config.preemption == "swap" and not (
-        config.host_link_bytes_per_s or sku.host_link_bytes_per_s
-    ):
+    swaps = config.preemption == "swap" and config.scheduler != "static"
+    if swaps and not (config.host_link_bytes_per_s or sku.host_link_bytes_per_s):
         raise KvplanError(
             f"--preemption swap: {sku.name} has no host_link_bytes_per_s in the catalogue; "
             "give --host-link-bandwidth (bytes/s in one direction, e.g. 64GB)"
         )
+    if config.scheduler == "static" and config.preemption == "swap":
+        notes.append("static batching preempts by recompute: --preemption swap is not used")
     if config.scheduler == "static":
         notes.append(
             "static batching: a batch is formed when the last one has returned, prompts are "
