@@ -52,6 +52,17 @@ def opt(catalog):
     )
 
 
+def poisson(rate: float, prompt: str, output: str, requests: int, seed: int) -> Workload:
+    """Poisson arrivals at `rate` req/s with the written length distributions."""
+    return poisson_workload(
+        rate,
+        parse_distribution(prompt, "--prompt-tokens"),
+        parse_distribution(output, "--output-tokens"),
+        requests=requests,
+        seed=seed,
+    )
+
+
 def at_once(*lengths: tuple[int, int]) -> Workload:
     """Requests of (prompt, output) tokens all arriving at t = 0."""
     return Workload(tuple(RequestSpec(0.0, p, o) for p, o in lengths), "at once")
@@ -129,12 +140,8 @@ def test_static_padding_is_the_sum_of_longest_minus_own(llama, h100):
 def test_littles_law_holds_within_two_percent(llama, h100):
     # L = λ · W: requests in the system averaged over time (the instance's own count, step by
     # step) against throughput × mean end-to-end latency (from the requests' timestamps).
-    workload = poisson_workload(
-        12.0,
-        parse_distribution("lognormal:mean=800,sigma=1", "p"),
-        parse_distribution("lognormal:mean=200,sigma=1", "o"),
-        requests=1500,
-        seed=3,
+    workload = poisson(
+        12.0, "lognormal:mean=800,sigma=1", "lognormal:mean=200,sigma=1", 1500, seed=3
     )
     result = simulate(llama, h100, workload, SimConfig(max_model_len=16384))
     mean_e2e = sum(r.e2e_s for r in result.requests) / result.completed
@@ -145,12 +152,8 @@ def test_littles_law_holds_within_two_percent(llama, h100):
 
 def busy(deployment, sku, config: SimConfig, requests: int = 400):
     """A loaded instance run to the end: (view, workload, the instance)."""
-    workload = poisson_workload(
-        40.0,
-        parse_distribution("lognormal:mean=1500,sigma=1", "p"),
-        parse_distribution("lognormal:mean=400,sigma=1.2", "o"),
-        requests=requests,
-        seed=7,
+    workload = poisson(
+        40.0, "lognormal:mean=1500,sigma=1", "lognormal:mean=400,sigma=1.2", requests, 7
     )
     view = instance_model(deployment, sku, config)
     instance = Instance(view, Metrics(1.0))
@@ -201,12 +204,8 @@ def test_reserve_max_holds_seven_opt_13b_requests_in_12_gib(opt, h100):
 def test_paged_utilisation_is_above_90_percent_on_a_long_tailed_workload(opt, h100):
     # Lengths with a long tail (lognormal, sigma 1.5): paging wastes at most part of one
     # 16-token block per request; reserving the context wastes most of the pool.
-    workload = poisson_workload(
-        4.0,
-        parse_distribution("lognormal:mean=160,sigma=1.5", "p"),
-        parse_distribution("lognormal:mean=340,sigma=1.5", "o"),
-        requests=400,
-        seed=11,
+    workload = poisson(
+        4.0, "lognormal:mean=160,sigma=1.5", "lognormal:mean=340,sigma=1.5", 400, seed=11
     )
     paged = simulate(opt, h100, workload, SimConfig(allocator="paged"))
     assert paged.kv_utilization_fraction > 0.9
@@ -219,13 +218,7 @@ def test_paged_utilisation_is_above_90_percent_on_a_long_tailed_workload(opt, h1
 def test_reservations_fragment_the_pool(opt, h100):
     # reserve-exact places spans of different sizes first-fit: freed spans leave holes that
     # a larger request cannot use, which paging never has.
-    workload = poisson_workload(
-        6.0,
-        parse_distribution("uniform:16-1024", "p"),
-        parse_distribution("uniform:16-1024", "o"),
-        requests=300,
-        seed=5,
-    )
+    workload = poisson(6.0, "uniform:16-1024", "uniform:16-1024", 300, seed=5)
     exact = simulate(opt, h100, workload, SimConfig(allocator="reserve-exact"))
     assert exact.memory_mean.fragmentation_bytes > 0
     assert exact.memory_mean.reserved_unused_bytes > 0
