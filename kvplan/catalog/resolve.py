@@ -1,15 +1,17 @@
 """The one place a MODEL the user typed becomes a spec: a catalogue name or alias, a local
-config.json (or a folder holding one), or a Hugging Face Hub id (`org/name[@revision]`).
+config.json (or a folder holding one), a local GGUF file, or a Hugging Face Hub id
+(`org/name[@revision]`).
 
 Order, first match wins:
 1. `hf:org/name[@revision]`: the Hub, always (forces a lookup past the catalogue);
-2. a path that exists, or one ending in .json: the local config (and, beside it, the
+2. a path ending in .gguf: the GGUF header (architecture and tensor table; never the data);
+3. a path that exists, or one ending in .json: the local config (and, beside it, the
    safetensors headers or the index's total_size);
-3. `org/name@revision`: the Hub (a revision names a checkpoint, the catalogue holds
+4. `org/name@revision`: the Hub (a revision names a checkpoint, the catalogue holds
    architectures);
-4. a catalogue name or alias (aliases hold Hub ids: `meta-llama/Llama-3.1-8B` is the
+5. a catalogue name or alias (aliases hold Hub ids: `meta-llama/Llama-3.1-8B` is the
    catalogue entry, read without the network);
-5. any other `org/name`: the Hub.
+6. any other `org/name`: the Hub.
 """
 
 from __future__ import annotations
@@ -58,6 +60,8 @@ def resolve_model(catalog: Catalog, name: str, rope_scaling: str | None = None) 
         if ref is None:
             raise KvplanError(f"{name!r}: expected hf:org/name or hf:org/name@revision")
         resolved = _from_hub(ref)
+    elif Path(name).suffix.lower() == ".gguf":
+        resolved = _from_gguf(Path(name))
     elif _is_local(Path(name)):
         resolved = _from_folder(Path(name))
     elif ref is not None and ref.revision is not None:
@@ -81,6 +85,14 @@ def resolve_model(catalog: Catalog, name: str, rope_scaling: str | None = None) 
             resolved.checkpoint,
         )
     return resolved
+
+
+def _from_gguf(path: Path) -> ResolvedModel:
+    """A GGUF file's header; the gguf package (and numpy) load only here."""
+    from kvplan.catalog.gguf import read_gguf
+
+    spec, weights_bytes = read_gguf(path)
+    return ResolvedModel(spec, "file", (), weights_bytes)
 
 
 def _is_local(path: Path) -> bool:

@@ -58,7 +58,7 @@ def claim(
     ],
     context: ContextOpt = "128k",
     batch: BatchOpt = 1,
-    kv_dtype: KvDtypeOpt = "bf16",
+    kv_dtype: KvDtypeOpt = None,
     weight_dtype: WeightDtypeOpt = None,
     tp: TpOpt = 1,
     pp: PpOpt = 1,

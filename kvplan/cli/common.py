@@ -53,7 +53,7 @@ def _batch(context: str, batch: int, lengths: str | None):
 
 
 def _model(catalog, name: str, rope_scaling: str | None = None):
-    """The model `name` means (catalogue, config.json, or Hub id); warnings printed."""
+    """The model `name` means (catalogue, config.json, GGUF file or Hub id); warnings printed."""
     from kvplan.catalog.resolve import resolve_model
 
     resolved = resolve_model(catalog, name, rope_scaling)
@@ -92,10 +92,11 @@ def _deployment_of(resolved, engine_options, kv_dtype, weight_dtype, tp, pp):
     if weight_dtype is not None:
         weight_dtype = weight_dtype_info(weight_dtype).name
     exact = weight_dtype is None
+    profile = engine_profile(name)
     return Deployment(
         model=resolved.spec,
-        engine=engine_profile(name),
-        kv_dtype=kv_dtype_info(kv_dtype).name,
+        engine=profile,
+        kv_dtype=kv_dtype_info(kv_dtype or profile.default_kv_dtype).name,
         weight_dtype=weight_dtype,
         tp=tp,
         pp=pp,

@@ -12,8 +12,9 @@ from kvplan.report.render import FORMATS
 MODEL_HELP = (
     "catalogue name or alias (see `kvplan models`); a Hugging Face id org/name[@revision] "
     "(config and safetensors headers read through your HF cache, HF_TOKEN and HF_HUB_OFFLINE; "
-    "never the weights); or a config.json or a folder holding one. A catalogue name or alias "
-    "wins over the Hub (aliases hold Hub ids); hf:org/name forces the Hub"
+    "never the weights); a config.json or a folder holding one; or a local .gguf file (its "
+    "header only). A catalogue name or alias wins over the Hub (aliases hold Hub ids); "
+    "hf:org/name forces the Hub"
 )
 ModelArg = Annotated[str, typer.Argument(help=MODEL_HELP, show_default=False)]
 RopeScalingOpt = Annotated[
@@ -44,11 +45,13 @@ LengthsOpt = Annotated[
     ),
 ]
 KvDtypeOpt = Annotated[
-    str,
+    str | None,
     typer.Option(
         "--kv-dtype",
         help="KV element type: fp32, bf16, fp16, fp8 (= fp8_e4m3), fp8_e5m2, int8, int4, "
-        "nvfp4, mxfp4 (quantisation scales counted)",
+        "nvfp4, mxfp4; llama.cpp/ollama ggml types f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, "
+        "q5_1, iq4_nl (-ctk; scales counted); default bf16 (llama.cpp/ollama f16)",
+        show_default=False,
     ),
 ]
 WeightDtypeOpt = Annotated[

@@ -55,7 +55,7 @@ def report(
             "default: each model's native limit; vLLM's max_model_len",
         ),
     ] = None,
-    kv_dtype: KvDtypeOpt = "bf16",
+    kv_dtype: KvDtypeOpt = None,
     weight_dtype: WeightDtypeOpt = None,
     bandwidth_efficiency: Annotated[
         float, typer.Option(help="fraction of datasheet bandwidth decode reaches (roofline)")

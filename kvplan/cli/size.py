@@ -30,7 +30,7 @@ def size(
     context: ContextOpt = "8k",
     batch: BatchOpt = 1,
     lengths: LengthsOpt = None,
-    kv_dtype: KvDtypeOpt = "bf16",
+    kv_dtype: KvDtypeOpt = None,
     weight_dtype: WeightDtypeOpt = None,
     tp: TpOpt = 1,
     pp: PpOpt = 1,

@@ -28,7 +28,7 @@ class Deployment:
 
     model: ModelSpec
     engine: EngineProfile
-    kv_dtype: str = "bf16"
+    kv_dtype: str = ""  # "": the engine's default (bf16; f16 for llama.cpp and ollama)
     weight_dtype: str | None = None  # None: the model's released dtype
     tp: int = 1
     pp: int = 1
@@ -46,7 +46,14 @@ class Deployment:
             raise KvplanError(
                 f"--ep: {self.model.name} has no routed experts; expert parallelism needs an MoE"
             )
+        if not self.kv_dtype:
+            object.__setattr__(self, "kv_dtype", self.engine.default_kv_dtype)
         kv_dtype_info(self.kv_dtype)  # fail early on a typo
+        if not self.engine.accepts_kv_dtype(self.kv_dtype):
+            raise KvplanError(
+                f"--kv-dtype: {self.engine.name} does not store KV as {self.kv_dtype} (a ggml "
+                "block type: use --engine llama.cpp or ollama, or fp8/int8 with this engine)"
+            )
         stage_layer_ranges(self.model.num_layers, self.pp)
         self.engine.check(self)
 

@@ -79,9 +79,12 @@ class ProductSpec(BaseModel):
     tp: PositiveInt = Field(1, description="tensor-parallel degree (GPUs per stage)")
     pp: PositiveInt = Field(1, description="pipeline-parallel degree (stages)")
     engine: str = Field(
-        DEFAULT_ENGINE, description="KV accounting: vllm, sglang, exact, hf or naive"
+        DEFAULT_ENGINE,
+        description="KV accounting: vllm, sglang, trtllm, llama.cpp, ollama, exact, hf or naive",
     )
-    kv_dtype: str = Field("bf16", description="KV element type: bf16, fp8, int8, ...")
+    kv_dtype: str | None = Field(
+        None, description="KV element type: bf16, fp8, int8, q8_0, ...; null: the engine's default"
+    )
     weight_dtype: str | None = Field(
         None, description="weight type (bf16, fp8, int4, ...); null: the model's released dtype"
     )
@@ -144,7 +147,9 @@ class ProductSpec(BaseModel):
 
     @field_validator("kv_dtype")
     @classmethod
-    def _known_kv_dtype(cls, value: str) -> str:
+    def _known_kv_dtype(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
         try:
             return kv_dtype_info(value).name
         except KvplanError as error:
@@ -253,7 +258,7 @@ def product_deployment(product: ProductSpec, model: ModelSpec) -> Deployment:
     return Deployment(
         model=model,
         engine=engine_profile(product.engine),
-        kv_dtype=product.kv_dtype,
+        kv_dtype=product.kv_dtype or "",
         weight_dtype=product.weight_dtype,
         tp=product.tp,
         pp=product.pp,

@@ -20,6 +20,7 @@ from kvplan.plan.engines.base import (
     KvPool,
     Scheduler,
     device_memory,
+    model_reference,
     subtract_terms,
 )
 from kvplan.plan.engines.vllm_pages import (
@@ -182,6 +183,41 @@ class VllmProfile(EngineProfile):
 
     def log_lines(self, budget: Budget, pool: KvPool, max_model_len: int) -> list[str]:
         return startup_lines(budget, pool, max_model_len)
+
+    def launch_command(
+        self, deployment: Deployment, sku: SkuSpec | None, context_tokens: int
+    ) -> str:
+        """`vllm serve` with the flags that differ from vLLM's defaults or set the KV cache."""
+        settings = deployment.settings
+        parts = ["vllm serve", model_reference(deployment.model)]
+        for flag, value, default in (
+            ("--tensor-parallel-size", deployment.tp, 1),
+            ("--pipeline-parallel-size", deployment.pp, 1),
+            ("--data-parallel-size", deployment.dp, 1),
+        ):
+            if value != default:
+                parts.append(f"{flag} {value}")
+        if deployment.ep:
+            parts.append("--enable-expert-parallel")
+        parts.append(f"--max-model-len {context_tokens}")
+        if settings.utilization:
+            parts.append(f"--gpu-memory-utilization {settings.utilization:g}")
+        if settings.kv_memory_bytes is not None:
+            parts.append(f"--kv-cache-memory-bytes {settings.kv_memory_bytes}")
+        if deployment.kv_dtype.startswith("fp8"):
+            parts.append(
+                f"--kv-cache-dtype {'fp8' if deployment.kv_dtype == 'fp8_e4m3' else 'fp8_e5m2'}"
+            )
+        for flag, value in (
+            ("--max-num-seqs", settings.max_num_seqs),
+            ("--block-size", settings.tokens_per_block),
+            ("--max-num-batched-tokens", settings.max_num_batched_tokens),
+        ):
+            if value:
+                parts.append(f"{flag} {value}")
+        if settings.hybrid_allocator is False:
+            parts.append("--disable-hybrid-kv-cache-manager")
+        return " ".join(parts)
 
     def notes(self, deployment: Deployment, sku: SkuSpec | None) -> list[str]:
         notes = super().notes(deployment, sku)
