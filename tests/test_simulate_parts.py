@@ -84,9 +84,17 @@ def _replayed(profile, tokens: int) -> int:
     return total
 
 
+def test_the_block_is_where_the_charge_first_grows():
+    # llama.cpp pads a slot to 256 cells and charges bytes: the period is 256 tokens.
+    padded = growth_profile(lambda n: 1000 * -(-n // 256), 1, 4096)
+    assert padded.tokens_per_block == 256 and padded.rates == (1000,)
+    assert growth_profile(lambda n: 7 * n, 16, 4096).tokens_per_block == 1  # a byte pool
+
+
 def test_a_charge_that_grows_between_boundaries_is_refused():
+    # Blocks of 16, and one more unit once past 40 tokens: between the boundaries 32 and 48.
     with pytest.raises(RuntimeError, match="between boundaries"):
-        growth_profile(lambda n: n, 16, 1000)  # grows every token, not every 16
+        growth_profile(lambda n: -(-n // 16) + (n > 40), 16, 1000)
 
 
 @settings(max_examples=60, deadline=None)

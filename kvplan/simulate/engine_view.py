@@ -9,10 +9,10 @@ layout of the caches as the engine stores them, `byte_layout`). Nothing is recom
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kvplan.errors import KvplanError
-from kvplan.plan.capacity import Capacity
+from kvplan.plan.capacity import Capacity, largest_fitting
 from kvplan.plan.deployment import Deployment
 from kvplan.plan.engines import KvLayout
 from kvplan.plan.engines.analytic import byte_layout
@@ -48,6 +48,8 @@ class InstanceModel:
     read_bytes: GrowthProfile  # bytes a decode step reads for it, summed over stages
     cost: StepCost
     reserve_tokens: Callable[[int, int], int] | None  # contiguous policies only
+    # The longest request the pool holds at all (llama.cpp with -c: one slot's cells).
+    request_limit_tokens: int
     host_link_bytes_per_s: float | None
     notes: tuple[str, ...]
 
@@ -77,7 +79,9 @@ def instance_model(deployment: Deployment, sku: SkuSpec, config: SimConfig) -> I
         )
     layout, budget = capacity.layout, capacity.budget
     factor = config.kv_bytes_factor
-    num_blocks = layout.blocks_for(int(budget.kv_bytes / factor))
+    # The engine's own pool for the budget (bytes per block × factor: the budget ÷ factor).
+    scaled = replace(budget, kv_bytes=int(budget.kv_bytes / factor))
+    pool = deployment.engine.pool(layout, scaled)
     charge, token_bytes, read_bytes = _profiles(deployment, layout, config, max_model_len)
     scheduler = capacity.scheduler
     batched_tokens, notes = scheduler.max_num_batched_tokens, _notes(deployment, sku, config)
@@ -95,7 +99,7 @@ def instance_model(deployment: Deployment, sku: SkuSpec, config: SimConfig) -> I
         max_model_len=max_model_len,
         max_num_seqs=scheduler.max_num_seqs,
         max_num_batched_tokens=batched_tokens,
-        num_blocks=num_blocks,
+        num_blocks=pool.num_blocks,
         bytes_per_block=max(stage.bytes_per_block for stage in layout.stages) * factor,
         charge=charge,
         token_bytes=token_bytes,
@@ -107,6 +111,7 @@ def instance_model(deployment: Deployment, sku: SkuSpec, config: SimConfig) -> I
             if config.allocator == "paged"
             else reservation_tokens(config.allocator, max_model_len)
         ),
+        request_limit_tokens=largest_fitting(lambda n: pool.requests_at(n) > 0, max_model_len),
         host_link_bytes_per_s=config.host_link_bytes_per_s or sku.host_link_bytes_per_s,
         notes=tuple(notes),
     )

@@ -65,11 +65,16 @@ def growth_profile(
 ) -> GrowthProfile:
     """Compress `function` over 1 ≤ L ≤ max_tokens (see the module docstring).
 
+    The block B is where f first grows: f(1) = … = f(B) < f(B + 1). That is the layout's
+    block (vLLM's 16 tokens), one token for byte pools, or a padding the engine applies to a
+    byte charge (llama.cpp pads a slot's cells to 256). `tokens_per_block` stands for B when f
+    never grows (a request of constant charge).
+
     Raises:
         RuntimeError: `function` is not of the shape every kvplan layout has (a bug).
     """
     cached = lru_cache(maxsize=1 << 16)(function)
-    block = tokens_per_block
+    block = _first_growth(cached, max_tokens) or tokens_per_block
 
     def gain(m: int) -> int:
         return cached(m * block + 1) - cached(m * block)
@@ -93,6 +98,20 @@ def growth_profile(
     profile = GrowthProfile(cached, block, max_tokens, tuple(starts), tuple(rates))
     _check(profile, gain, last)
     return profile
+
+
+def _first_growth(f: Callable[[int], int], max_tokens: int) -> int | None:
+    """The largest L with f(L) = f(1) when f grows by max_tokens (f is monotone), else None."""
+    if f(max_tokens) == f(1):
+        return None
+    low, high = 1, max_tokens - 1
+    while low < high:
+        mid = (low + high + 1) // 2
+        if f(mid) == f(1):
+            low = mid
+        else:
+            high = mid - 1
+    return low
 
 
 def _check(profile: GrowthProfile, gain: Callable[[int], int], last: int) -> None:

@@ -81,8 +81,12 @@ class Instance(Scheduling):
         if view.reserve_tokens is not None:
             tokens = view.reserve_tokens(spec.prompt_tokens, spec.output_tokens)
             reservation = view.charge.value(tokens)
-        final_blocks = view.charge.value(spec.prompt_tokens + spec.output_tokens - 1)
-        if not self.alloc.fits_ever(final_blocks, reservation):
+        final_tokens = spec.prompt_tokens + spec.output_tokens - 1
+        final_blocks = view.charge.value(final_tokens)
+        cap = view.config.kept_tokens_cap
+        kept = final_tokens if cap is None else min(final_tokens, cap)
+        # The pool's own limit (a llama.cpp slot) and, for reservations, the address space.
+        if kept > view.request_limit_tokens or not self.alloc.fits_ever(final_blocks, reservation):
             self.metrics.rejected[TOO_LARGE] += 1
             return
         if self.t < spec.arrival_s:
