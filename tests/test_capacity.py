@@ -198,16 +198,20 @@ def test_tp_the_engine_refuses_is_an_error_with_the_reason(catalog):
 def test_tp_beyond_a_node_is_noted(catalog):
     deployment = Deployment(catalog.model("llama-3.1-405b"), engine("vllm"), tp=16)
     notes = deployment.engine.notes(deployment, catalog.sku("h100-sxm"))
-    assert any("spans 2 nodes of 8 h100-sxm" in note for note in notes)
+    assert any("spans 2 nodes of 8 h100-sxm: TP traffic" in note for note in notes)
+    staged = deployment.replace(tp=8, pp=2)
+    notes = staged.engine.notes(staged, catalog.sku("h100-sxm"))
+    assert any("spans 2 nodes of 8 h100-sxm: pipeline traffic" in note for note in notes)
 
 
 def test_an_overflowing_batch_is_drawn_as_overflow(catalog):
     # Llama-3.1-8B, 64 requests of 32k on one H100: 64 x 32,768 x 131,072 B = 256 GiB of KV
     # against an 80 GB GPU. The bar must not look exactly full: it runs past the memory.
+    from kvplan.api.build import capacity_row
     from kvplan.report.capacity_report import capacity_table, memory_split
 
-    row = Capacity(Deployment(catalog.model("llama-3.1-8b"), engine("vllm")),
-                   catalog.sku("h100-sxm"), 64, 32_768)  # fmt: skip
+    deployment = Deployment(catalog.model("llama-3.1-8b"), engine("vllm"))
+    row = capacity_row(Capacity(deployment, catalog.sku("h100-sxm"), 64, 32_768))
     split = memory_split(row)
     assert split.kv_bytes == 64 * 32_768 * 131_072
     assert split.overflow_bytes == split.weights_bytes + split.kv_bytes - split.memory_bytes

@@ -24,8 +24,10 @@ ALLOWED = {
     "catalog": {"specs", "errors", "catalog", "units"},
     "plan": {"kvmath", "catalog", "specs", "errors", "plan", "units"},
     "simulate": {"plan", "kvmath", "specs", "units", "errors", "simulate"},
-    "report": {"plan", "simulate", "specs", "report", "units", "errors"},
+    "api": {"api", "plan", "simulate", "catalog", "specs", "units", "errors"},
+    "report": {"api", "plan", "simulate", "specs", "report", "units", "errors"},
     "cli": {
+        "api",
         "cli",
         "errors",
         "units",

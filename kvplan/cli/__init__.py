@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from kvplan.cli import catalogue, check, report, simulate, size, verify
+from kvplan.cli import catalogue, check, recommend, report, simulate, size, verify
 from kvplan.cli.common import user_errors, warn
 
 __all__ = ["app", "main", "user_errors", "warn"]
@@ -57,6 +57,7 @@ app.command()(catalogue.schema)
 app.command()(report.report)
 app.command()(check.check)
 app.command()(check.claim)
+app.command()(recommend.recommend)
 app.command()(simulate.simulate)
 app.command()(simulate.pools)
 app.command()(verify.verify)

@@ -37,13 +37,11 @@ def check(
 ) -> None:
     """Check each product's promised context × concurrency against its SKU (exit 1 if over)."""
     with user_errors():
-        from kvplan.catalog.deployments import load_deployments
-        from kvplan.plan.guardrail import DeploymentFile, check_products
+        from kvplan.api import check as check_file
         from kvplan.report.check_report import render_check
 
         output = _format(fmt)
-        loaded = load_deployments(file, DeploymentFile, _catalog(catalog_dirs))
-        result = check_products(loaded)
+        result = check_file(file, catalog=_catalog(catalog_dirs))
         render_check(result, output)
     # A failed promise is a result, not an error: rendered above, then exit 1 (STYLE).
     if not result.ok:
@@ -73,9 +71,8 @@ def claim(
     Exits 1 when the claim does not fit, with the same verdict `check` and `report` give.
     """
     with user_errors():
-        from kvplan.plan.guardrail import claim_sheet
+        from kvplan.api import claim as claim_report
         from kvplan.report.claim_report import render_claim
-        from kvplan.units import parse_tokens
 
         output = _format(fmt)
         catalog = _catalog(catalog_dirs)
@@ -89,7 +86,7 @@ def claim(
             pp=pp,
             rope_scaling=rope_scaling,
         )
-        sheet = claim_sheet(deployment, catalog.sku(sku), parse_tokens(context, "--context"), batch)
+        sheet = claim_report(deployment, sku=catalog.sku(sku), context=context, batch=batch)
         render_claim(sheet, output)
     if not sheet.fits:
         raise typer.Exit(1)

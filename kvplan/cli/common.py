@@ -81,30 +81,19 @@ def _deployment(
 
 def _deployment_of(resolved, engine_options, kv_dtype, weight_dtype, tp, pp):
     """A deployment of a resolved model (or a bare spec) with the command's engine options."""
-    from kvplan.catalog.resolve import ResolvedModel
-    from kvplan.plan.deployment import Deployment
-    from kvplan.plan.engines import engine as engine_profile
-    from kvplan.specs import kv_dtype_info, weight_dtype_info
+    from kvplan.api import deployment
 
-    if not isinstance(resolved, ResolvedModel):
-        resolved = ResolvedModel(resolved, "catalogue")
     name, settings, dp, ep = engine_options.resolve()
-    if weight_dtype is not None:
-        weight_dtype = weight_dtype_info(weight_dtype).name
-    exact = weight_dtype is None
-    profile = engine_profile(name)
-    return Deployment(
-        model=resolved.spec,
-        engine=profile,
-        kv_dtype=kv_dtype_info(kv_dtype or profile.default_kv_dtype).name,
+    return deployment(
+        resolved,
+        engine_name=name,
+        kv_dtype=kv_dtype,
         weight_dtype=weight_dtype,
         tp=tp,
         pp=pp,
         dp=dp,
         ep=ep,
         settings=settings,
-        exact_weights_bytes=resolved.exact_weights_bytes if exact else None,
-        checkpoint=resolved.checkpoint if exact else None,
     )
 
 

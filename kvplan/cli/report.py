@@ -85,10 +85,9 @@ def report(
 ) -> None:
     """Per-SKU capacity: KV budget, longest context, highest concurrency, decode tokens/s."""
     with user_errors():
-        from kvplan.plan.capacity import capacity_grid
+        from kvplan.api import report as capacity_report
         from kvplan.plan.perf import Efficiency
-        from kvplan.report.capacity_report import SORT_KEYS, capacity_record, render_report
-        from kvplan.units import parse_tokens
+        from kvplan.report.capacity_report import SORT_KEYS, render_report
 
         output = _format(fmt)
         if plot is not None:
@@ -110,12 +109,12 @@ def report(
         deployments = [
             _deployment_of(r, engine_options, kv_dtype, weight_dtype, 1, pp) for r in resolved
         ]
-        rows = capacity_grid(
+        rows = capacity_report(
             deployments,
-            skus_list,
+            skus=skus_list,
+            tp=tuple(tp) if tp else None,
             batch=batch,
-            context_tokens=parse_tokens(context, "--context") if context else None,
-            tps=tuple(tp) if tp else None,
+            context=context,
             efficiency=Efficiency(bandwidth_efficiency, compute_efficiency),
         )
         if not rows:
@@ -125,7 +124,7 @@ def report(
             )
         if sort is not None:
             rows.sort(
-                key=lambda r: _sort_key(capacity_record(r)[sort]),
+                key=lambda r: _sort_key(getattr(r, sort)),
                 reverse=sort not in ("model", "sku", "tp"),
             )
         render_report(rows, output, log_lines=len(rows) <= 4)

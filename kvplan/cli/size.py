@@ -50,7 +50,7 @@ def size(
     the fit is the engine's own budget, the same answer `report`, `check` and `claim` give.
     """
     with user_errors():
-        from kvplan.plan.sizing import size as size_plan
+        from kvplan.api import size as size_report
         from kvplan.report.size_report import render_size
 
         output = _format(fmt)
@@ -66,7 +66,7 @@ def size(
             rope_scaling=rope_scaling,
         )
         target = catalog.sku(sku) if sku else None
-        result = size_plan(deployment, _batch(context, batch, lengths), target)
+        result = size_report(deployment, batch=_batch(context, batch, lengths), sku=target)
         render_size(result, output, explain)
     # Not fitting is a result, not an error: rendered above, then exit 1 like `check`.
     if result.fits is False:

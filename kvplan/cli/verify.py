@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -19,7 +19,9 @@ from kvplan.cli.options import (
     ModelArg,
 )
 from kvplan.errors import KvplanError
-from kvplan.plan.batch import Batch
+
+if TYPE_CHECKING:
+    from kvplan.plan.batch import Batch
 
 CPU_TORCH_INDEX = "https://download.pytorch.org/whl/cpu"
 # verify allocates and runs every sequence: far above any engine's max_num_seqs (256 – 1024)

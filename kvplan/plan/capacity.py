@@ -52,9 +52,17 @@ class Capacity:
         self.efficiency = efficiency
         profile = deployment.engine
         self.budget: Budget = profile.budget(deployment, sku, self.context_tokens)
-        self.layout: KvLayout = profile.layout(deployment, sku)
-        self.pool: KvPool = profile.pool(self.layout, self.budget)
         self.scheduler: Scheduler = profile.scheduler(deployment, sku, self.context_tokens)
+
+    # The layout and pool are built when first asked for: a plan whose weights do not fit
+    # never needs them, and a search meets thousands of such plans.
+    @cached_property
+    def layout(self) -> KvLayout:
+        return self.deployment.engine.layout(self.deployment, self.sku)
+
+    @cached_property
+    def pool(self) -> KvPool:
+        return self.deployment.engine.pool(self.layout, self.budget)
 
     @property
     def weights_bytes_per_gpu(self) -> int:

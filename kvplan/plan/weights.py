@@ -7,6 +7,7 @@ from functools import lru_cache
 
 from kvplan.catalog.checkpoint import FIRST, LAST, CheckpointWeights
 from kvplan.kvmath import (
+    LayerParams,
     ParamCounts,
     ceil_div,
     layer_params,
@@ -60,6 +61,14 @@ def _base_dtype(linear: DtypeInfo) -> DtypeInfo:
     return linear if linear.name in _UNQUANTISED else weight_dtype_info("bf16")
 
 
+@lru_cache(maxsize=64)  # every (dtype, tp, pp) of a model sums the same layers
+def _layer_params(model: ModelSpec) -> tuple[LayerParams, ...]:
+    return tuple(layer_params(model, layer) for layer in range(model.num_layers))
+
+
+_param_counts = lru_cache(maxsize=64)(param_counts)
+
+
 @lru_cache(maxsize=4096)  # reports ask for the same (model, dtype, tp, pp) once per SKU
 def weight_bytes(
     model: ModelSpec,
@@ -84,7 +93,7 @@ def weight_bytes(
     expert_name = weight_dtype or (model.moe.expert_weight_dtype if model.moe else None)
     expert = weight_dtype_info(expert_name) if expert_name else linear
     base = _base_dtype(linear)
-    counts = param_counts(model)
+    counts = _param_counts(model)
     hidden = model.hidden_size
     embedding_bytes = tensor_bytes(counts.embedding, base)
     lm_head_bytes = tensor_bytes(model.vocab_size * hidden, base)
@@ -93,10 +102,11 @@ def weight_bytes(
     vision_bytes = tensor_bytes(tower, base) + tensor_bytes(counts.vision, base)
 
     stages = []
+    per_layer = _layer_params(model)
     for stage, layers in enumerate(stage_layer_ranges(model.num_layers, pp)):
         sharded = routed = replicated = 0
         for layer in layers:
-            p = layer_params(model, layer)
+            p = per_layer[layer]
             sharded += tensor_bytes(p.mixer + p.dense_ffn + p.shared, linear)
             routed += tensor_bytes(p.routed_experts, expert)
             replicated += tensor_bytes(p.norms, base)

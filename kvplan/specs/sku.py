@@ -63,6 +63,13 @@ class SkuSpec(_Spec):
     l2_bytes: PositiveInt | None = Field(None, description="last-level on-chip cache, bytes")
     source: str = Field(min_length=1, description="datasheet URL")
     notes: Names = Field((), description="caveats, conversions")
+    price_per_hour: float | None = Field(
+        None,
+        gt=0,
+        allow_inf_nan=False,
+        description="what one GPU costs per hour, in your currency (kvplan ships no prices; "
+        "`kvplan recommend --rank price` ranks by it)",
+    )
 
     @model_validator(mode="after")
     def _flop_dtypes(self) -> SkuSpec:

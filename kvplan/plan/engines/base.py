@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from kvplan.errors import KvplanError
+from kvplan.plan.engines.choices import SearchChoices, default_search_choices
 
 if TYPE_CHECKING:
     from kvplan.kvmath import LayerCache
@@ -402,6 +403,16 @@ class EngineProfile(ABC):
         """The startup lines the engine prints for this budget and pool (none by default)."""
         return []
 
+    def search_choices(self, model: ModelSpec, sku: SkuSpec) -> SearchChoices:
+        """KV dtypes, weight dtypes and block sizes a search may set for `model` on `sku`."""
+        choices = default_search_choices(model, sku, self.default_kv_dtype)
+        kv_dtypes = tuple(k for k in choices.kv_dtypes if self.accepts_kv_dtype(k))
+        return dataclasses.replace(choices, kv_dtypes=kv_dtypes)
+
+    def utilizations(self, deployment: Deployment, sku: SkuSpec) -> tuple[float | None, ...]:
+        """Memory fractions a search may try, ascending (None: the engine's default only)."""
+        return (None,)
+
     def accepts_kv_dtype(self, kv_dtype: str) -> bool:
         """Whether the engine stores KV in `kv_dtype` (ggml block types are llama.cpp's own)."""
         return kv_dtype not in GGML_KV_DTYPES
@@ -418,8 +429,11 @@ class EngineProfile(ABC):
         notes = []
         if sku is not None and deployment.gpus_per_replica > sku.max_gpus_per_node:
             nodes = -(-deployment.gpus_per_replica // sku.max_gpus_per_node)
+            # TP within a node keeps its all-reduces on the node's links; only the pipeline
+            # hand-offs between stages cross the network then.
+            crossing = "TP" if deployment.tp > sku.max_gpus_per_node else "pipeline"
             notes.append(
                 f"tp {deployment.tp} × pp {deployment.pp} spans {nodes} nodes of "
-                f"{sku.max_gpus_per_node} {sku.name}: TP traffic crosses the network"
+                f"{sku.max_gpus_per_node} {sku.name}: {crossing} traffic crosses the network"
             )
         return notes
