@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from kvplan.kernels.allocator import CacheStats, PagedKVCache, pool_bytes
     from kvplan.kernels.decode import paged_decode, paged_decode_mla
-    from kvplan.kernels.errors import KernelError, OutOfBlocksError
+    from kvplan.kernels.errors import KernelError, OutOfBlocksError, UnknownSequenceError
     from kvplan.kernels.reference import paged_decode_reference
     from kvplan.kernels.splits import choose_num_splits
 
@@ -36,6 +36,7 @@ _EXPORTS = {
     "paged_decode_mla": "decode",
     "KernelError": "errors",
     "OutOfBlocksError": "errors",
+    "UnknownSequenceError": "errors",
     "paged_decode_reference": "reference",
     "choose_num_splits": "splits",
 }
@@ -45,6 +46,7 @@ __all__ = [
     "KernelError",
     "OutOfBlocksError",
     "PagedKVCache",
+    "UnknownSequenceError",
     "choose_num_splits",
     "paged_decode",
     "paged_decode_mla",

@@ -1,8 +1,11 @@
 """Paged KV cache: per-layer block pools, a free list and per-sequence block tables.
 
 Block ids are shared by all layers (as in vLLM): allocating one block for a sequence
-reserves page ``i`` in every layer's pool. Dimension names are defined in
-``kvplan.kernels``.
+reserves page ``i`` in every layer's pool. Each layer's K and V live in one device
+allocation ``[2, N, P, Hkv, D]``, the layout of vLLM's FlashAttention backend
+(vllm/v1/attention/backends/flash_attn.py ``get_kv_cache_shape``: ``(2, num_blocks,
+block_size, num_kv_heads, head_size)``), so the device allocator sees one request per
+layer, as it does under vLLM. Dimension names are defined in ``kvplan.kernels``.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
-from kvplan.kernels.errors import OutOfBlocksError
+from kvplan.kernels.errors import KernelError, OutOfBlocksError, UnknownSequenceError
 
 KV_DTYPES: tuple[torch.dtype, ...] = (
     torch.float32,
@@ -81,7 +84,8 @@ class PagedKVCache:
     """Block pools for K and V (or one MLA latent) per layer, with a block allocator.
 
     Each layer holds ``k_pools[layer]: [N, P, Hkv, D]`` and ``v_pools[layer]`` of the same
-    shape; for MLA ``k_pools[layer]: [N, P, 1, kv_lora_rank + qk_rope_head_dim]`` and
+    shape, the two halves of one allocation ``buffers[layer]: [2, N, P, Hkv, D]``; for MLA
+    ``k_pools[layer] = buffers[layer]: [N, P, 1, kv_lora_rank + qk_rope_head_dim]`` and
     ``v_pools`` is empty (V is the first kv_lora_rank columns of the latent).
 
     Use ``device="meta"`` to build the pools without allocating memory: shapes and
@@ -145,12 +149,12 @@ class PagedKVCache:
         self.is_mla = is_mla
 
         shape = (num_blocks, tokens_per_block, num_kv_heads, head_dim)  # [N, P, Hkv, D]
-        self.k_pools = [torch.empty(shape, dtype=dtype, device=device) for _ in range(num_layers)]
-        self.v_pools = (
-            []
-            if is_mla
-            else [torch.empty(shape, dtype=dtype, device=device) for _ in range(num_layers)]
-        )
+        buffer_shape = shape if is_mla else (2, *shape)  # MLA: one latent; else [2, N, P, Hkv, D]
+        self.buffers = [
+            torch.empty(buffer_shape, dtype=dtype, device=device) for _ in range(num_layers)
+        ]
+        self.k_pools = [buffer if is_mla else buffer[0] for buffer in self.buffers]
+        self.v_pools = [] if is_mla else [buffer[1] for buffer in self.buffers]
 
         # Popped from the end: without shuffling, block 0 is handed out last.
         self._free_blocks = list(range(num_blocks))
@@ -158,8 +162,17 @@ class PagedKVCache:
             random.Random(shuffle_seed).shuffle(self._free_blocks)
         self._blocks: dict[int, list[int]] = {}  # seq_id -> its pages, in token order
         self._seq_lens: dict[int, int] = {}  # seq_id -> tokens stored
+        self._freed: set[int] = set()  # ids freed and not allocated again: "already freed"
 
     # -- allocation -------------------------------------------------------------------
+
+    def _held(self, seq_id: int) -> list[int]:
+        """The blocks of a live sequence; UnknownSequenceError naming the id otherwise."""
+        blocks = self._blocks.get(seq_id)
+        if blocks is None:
+            state = "was already freed" if seq_id in self._freed else "was never allocated"
+            raise UnknownSequenceError(f"sequence {seq_id!r} {state}")
+        return blocks
 
     def _blocks_for(self, tokens: int) -> int:
         return _ceil_div(tokens, self.tokens_per_block)
@@ -182,16 +195,21 @@ class PagedKVCache:
             The block ids given to the sequence, in token order.
 
         Raises:
-            ValueError: seq_id already exists or tokens < 0.
+            KernelError: seq_id is already live (its blocks would be lost).
+            ValueError: tokens < 0.
             OutOfBlocksError: not enough free blocks; nothing is allocated.
         """
         if seq_id in self._blocks:
-            raise ValueError(f"sequence {seq_id} is already allocated")
+            raise KernelError(
+                f"sequence {seq_id!r} is already allocated ({len(self._blocks[seq_id])} blocks); "
+                "free it first or use append"
+            )
         if tokens < 0:
             raise ValueError(f"tokens must be >= 0, got {tokens}")
         blocks = self._take(seq_id, self._blocks_for(tokens))
         self._blocks[seq_id] = blocks
         self._seq_lens[seq_id] = tokens
+        self._freed.discard(seq_id)
         return list(blocks)
 
     def append(self, seq_id: int, tokens: int = 1) -> list[int]:
@@ -201,16 +219,17 @@ class PagedKVCache:
             The block ids newly given to the sequence (often none).
 
         Raises:
-            KeyError: unknown seq_id.
+            UnknownSequenceError: seq_id was never allocated or was freed.
             ValueError: tokens < 0.
             OutOfBlocksError: not enough free blocks; the sequence is unchanged.
         """
+        blocks = self._held(seq_id)
         if tokens < 0:
             raise ValueError(f"tokens must be >= 0, got {tokens}")
         old_len = self._seq_lens[seq_id]
         new_len = old_len + tokens
         new_blocks = self._take(seq_id, self._blocks_for(new_len) - self._blocks_for(old_len))
-        self._blocks[seq_id].extend(new_blocks)
+        blocks.extend(new_blocks)
         self._seq_lens[seq_id] = new_len
         return list(new_blocks)
 
@@ -221,10 +240,12 @@ class PagedKVCache:
             Blocks returned.
 
         Raises:
-            KeyError: unknown seq_id.
+            UnknownSequenceError: seq_id was never allocated, or was freed already (a double
+                free); nothing changes.
         """
-        blocks = self._blocks.pop(seq_id)
-        del self._seq_lens[seq_id]
+        blocks = self._held(seq_id)
+        del self._blocks[seq_id], self._seq_lens[seq_id]
+        self._freed.add(seq_id)
         self._free_blocks.extend(reversed(blocks))
         return len(blocks)
 
@@ -236,11 +257,12 @@ class PagedKVCache:
         return list(self._blocks)
 
     def blocks(self, seq_id: int) -> list[int]:
-        """Block ids of one sequence, in token order."""
-        return list(self._blocks[seq_id])
+        """Block ids of one sequence, in token order (UnknownSequenceError if not live)."""
+        return list(self._held(seq_id))
 
     def seq_len(self, seq_id: int) -> int:
-        """Tokens stored for one sequence."""
+        """Tokens stored for one sequence (UnknownSequenceError if not live)."""
+        self._held(seq_id)
         return self._seq_lens[seq_id]
 
     def block_table(
@@ -261,7 +283,7 @@ class PagedKVCache:
             CPU for pools on the meta device).
         """
         seq_ids = self.seq_ids if seq_ids is None else seq_ids
-        longest = max((len(self._blocks[s]) for s in seq_ids), default=0)
+        longest = max((len(self._held(s)) for s in seq_ids), default=0)
         width = max(longest, 1) if max_blocks is None else max_blocks
         if width < longest:
             raise ValueError(f"max_blocks={max_blocks} is less than the longest table {longest}")
@@ -276,7 +298,7 @@ class PagedKVCache:
     ) -> torch.Tensor:
         """Tokens per sequence: ``[B]`` int32, in the order of ``seq_ids`` (default: all)."""
         seq_ids = self.seq_ids if seq_ids is None else seq_ids
-        lens = torch.tensor([self._seq_lens[s] for s in seq_ids], dtype=torch.int32)
+        lens = torch.tensor([self.seq_len(s) for s in seq_ids], dtype=torch.int32)
         return lens.to(self._table_device if device is None else device)
 
     def write(
@@ -298,6 +320,7 @@ class PagedKVCache:
         """
         if (v is None) != self.is_mla:
             raise ValueError("pass v for K/V pools and only k for an MLA latent")
+        blocks = self._held(seq_id)
         count = k.shape[0]
         if start < 0 or start + count > self._seq_lens[seq_id]:
             raise ValueError(
@@ -305,9 +328,8 @@ class PagedKVCache:
                 f"{self._seq_lens[seq_id]} tokens"
             )
         positions = torch.arange(start, start + count)
-        pages = torch.tensor(self._blocks[seq_id], dtype=torch.long)[
-            positions // self.tokens_per_block
-        ].to(self._device)
+        pages = torch.tensor(blocks, dtype=torch.long)[positions // self.tokens_per_block]
+        pages = pages.to(self._device)
         offsets = (positions % self.tokens_per_block).to(self._device)
         self.k_pools[layer][pages, offsets] = k.to(self.dtype)
         if v is not None:
@@ -330,8 +352,13 @@ class PagedKVCache:
         return self.k_pools[0].element_size()
 
     def tensor_bytes(self) -> int:
-        """Sum of ``nbytes`` over every pool tensor: what was actually allocated."""
+        """Sum of ``nbytes`` over every pool tensor (shape × element size, not the device's
+        view of memory: ``kvplan.validate`` asks the device for that)."""
         return sum(pool.nbytes for pool in (*self.k_pools, *self.v_pools))
+
+    def buffer_bytes(self) -> list[int]:
+        """Bytes of each device allocation, one per layer, in allocation order."""
+        return [buffer.nbytes for buffer in self.buffers]
 
     def formula_bytes(self) -> int:
         """The same quantity from ``pool_bytes``: must equal ``tensor_bytes()``."""

@@ -10,18 +10,10 @@ import torch
 import triton
 
 from kvplan.kernels.decode_kernels import UPCAST
-from kvplan.kernels.splits import choose_num_splits
+from kvplan.kernels.splits import choose_num_splits, heads_per_program
 
 # H100/H200 SXM: used to choose splits when the tensors are not on a CUDA device.
 DEFAULT_SM_COUNT = 132
-
-
-def heads_per_program(group_size: int, head_dim_k: int) -> int:
-    """BLOCK_H: all G query heads of a KV head in one program, 16 rows at least (tl.dot)."""
-    # The fp32 accumulator is BLOCK_H × BLOCK_D: cap it near 16K elements (64 KB) so wide
-    # MLA heads (512 + 64) take 16 heads per program, as SGLang's Triton MLA does.
-    cap = 64 if head_dim_k <= 256 else 16
-    return min(max(16, triton.next_power_of_2(group_size)), cap)
 
 
 def default_tokens_per_tile(head_dim_k: int) -> int:

@@ -17,69 +17,11 @@ import math
 import torch
 import triton
 
+from kvplan.kernels.checks import check_inputs, check_table_width, output_buffer, split_buffers
 from kvplan.kernels.config import default_num_splits, heads_per_program, stage1_constexprs
 from kvplan.kernels.decode_kernels import paged_decode_stage1_kernel, paged_decode_stage2_kernel
 
-Q_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
-FP8_DTYPES = (torch.float8_e4m3fn, torch.float8_e5m2)
 _LOG2E = 1.4426950408889634  # 1 / ln(2): exp(x) = exp2(x · log2(e))
-
-
-def _check_inputs(
-    q: torch.Tensor,
-    k_pool: torch.Tensor,
-    v_pool: torch.Tensor | None,
-    block_table: torch.Tensor,
-    seq_lens: torch.Tensor,
-    rope_dim: int,
-) -> None:
-    if q.dim() != 3:
-        raise ValueError(f"q must be [B, Hq, Dk], got shape {tuple(q.shape)}")
-    if k_pool.dim() != 4:
-        raise ValueError(f"k_pool must be [N, P, Hkv, Dk], got shape {tuple(k_pool.shape)}")
-    batch, num_heads, head_dim_k = q.shape
-    _, _, num_kv_heads, pool_dim = k_pool.shape
-    if pool_dim != head_dim_k:
-        raise ValueError(
-            f"q head dim {head_dim_k} != k_pool head dim {pool_dim} "
-            f"(q {tuple(q.shape)}, k_pool {tuple(k_pool.shape)})"
-        )
-    if num_heads % num_kv_heads:
-        raise ValueError(
-            f"query heads {num_heads} are not a multiple of KV heads {num_kv_heads} "
-            f"(q {tuple(q.shape)}, k_pool {tuple(k_pool.shape)})"
-        )
-    if v_pool is not None and v_pool.shape != k_pool.shape:
-        raise ValueError(
-            f"v_pool shape {tuple(v_pool.shape)} != k_pool shape {tuple(k_pool.shape)}"
-        )
-    if not 0 <= rope_dim < head_dim_k:
-        raise ValueError(f"rope_dim must be in [0, {head_dim_k}), got {rope_dim}")
-    if q.dtype not in Q_DTYPES:
-        raise ValueError(f"q dtype must be one of {Q_DTYPES}, got {q.dtype}")
-    for name, pool in (("k_pool", k_pool), ("v_pool", v_pool)):
-        if pool is not None and pool.dtype != q.dtype and pool.dtype not in FP8_DTYPES:
-            raise ValueError(f"{name} dtype must be {q.dtype} (as q) or fp8, got {pool.dtype}")
-    if block_table.dim() != 2 or block_table.shape[0] != batch:
-        raise ValueError(
-            f"block_table must be [B={batch}, max_blocks], got shape {tuple(block_table.shape)}"
-        )
-    if seq_lens.shape != (batch,):
-        raise ValueError(f"seq_lens must be [B={batch}], got shape {tuple(seq_lens.shape)}")
-    for name, tensor in (("block_table", block_table), ("seq_lens", seq_lens)):
-        if tensor.dtype != torch.int32:
-            raise ValueError(f"{name} must be int32, got {tensor.dtype}")
-    if not seq_lens.is_contiguous():
-        raise ValueError("seq_lens must be contiguous")
-    for name, tensor in (
-        ("q", q),
-        ("k_pool", k_pool),
-        ("v_pool", v_pool),
-        ("block_table", block_table),
-        ("seq_lens", seq_lens),
-    ):
-        if tensor is not None and tensor.device != q.device:
-            raise ValueError(f"{name} is on {tensor.device}, q on {q.device}")
 
 
 def _paged_decode(
@@ -103,20 +45,24 @@ def _paged_decode(
     num_stages: int,
     tokens_per_tile: int | None,
 ) -> torch.Tensor:
-    _check_inputs(q, k_pool, v_pool, block_table, seq_lens, rope_dim)
+    check_inputs(q, k_pool, v_pool, block_table, seq_lens, rope_dim)
     if window is not None and window < 1:
         raise ValueError(f"window must be >= 1 or None, got {window}")
+    if tokens_per_tile is not None and (
+        tokens_per_tile < 16 or tokens_per_tile & (tokens_per_tile - 1)
+    ):
+        raise ValueError(f"tokens_per_tile must be a power of two >= 16, got {tokens_per_tile}")
     batch, num_heads, head_dim_k = q.shape
     tokens_per_page, num_kv_heads = k_pool.shape[1], k_pool.shape[2]
-    group_size = num_heads // num_kv_heads
     head_dim = head_dim_k - rope_dim  # V width and the non-rope K columns
-    block_h = heads_per_program(group_size, head_dim_k)
+    out = output_buffer(q, out, (batch, num_heads, head_dim))
+    if batch == 0:  # nothing to attend to: no launch, no split choice
+        return out
+    max_seq_len = check_table_width(block_table, seq_lens, tokens_per_page, max_seq_len)
 
     if num_splits is None and mid_o is not None:
         num_splits = mid_o.shape[2]
     if num_splits is None:
-        if max_seq_len is None:
-            max_seq_len = int(seq_lens.max()) if batch else 0  # host sync; pass it to avoid
         num_splits = default_num_splits(
             batch,
             num_heads,
@@ -129,40 +75,62 @@ def _paged_decode(
         )
     if num_splits < 1:
         raise ValueError(f"num_splits must be >= 1, got {num_splits}")
-    if tokens_per_tile is not None and (
-        tokens_per_tile < 16 or tokens_per_tile & (tokens_per_tile - 1)
-    ):
-        raise ValueError(f"tokens_per_tile must be a power of two >= 16, got {tokens_per_tile}")
-
-    out_shape = (batch, num_heads, head_dim)
-    if out is None:
-        out = torch.empty(out_shape, dtype=q.dtype, device=q.device)
-    elif out.shape != out_shape or out.dtype != q.dtype:
-        raise ValueError(
-            f"out must be {list(out_shape)} {q.dtype}, got {tuple(out.shape)} {out.dtype}"
-        )
     if num_splits > 1:
-        mid_o_shape = (batch, num_heads, num_splits, head_dim)
-        if mid_o is None:
-            mid_o = torch.empty(mid_o_shape, dtype=torch.float32, device=q.device)
-        if mid_lse is None:
-            mid_lse = torch.empty(mid_o_shape[:3], dtype=torch.float32, device=q.device)
-        if mid_o.shape != mid_o_shape or mid_o.dtype != torch.float32:
-            raise ValueError(
-                f"mid_o must be {list(mid_o_shape)} float32, got {tuple(mid_o.shape)} {mid_o.dtype}"
-            )
-        if mid_lse.shape != mid_o_shape[:3] or mid_lse.dtype != torch.float32:
-            raise ValueError(
-                f"mid_lse must be {list(mid_o_shape[:3])} float32, "
-                f"got {tuple(mid_lse.shape)} {mid_lse.dtype}"
-            )
+        mid_o, mid_lse = split_buffers(q, mid_o, mid_lse, tuple(out.shape), num_splits)
     else:
         mid_o = mid_lse = out  # not read: NUM_SPLITS == 1 writes out directly
-    if batch == 0:
-        return out
 
-    scale = 1.0 / math.sqrt(head_dim_k) if sm_scale is None else sm_scale
-    v_source = k_pool if v_pool is None else v_pool
+    _launch_stage1(
+        q,
+        k_pool,
+        k_pool if v_pool is None else v_pool,
+        block_table,
+        seq_lens,
+        out,
+        mid_o,
+        mid_lse,
+        qk_scale_log2=(1.0 / math.sqrt(head_dim_k) if sm_scale is None else sm_scale)
+        * k_scale
+        * _LOG2E,
+        v_scale=v_scale,
+        window=window,
+        rope_dim=rope_dim,
+        num_splits=num_splits,
+        shared_kv=v_pool is None,
+        num_warps=num_warps,
+        num_stages=num_stages,
+        tokens_per_tile=tokens_per_tile,
+    )
+    if num_splits > 1:
+        _launch_stage2(out, mid_o, mid_lse, v_scale=v_scale, num_splits=num_splits)
+    return out
+
+
+def _launch_stage1(
+    q: torch.Tensor,
+    k_pool: torch.Tensor,
+    v_source: torch.Tensor,
+    block_table: torch.Tensor,
+    seq_lens: torch.Tensor,
+    out: torch.Tensor,
+    mid_o: torch.Tensor,
+    mid_lse: torch.Tensor,
+    *,
+    qk_scale_log2: float,
+    v_scale: float,
+    window: int | None,
+    rope_dim: int,
+    num_splits: int,
+    shared_kv: bool,
+    num_warps: int,
+    num_stages: int,
+    tokens_per_tile: int | None,
+) -> None:
+    """Stage 1 over grid (B, Hkv · ⌈G / BLOCK_H⌉, S); at S = 1 it writes ``out`` itself."""
+    batch, num_heads, head_dim_k = q.shape
+    num_kv_heads = k_pool.shape[2]
+    group_size = num_heads // num_kv_heads
+    block_h = heads_per_program(group_size, head_dim_k)
     is_split = num_splits > 1
     grid = (batch, num_kv_heads * triton.cdiv(group_size, block_h), num_splits)
     paged_decode_stage1_kernel[grid](
@@ -174,7 +142,7 @@ def _paged_decode(
         out_ptr=out,
         mid_o_ptr=mid_o,
         mid_lse_ptr=mid_lse,
-        qk_scale_log2=scale * k_scale * _LOG2E,
+        qk_scale_log2=qk_scale_log2,
         v_scale=v_scale,
         window=0 if window is None else window,
         stride_q_b=q.stride(0),
@@ -200,41 +168,51 @@ def _paged_decode(
         stride_mid_lse_h=mid_lse.stride(1) if is_split else 0,
         stride_mid_lse_s=mid_lse.stride(2) if is_split else 0,
         **stage1_constexprs(
-            tokens_per_page=tokens_per_page,
+            tokens_per_page=k_pool.shape[1],
             group_size=group_size,
-            head_dim=head_dim,
+            head_dim=head_dim_k - rope_dim,
             rope_dim=rope_dim,
             num_splits=num_splits,
-            shared_kv=v_pool is None,
+            shared_kv=shared_kv,
             has_window=window is not None,
             tokens_per_tile=tokens_per_tile,
         ),
         num_warps=num_warps,
         num_stages=num_stages,
     )
-    if is_split:
-        paged_decode_stage2_kernel[(batch, num_heads)](
-            out_ptr=out,
-            mid_o_ptr=mid_o,
-            mid_lse_ptr=mid_lse,
-            v_scale=v_scale,
-            stride_out_b=out.stride(0),
-            stride_out_h=out.stride(1),
-            stride_out_d=out.stride(2),
-            stride_mid_o_b=mid_o.stride(0),
-            stride_mid_o_h=mid_o.stride(1),
-            stride_mid_o_s=mid_o.stride(2),
-            stride_mid_o_d=mid_o.stride(3),
-            stride_mid_lse_b=mid_lse.stride(0),
-            stride_mid_lse_h=mid_lse.stride(1),
-            stride_mid_lse_s=mid_lse.stride(2),
-            HEAD_DIM=head_dim,
-            BLOCK_D=triton.next_power_of_2(head_dim),
-            NUM_SPLITS=num_splits,
-            BLOCK_S=triton.next_power_of_2(num_splits),
-            num_warps=4,
-        )
-    return out
+
+
+def _launch_stage2(
+    out: torch.Tensor,
+    mid_o: torch.Tensor,
+    mid_lse: torch.Tensor,
+    *,
+    v_scale: float,
+    num_splits: int,
+) -> None:
+    """Stage 2 over grid (B, Hq): the LSE-weighted sum of the S partial outputs."""
+    batch, num_heads, head_dim = out.shape
+    paged_decode_stage2_kernel[(batch, num_heads)](
+        out_ptr=out,
+        mid_o_ptr=mid_o,
+        mid_lse_ptr=mid_lse,
+        v_scale=v_scale,
+        stride_out_b=out.stride(0),
+        stride_out_h=out.stride(1),
+        stride_out_d=out.stride(2),
+        stride_mid_o_b=mid_o.stride(0),
+        stride_mid_o_h=mid_o.stride(1),
+        stride_mid_o_s=mid_o.stride(2),
+        stride_mid_o_d=mid_o.stride(3),
+        stride_mid_lse_b=mid_lse.stride(0),
+        stride_mid_lse_h=mid_lse.stride(1),
+        stride_mid_lse_s=mid_lse.stride(2),
+        HEAD_DIM=head_dim,
+        BLOCK_D=triton.next_power_of_2(head_dim),
+        NUM_SPLITS=num_splits,
+        BLOCK_S=triton.next_power_of_2(num_splits),
+        num_warps=4,
+    )
 
 
 def paged_decode(
@@ -271,7 +249,9 @@ def paged_decode(
         window: attend only to the last ``window`` tokens; None for full attention.
         num_splits: S; None chooses it with ``choose_num_splits`` (or takes it from
             ``mid_o``). Fix it for measurements so the bytes moved are deterministic.
-        max_seq_len: longest L_b, used only to choose S; None reads seq_lens (a host sync).
+        max_seq_len: an upper bound on every L_b, used to choose S and to check the block
+            table's width; None reads seq_lens (a host sync on a GPU). On CPU seq_lens is
+            always read and checked.
         out: optional preallocated ``[B, Hq, D]`` in q's dtype.
         mid_o: optional preallocated ``[B, Hq, S, D]`` float32 partial outputs.
         mid_lse: optional preallocated ``[B, Hq, S]`` float32 partial log2-sum-exp2.
@@ -284,7 +264,9 @@ def paged_decode(
         ``out``: ``[B, Hq, D]`` in q's dtype.
 
     Raises:
-        ValueError: a shape, dtype or device does not fit; the message names it.
+        ValueError: a shape, dtype, stride or device does not fit, or a block-table row is
+            narrower than its sequence's pages; the message names it. An empty batch (B = 0)
+            is no error: it returns ``out`` (or an empty ``[0, Hq, D]``) without launching.
     """
     if v_pool is None:
         raise ValueError("v_pool is required; use paged_decode_mla for a shared latent")

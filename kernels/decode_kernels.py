@@ -6,7 +6,7 @@ G times). Stage 2, grid (B, Hq): combines the S partial outputs by their log-sum
 is skipped when S = 1 and stage 1 writes the output directly.
 
 Plain pointer arithmetic only (no block pointers or tensor descriptors) so the same source
-compiles with Triton 3.6 and runs in the Triton 3.9 interpreter. Launched by
+compiles and interprets under Triton 3.6 and 3.9 (CI runs the interpreter under both). Launched by
 ``kvplan.kernels.decode``; dimension names are defined in ``kvplan.kernels``.
 """
 
@@ -21,6 +21,10 @@ import triton.language as tl
 # tl.sum all give garbage); casting to fp32 before any math is correct. Read when this
 # module is imported, like the interpreter switch itself (read when @triton.jit runs).
 UPCAST = os.environ.get("TRITON_INTERPRET") == "1"
+if UPCAST:
+    from kvplan.kernels.interpreter_compat import fix_interpreter_loop_bounds
+
+    fix_interpreter_loop_bounds()  # Triton ≤ 3.6 with NumPy ≥ 2.4: see that module
 
 
 @triton.jit

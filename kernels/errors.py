@@ -10,3 +10,10 @@ class OutOfBlocksError(KernelError):
 
     Raised before any block is taken, so the cache is unchanged.
     """
+
+
+class UnknownSequenceError(KernelError):
+    """A sequence id the cache does not hold: never allocated, or already freed.
+
+    The message names the id and which of the two it is.
+    """

@@ -1,4 +1,8 @@
-"""Split-K choice for paged decode: pure Python, no torch or triton, unit-tested alone."""
+"""Grid choices for paged decode (heads per program, split-K): pure Python, no torch or triton.
+
+Importable before TRITON_INTERPRET is settled (``kvplan.validate`` counts the kernel's
+traffic from these), and unit-tested alone.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +17,18 @@ DEFAULT_PROGRAMS_PER_SM = 2
 
 def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
+
+
+def heads_per_program(group_size: int, head_dim_k: int) -> int:
+    """BLOCK_H: all G query heads of a KV head in one program, 16 rows at least (tl.dot).
+
+    The next power of two ≥ G, at least 16, at most 64 (16 for K wider than 256). Example:
+    Falcon-7B's 71 heads on one KV head take ⌈71 / 64⌉ = 2 programs per KV head.
+    """
+    # The fp32 accumulator is BLOCK_H × BLOCK_D: cap it near 16K elements (64 KB) so wide
+    # MLA heads (512 + 64) take 16 heads per program, as SGLang's Triton MLA does.
+    cap = 64 if head_dim_k <= 256 else 16
+    return min(max(16, 1 << (group_size - 1).bit_length()), cap)
 
 
 def choose_num_splits(

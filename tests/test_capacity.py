@@ -107,12 +107,13 @@ def test_new_vllm_token_line_is_concurrency_times_length(catalog):
 
 
 def test_sglang_pool_by_hand(catalog):
-    # SGLang: budget = total x mem_fraction_static (0.88 at TP 1) - weights; tokens = budget // cell
-    # Llama-3.1-8B on h100-sxm: runtime memory total, weights 8_030_261_248 x 2 B.
+    # SGLang 0.5.3: rest = pre-load free x mem_fraction_static - weights; tokens = rest // cell.
+    # Pre-load free = runtime total - 0.32 GiB CUDA context (TP 1: no NCCL); f = 0.835 on an
+    # 81,559 MiB H100 at TP 1 (see test_sglang_golden); weights 8_030_261_248 x 2 B.
     model, sku = catalog.model("llama-3.1-8b"), catalog.sku("h100-sxm")
     capacity = Capacity(Deployment(model, engine("sglang")), sku)
     total = sku.runtime_memory_bytes or sku.memory_bytes
-    budget = int(total * 0.88) - 16_060_522_496
+    budget = int((total - int(0.32 * GIB)) * 0.835) - 16_060_522_496
     assert capacity.budget.kv_bytes == budget
     assert capacity.kv_capacity_tokens == budget // 131_072
 
@@ -169,10 +170,11 @@ def test_data_parallel_attention_and_expert_parallelism(catalog):
     per_replica = dp8.budget.kv_bytes // dp8.request_bytes_per_gpu()
     assert dp8.max_concurrency() == 8 * per_replica
     # Weights per GPU: attention, embeddings and shared experts whole on every GPU (tp 1),
-    # routed experts one eighth each.
+    # routed experts one eighth each; vLLM adds its RoPE table, 163,840 positions x 64 rope
+    # dims x 2 B = 20,971,520 B.
     (stage,) = Deployment(model, vllm).weights().stages
     expected = stage.sharded_bytes + -(-stage.routed_expert_bytes // 8) + stage.replicated_bytes
-    assert dp8.weights_bytes_per_gpu == expected
+    assert dp8.weights_bytes_per_gpu == expected + 163_840 * 64 * 2
     # With its weights larger per GPU, DP attention still serves more: no latent is repeated.
     assert dp8.max_concurrency() > tp8.max_concurrency()
 
@@ -196,16 +198,20 @@ def test_tp_the_engine_refuses_is_an_error_with_the_reason(catalog):
 def test_tp_beyond_a_node_is_noted(catalog):
     deployment = Deployment(catalog.model("llama-3.1-405b"), engine("vllm"), tp=16)
     notes = deployment.engine.notes(deployment, catalog.sku("h100-sxm"))
-    assert any("spans 2 nodes of 8 h100-sxm" in note for note in notes)
+    assert any("spans 2 nodes of 8 h100-sxm: TP traffic" in note for note in notes)
+    staged = deployment.replace(tp=8, pp=2)
+    notes = staged.engine.notes(staged, catalog.sku("h100-sxm"))
+    assert any("spans 2 nodes of 8 h100-sxm: pipeline traffic" in note for note in notes)
 
 
 def test_an_overflowing_batch_is_drawn_as_overflow(catalog):
     # Llama-3.1-8B, 64 requests of 32k on one H100: 64 x 32,768 x 131,072 B = 256 GiB of KV
     # against an 80 GB GPU. The bar must not look exactly full: it runs past the memory.
+    from kvplan.api.build import capacity_row
     from kvplan.report.capacity_report import capacity_table, memory_split
 
-    row = Capacity(Deployment(catalog.model("llama-3.1-8b"), engine("vllm")),
-                   catalog.sku("h100-sxm"), 64, 32_768)  # fmt: skip
+    deployment = Deployment(catalog.model("llama-3.1-8b"), engine("vllm"))
+    row = capacity_row(Capacity(deployment, catalog.sku("h100-sxm"), 64, 32_768))
     split = memory_split(row)
     assert split.kv_bytes == 64 * 32_768 * 131_072
     assert split.overflow_bytes == split.weights_bytes + split.kv_bytes - split.memory_bytes

@@ -289,9 +289,9 @@ def test_bad_context_kv_dtype_and_engine_one_line_each(tmp_path):
         "count; use an integer or a k/M suffix (8k = 8192, 128k = 131072, 1M = 1048576)",
         f"error: {path}:7: products.0.kv_dtype: value 'fp9': unknown dtype 'fp9'; "
         "did you mean 'fp8'? (allowed: fp32, bf16, fp16, fp8_e4m3, fp8_e5m2, int8, int4, nvfp4, "
-        "mxfp4)",
+        "mxfp4, q8_0, q5_1, q5_0, q4_1, q4_0, iq4_nl)",
         f"error: {path}:8: products.0.engine: value 'vllm2': unknown engine "
-        "(allowed: vllm, sglang, exact, hf, naive)",
+        "(allowed: vllm, sglang, trtllm, llama.cpp, ollama, exact, hf, naive)",
     ]
 
 

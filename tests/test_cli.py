@@ -215,12 +215,19 @@ def test_report_json_rows_and_family_filter():
     assert all(r["verdict"] == "weights don't fit" for r in tp1)
 
 
-def test_calculator_never_imports_torch_or_triton():
+@pytest.mark.parametrize(
+    "argv",
+    [
+        "'size', 'llama-3.1-8b', '--sku', 'h100-sxm', '-f', 'json'",
+        "'recommend', 'llama-3.1-8b', '-c', '8k', '-n', '8', '-f', 'json'",
+    ],
+)
+def test_calculator_never_imports_torch_or_triton(argv):
     code = (
-        "import sys; from kvplan.cli import main; sys.argv = ['kvplan', 'size', 'llama-3.1-8b', "
-        "'--sku', 'h100-sxm', '-f', 'json'];\n"
+        f"import sys; from kvplan.cli import main; sys.argv = ['kvplan', {argv}];\n"
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
-        "heavy = [m for m in ('torch', 'triton', 'numpy', 'kvplan.kernels') if m in sys.modules]\n"
+        "heavy = [m for m in ('torch', 'triton', 'numpy', 'kvplan.kernels', 'huggingface_hub')"
+        " if m in sys.modules]\n"
         "print('HEAVY', heavy, file=sys.stderr)"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -258,7 +258,7 @@ def test_starcoder2_3b():
 def test_cohere_awq_int4_weights():
     result = load("c4ai-command-r-v01-awq")
     assert kv_bytes_per_token(result.spec, kv_dtype="bf16") == 1_310_720
-    assert result.spec.weight_dtype == "int4"
+    assert result.spec.weight_dtype == "awq"
     assert has_warning(result, "awq", "KV cache stays in the activation dtype (fp16)")
     assert result.spec.norms_per_layer == 1
 
@@ -847,3 +847,51 @@ def test_import_agrees_with_catalogue(fixture, name, catalog):
         assert getattr(imported, field) == getattr(shipped, field), field
     assert kv_bytes_per_token(imported, kv_dtype="bf16") == kv_bytes_per_token(shipped, "bf16")
     assert param_counts(imported).total == param_counts(shipped).total
+
+
+# --- vision towers: weights beside the text model ---------------------------------------------
+
+
+def test_llama4_vision_tower_matches_the_published_module_table():
+    # The module table printed from Llama-4-Scout (stored note, see the fixture's SOURCE):
+    # vision_model.* and multi_modal_projector.* rows sum to 871,932,416:
+    # 1,408 + 812,416 + 827,904 + 4 x 1,408 + 34 x 23,807,872 + 23,068,672 + 16,777,216
+    # + 20,971,520.
+    vision = import_hf(FIXTURES / "llama-4-scout-17b-16e").spec.vision_tower
+    assert vision.model_type == "llama4_vision_model"
+    assert vision.params == 871_932_416
+
+
+def test_gemma3_siglip_tower_and_projector():
+    # SigLIP 1152 wide, 4304 MLP, 27 layers, 896/14 = 64 patches a side, no pooling head:
+    # 678,528 + 4,718,592 + 27 x 15,239,504 + 2,304 = 416,866,032; projector 1,152 + 1,152 x 2,560.
+    vision = import_hf(FIXTURES / "gemma-3-4b-it").spec.vision_tower
+    assert vision.params == 416_866_032 + 1_152 + 1_152 * 2_560 == 419_816_304
+
+
+def test_pixtral_tower_and_mistral3_projector():
+    # Pixtral 1024 wide, 4096 gated MLP, 24 layers, patch 14: 3 x 14 x 14 x 1024 + 1024
+    # + 24 x (4 x 1024^2 + 3 x 1024 x 4096 + 2 x 1024) = 403,305,472; projector into 3072:
+    # 1024 + 4 x 1024 x 1024 + 1024 x 3072 + 3072 x 3072 = 16,778,240.
+    vision = import_hf(FIXTURES / "ministral-3-3b-reasoning-2512").spec.vision_tower
+    assert vision.params == 403_305_472 + 16_778_240
+
+
+def test_vision_weights_count_in_weights_and_split_over_tp(catalog):
+    from kvplan.plan.weights import weight_bytes
+
+    spec = catalog.model("gemma-3-27b")
+    text_only = spec.model_copy(update={"vision_tower": None})
+    # 423,060,336 vision parameters in bf16 (the catalogue entry's arithmetic).
+    assert weight_bytes(spec).total_bytes - weight_bytes(text_only).total_bytes == 846_120_672
+    per_gpu = weight_bytes(spec, tp=2).per_gpu_bytes - weight_bytes(text_only, tp=2).per_gpu_bytes
+    assert per_gpu == 846_120_672 // 2
+
+
+def test_unknown_vision_tower_is_a_warning(tmp_path):
+    config = json.loads((FIXTURES / "gemma-3-4b-it" / "config.json").read_text())
+    config["vision_config"]["model_type"] = "mystery_vit"
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    imported = import_hf(tmp_path)
+    assert imported.spec.vision_tower is None
+    assert any("'mystery_vit' under 'gemma3' not counted" in w for w in imported.warnings)

@@ -10,6 +10,7 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
+from kvplan.api.build import capacity_row
 from kvplan.cli import app
 from kvplan.errors import KvplanError
 from kvplan.plan.capacity import capacity_grid
@@ -28,7 +29,8 @@ def rows(catalog):
         for name in ("llama-3.1-8b", "llama-3.1-70b")
     ]
     skus = [catalog.sku("h100-sxm"), catalog.sku("l4")]
-    return capacity_grid(deployments, skus, batch=4, context_tokens=32_768, tps=(1, 8))
+    rows = capacity_grid(deployments, skus, batch=4, context_tokens=32_768, tps=(1, 8))
+    return [capacity_row(row) for row in rows]
 
 
 @pytest.mark.parametrize("suffix, magic", [(".svg", b"<?xml"), (".png", b"\x89PNG")])

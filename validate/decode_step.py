@@ -14,7 +14,7 @@ from kvplan.kernels import paged_decode, paged_decode_mla
 from kvplan.kernels.config import default_num_splits
 from kvplan.kernels.decode_kernels import UPCAST
 from kvplan.validate.memory import TORCH_DTYPES, AllocatedPools
-from kvplan.validate.plan import VerifyPlan
+from kvplan.validate.verify_plan import VerifyPlan
 
 # Per-tensor fp8 scales as vLLM defaults them (k_scale = v_scale = 1.0): the unit-normal
 # fill is well inside e4m3's ±448 and e5m2's ±57344.

@@ -1,14 +1,21 @@
-"""The memory side of verify: fit check, pool allocation and its measured bytes, pool filling.
+"""The memory side of verify: the fit check, the pool allocation and what the device says it took.
 
-Measured bytes: on CUDA the ``torch.cuda.memory_allocated`` delta around the pool
-allocation, which counts live tensor blocks rounded up to 512 bytes by PyTorch's caching
-allocator (so predicted ≤ measured ≤ predicted + 511 B per pool tensor); on CPU the sum of
-the pool tensors' ``nbytes``, which must equal the prediction exactly.
+The pool is one allocation per verified layer (K and V together, ``[2, N, P, Hkv, D]``, as
+vLLM lays them out; MLA: the latent), sized by the allocator's own block count. Two things
+are measured:
+
+- blocks: the pages the allocator (``kvplan.kernels.PagedKVCache``) hands out for the batch,
+  plus its null page, against kvplan's engine formula (every device);
+- bytes (CUDA): the device's and the caching allocator's account of the allocation
+  (``kvplan.validate.device_memory``), checked term by term against the planned bytes
+  replayed through the allocator's rules (``kvplan.validate.memory_check``). A CPU has no
+  device allocator to ask: there the bytes are not measured, and the record says so.
 """
 
 from __future__ import annotations
 
 import gc
+import os
 from dataclasses import dataclass
 
 import torch
@@ -17,7 +24,11 @@ from kvplan.errors import KvplanError
 from kvplan.kernels import PagedKVCache
 from kvplan.kernels.errors import KernelError
 from kvplan.units import GIB, MIB
-from kvplan.validate.plan import VerifyPlan, max_layers_within
+from kvplan.validate import device_memory
+from kvplan.validate.allocator_rules import replay
+from kvplan.validate.memory_check import DeviceMemoryCheck, check_device_memory
+from kvplan.validate.plan import max_layers_within
+from kvplan.validate.verify_plan import VerifyPlan
 
 TORCH_DTYPES: dict[str, torch.dtype] = {
     "fp32": torch.float32,
@@ -28,13 +39,10 @@ TORCH_DTYPES: dict[str, torch.dtype] = {
 }
 # CPU runs go through the Triton interpreter on host memory: a pool past this is a mistake.
 CPU_POOL_CAP_BYTES = 2 * GIB
-# PyTorch's caching allocator rounds every block up to a multiple of 512 bytes.
-CUDA_ALLOCATION_ROUNDING_BYTES = 512
-# Large CUDA blocks live in segments rounded up to 2 MiB: slack the fit check must allow.
-CUDA_SEGMENT_BYTES = 2 * MIB
 # Left free beyond the estimate: cuBLAS/Triton workspaces, kernel launch scratch.
 CUDA_FIT_MARGIN_BYTES = 512 * MIB
 NULL_SEQ_ID = -1  # the allocator's sequence that owns the null page when it keeps none itself
+ALLOC_CONF_VARIABLE = "PYTORCH_CUDA_ALLOC_CONF"
 
 
 @dataclass(frozen=True)
@@ -53,7 +61,7 @@ class FitCheck:
     """Predicted pool + workspace against what the device has free."""
 
     required_bytes: int
-    """predicted pool + workspace."""
+    """the pool's replayed segments (CUDA) or its bytes (CPU), + workspace."""
     workspace_bytes: int
     available_bytes: int
     """free device memory (CUDA) or the CPU cap."""
@@ -64,19 +72,26 @@ class FitCheck:
         return self.required_bytes <= self.available_bytes
 
 
-def pool_tensors(plan: VerifyPlan) -> int:
-    """Tensors the pool is made of: K and V per layer, or one MLA latent per layer."""
-    return plan.layers_verified * (1 if plan.is_mla else 2)
+def planned_allocations(plan: VerifyPlan) -> list[int]:
+    """The bytes kvplan predicts for each pool allocation: one per verified layer."""
+    return [plan.predicted_pool_bytes_per_layer] * plan.layers_verified
 
 
-def allocation_tolerance_bytes(plan: VerifyPlan, device_type: str) -> int:
-    """How far measured may exceed predicted: the allocator's rounding, per pool tensor."""
-    if device_type != "cuda":
-        return 0
-    return pool_tensors(plan) * (CUDA_ALLOCATION_ROUNDING_BYTES - 1)
+def check_allocator_settings() -> None:
+    """verify replays the caching allocator's default rules: refuse settings that change them.
+
+    Raises:
+        KvplanError: PYTORCH_CUDA_ALLOC_CONF is set.
+    """
+    settings = os.environ.get(ALLOC_CONF_VARIABLE)
+    if settings:
+        raise KvplanError(
+            f"{ALLOC_CONF_VARIABLE}={settings!r}: verify explains every byte by the caching "
+            "allocator's default rules, which this setting changes; unset it for verify"
+        )
 
 
-def device_memory(device: torch.device) -> DeviceMemory:
+def device_memory_now(device: torch.device) -> DeviceMemory:
     """Free and total memory from the driver (cudaMemGetInfo), split as vLLM's MemorySnapshot."""
     torch.cuda.init()  # the context must exist before free memory means anything
     free_bytes, total_bytes = torch.cuda.mem_get_info(device)
@@ -93,15 +108,14 @@ def check_fit(plan: VerifyPlan, device: torch.device, workspace_bytes: int) -> F
     """
     predicted = plan.predicted_pool_bytes
     if device.type == "cuda":
-        memory = device_memory(device)
-        workspace = (
-            workspace_bytes + pool_tensors(plan) * CUDA_SEGMENT_BYTES + CUDA_FIT_MARGIN_BYTES
-        )
+        memory = device_memory_now(device)
+        segments = replay(planned_allocations(plan)).reserved_bytes
+        workspace = workspace_bytes + (segments - predicted) + CUDA_FIT_MARGIN_BYTES
         fit = FitCheck(predicted + workspace, workspace, memory.free_bytes, memory)
         where = (
-            f" + {_gib(workspace)} workspace, but only {_gib(memory.free_bytes)} are free of "
-            f"{_gib(memory.total_bytes)} ({_gib(memory.non_torch_bytes)} held by the CUDA "
-            "context and other processes)"
+            f" + {_gib(workspace)} workspace and segment rounding, but only "
+            f"{_gib(memory.free_bytes)} are free of {_gib(memory.total_bytes)} "
+            f"({_gib(memory.non_torch_bytes)} held by the CUDA context and other processes)"
         )
         layer_budget = memory.free_bytes - workspace
     else:
@@ -129,7 +143,7 @@ def _gib(value: int) -> str:
 def allocate_pools(
     plan: VerifyPlan, device: torch.device, num_blocks: int, seed: int
 ) -> PagedKVCache:
-    """The KV pools of the verified layers: exactly one ``torch.empty`` per pool tensor.
+    """The KV pools of the verified layers: exactly one ``torch.empty`` per layer.
 
     The free list is shuffled (by `seed`), so sequences get scattered pages as in a
     long-running server rather than one contiguous run each.
@@ -175,54 +189,53 @@ class AllocatedPools:
     """The pools, the batch's block table and what the allocation measured."""
 
     cache: PagedKVCache
-    measured_bytes: int
-    measurement: str
-    """how measured_bytes was obtained, in words."""
     null_page: int
     """the page no sequence owns; block-table padding points at it."""
     block_table: torch.Tensor
     """[B, max_blocks] int32, padded with the null page."""
     seq_lens: torch.Tensor
     """[B] int32."""
-    allocator_formula_bytes: int
-    """the allocator's own pool_bytes() for its tensors."""
+    device_check: DeviceMemoryCheck | None
+    """the device's account against the replayed plan (CUDA); None on CPU."""
+
+
+def _out_of_memory(plan_bytes: int, device: torch.device) -> KvplanError:
+    # Called outside the except block: the traceback (and the half-built pools its frames
+    # hold) is gone, so the memory really returns before free memory is read.
+    gc.collect()
+    torch.cuda.empty_cache()
+    free_bytes, _ = torch.cuda.mem_get_info(device)
+    return KvplanError(
+        f"CUDA out of memory allocating the KV pool: predicted {_gib(plan_bytes)}, "
+        f"{_gib(free_bytes)} free after freeing everything; use a smaller --layers, "
+        "--context or --batch"
+    )
 
 
 def allocate_and_measure(plan: VerifyPlan, device: torch.device, seed: int) -> AllocatedPools:
-    """Allocate the pools, measure the bytes taken, and register the batch's sequences.
+    """Allocate the pools, measure what they took, and register the batch's sequences.
 
     Raises:
         KvplanError: CUDA ran out of memory (everything freed first) or the allocator
             refused the batch.
     """
     num_blocks = allocator_blocks(plan)
-    cache = None
+    check = None
     out_of_memory = False
     try:
         if device.type == "cuda":
-            torch.cuda.synchronize(device)
-            before = torch.cuda.memory_allocated(device)
-            cache = allocate_pools(plan, device, num_blocks, seed)
-            measured = torch.cuda.memory_allocated(device) - before
-            how = "torch.cuda.memory_allocated delta around the pool allocation"
+            cache, measurement = device_memory.measure(
+                device,
+                lambda: allocate_pools(plan, device, num_blocks, seed),
+                lambda made: [buffer.data_ptr() for buffer in made.buffers],
+            )
+            check = check_device_memory(planned_allocations(plan), measurement)
         else:
             cache = allocate_pools(plan, device, num_blocks, seed)
-            measured = cache.tensor_bytes()
-            how = "sum of the pool tensors' nbytes (CPU: no allocator to ask)"
     except torch.cuda.OutOfMemoryError:
         out_of_memory = True
-    if out_of_memory or cache is None:
-        # Outside the except block: the traceback (and the half-built pools its frames
-        # hold) is gone, so the memory really returns before free memory is read.
-        cache = None
-        gc.collect()
-        torch.cuda.empty_cache()
-        free_bytes, _ = torch.cuda.mem_get_info(device)
-        raise KvplanError(
-            f"CUDA out of memory allocating the KV pool: predicted "
-            f"{_gib(plan.predicted_pool_bytes)}, {_gib(free_bytes)} free after freeing "
-            "everything; use a smaller --layers, --context or --batch"
-        )
+    if out_of_memory:
+        raise _out_of_memory(plan.predicted_pool_bytes, device)
     try:
         null_page = _reserve_null_page(cache)
         for seq_id, tokens in enumerate(plan.lengths):
@@ -232,12 +245,10 @@ def allocate_and_measure(plan: VerifyPlan, device: torch.device, seed: int) -> A
     seq_ids = list(range(plan.batch))
     return AllocatedPools(
         cache=cache,
-        measured_bytes=measured,
-        measurement=how,
         null_page=null_page,
         block_table=cache.block_table(seq_ids, pad_value=null_page),
         seq_lens=cache.seq_lens(seq_ids),
-        allocator_formula_bytes=cache.formula_bytes(),
+        device_check=check,
     )
 
 
@@ -250,58 +261,3 @@ def _reserve_null_page(cache: PagedKVCache) -> int:
     if cache.stats().blocks_free < cache.num_blocks:
         return 0
     return cache.allocate(NULL_SEQ_ID, 1)[0]
-
-
-def fill_pools(pools: AllocatedPools, plan: VerifyPlan, seed: int) -> None:
-    """Random unit-normal KV in every page; NaN in the null page and the tails of last pages.
-
-    The NaNs are the guard the kernel tests use: a read the kernel should not make (block
-    table padding, tokens past L) turns the output into NaN instead of passing silently.
-    """
-    cache = pools.cache
-    device = cache.k_pools[0].device
-    generator = torch.Generator(device=device).manual_seed(seed)
-    for pool in (*cache.k_pools, *cache.v_pools):
-        _fill_normal(pool, generator)
-    pages, slots = _poisoned_slots(pools, plan)
-    for pool in (*cache.k_pools, *cache.v_pools):
-        _write_nan(pool, pages.to(device), slots.to(device))
-
-
-# fp8 has no normal_(): draw in fp32 a slab at a time so the temporary stays small.
-_FILL_CHUNK_ELEMENTS = 64 * 2**20
-
-
-def _fill_normal(pool: torch.Tensor, generator: torch.Generator) -> None:
-    if pool.element_size() > 1:
-        pool.normal_(generator=generator)
-        return
-    flat = pool.view(-1)
-    for start in range(0, flat.numel(), _FILL_CHUNK_ELEMENTS):
-        stop = min(start + _FILL_CHUNK_ELEMENTS, flat.numel())
-        values = torch.randn(
-            stop - start, generator=generator, device=pool.device, dtype=torch.float32
-        )
-        flat[start:stop] = values.to(pool.dtype)
-
-
-def _poisoned_slots(pools: AllocatedPools, plan: VerifyPlan) -> tuple[torch.Tensor, torch.Tensor]:
-    """(page, slot) pairs that hold no token: the whole null page and last-page tails."""
-    block = plan.tokens_per_block
-    pages = [pools.null_page] * block
-    slots = list(range(block))
-    for seq_id, tokens in enumerate(plan.lengths):
-        last = pools.cache.blocks(seq_id)[-1]
-        tail = range(tokens % block, block) if tokens % block else range(0)
-        pages += [last] * len(tail)
-        slots += list(tail)
-    return torch.tensor(pages, dtype=torch.long), torch.tensor(slots, dtype=torch.long)
-
-
-def _write_nan(pool: torch.Tensor, pages: torch.Tensor, slots: torch.Tensor) -> None:
-    nan = torch.full((), float("nan")).to(pool.dtype)
-    if pool.element_size() == 1:
-        # index_put is not implemented for fp8; write the NaN bit pattern through a byte view.
-        pool.view(torch.uint8)[pages, slots] = int(nan.view(torch.uint8))
-    else:
-        pool[pages, slots] = nan.to(pool.device)

@@ -15,7 +15,7 @@ import torch
 
 from kvplan.kernels import paged_decode_reference
 from kvplan.validate.memory import AllocatedPools
-from kvplan.validate.plan import VerifyPlan
+from kvplan.validate.verify_plan import VerifyPlan
 
 if TYPE_CHECKING:  # imported for real only once TRITON_INTERPRET is settled (harness)
     from kvplan.validate.decode_step import DecodeStep
@@ -52,9 +52,17 @@ def reference_scratch_bytes_per_token(plan: VerifyPlan) -> int:
     return heads * (plan.head_dim_k + plan.head_dim_v) * 8 * 2
 
 
-def tokens_checked_max(plan: VerifyPlan, device_type: str) -> int:
-    """Longest prefix of one sequence the reference compares, in whole pages."""
+def tokens_checked_max(plan: VerifyPlan, device_type: str, scratch_bytes: int | None = None) -> int:
+    """Longest prefix of one sequence the reference compares, in whole pages.
+
+    Args:
+        plan: the verify plan.
+        device_type: cuda or cpu (their default scratch budgets differ).
+        scratch_bytes: a smaller budget, e.g. what a full device leaves free.
+    """
     budget = REFERENCE_SCRATCH_BYTES["cuda" if device_type == "cuda" else "cpu"]
+    if scratch_bytes is not None:
+        budget = min(budget, scratch_bytes)
     tokens = budget // reference_scratch_bytes_per_token(plan)
     return max(plan.tokens_per_block, tokens // plan.tokens_per_block * plan.tokens_per_block)
 
@@ -73,15 +81,19 @@ def sample_layers(layers: int) -> tuple[int, ...]:
 
 
 def check_numerics(
-    plan: VerifyPlan, pools: AllocatedPools, step: DecodeStep, device_type: str
+    plan: VerifyPlan,
+    pools: AllocatedPools,
+    step: DecodeStep,
+    device_type: str,
+    scratch_bytes: int | None = None,
 ) -> NumericsResult:
     """Run the kernel and the reference on the sample; return the largest error.
 
     The kernel runs with the same split count S as the timed steps, on the sampled rows of
-    the block table (lengths capped by ``tokens_checked_max``).
+    the block table (lengths capped by ``tokens_checked_max`` within `scratch_bytes`).
     """
     rows = sample_sequences(plan.lengths)
-    cap = tokens_checked_max(plan, device_type)
+    cap = tokens_checked_max(plan, device_type, scratch_bytes)
     index = torch.tensor(rows, dtype=torch.long, device=step.q.device)
     lens = torch.clamp(pools.seq_lens.index_select(0, index), max=cap).contiguous()
     table = pools.block_table.index_select(0, index).contiguous()

@@ -1,10 +1,11 @@
-"""What `kvplan verify` checks: the verified layers, the batch, and every predicted byte count.
+"""What `kvplan verify` checks, built from the model and the planner: ``build_plan``.
 
 Pure Python over kvplan's formula (no torch): the predicted pool is what kvplan's engine
 profile says the batch holds on one GPU for the verified layers, plus the one reserved
-"null" page per layer that the allocator keeps, as vLLM keeps its null block
-(vllm/v1/core/block_pool.py: block 0 is never handed to a request; block-table padding
-points at it). Dimension names (B, Hq, Hkv, D, P, S) are those of ``kvplan.kernels``.
+"null" page per layer (``kvplan.validate.verify_plan``). The planner's numbers come from the
+two functions at the end of this module, ``engine_kv_prediction`` and
+``capacity_prediction``: the only places verify calls into ``kvplan.plan``. Dimension names
+(B, Hq, Hkv, D, P, S) are those of ``kvplan.kernels``.
 """
 
 from __future__ import annotations
@@ -13,11 +14,9 @@ import math
 from dataclasses import dataclass
 
 from kvplan.errors import KvplanError
-from kvplan.kvmath import ceil_div, layer_caches, num_kv_heads_per_gpu
-from kvplan.plan.batch import Batch
-from kvplan.plan.deployment import Deployment
-from kvplan.plan.engines import ENGINES, EngineSettings
-from kvplan.specs import ModelSpec, kv_dtype_info
+from kvplan.kvmath import LayerCache, layer_caches, num_kv_heads_per_gpu
+from kvplan.specs import DtypeInfo, ModelSpec, SkuSpec, kv_dtype_info
+from kvplan.validate.verify_plan import NULL_PAGES_PER_LAYER, VerifyPlan
 
 # KV dtypes the Triton kernel reads (kvplan.kernels.decode): the q dtype, or fp8 with
 # per-tensor scales. int8/int4/nvfp4/mxfp4 carry per-group scales the kernel does not apply.
@@ -28,153 +27,6 @@ VERIFIABLE_ENGINES = ("vllm", "sglang", "exact")
 # Layer kinds the kernel runs over a paged pool with block ids shared by all layers.
 VERIFIABLE_KINDS = ("full", "mla")
 DEFAULT_CPU_LAYERS = 2  # the interpreter runs ~10 ms per 32-token tile: keep CPU runs short
-NULL_PAGES_PER_LAYER = 1
-BLOCK_TABLE_ENTRY_BYTES = 4  # int32 page ids
-SEQ_LEN_BYTES = 4  # int32
-PARTIAL_BYTES = 4  # fp32 split-K partial outputs and log-sum-exp
-
-
-@dataclass(frozen=True)
-class VerifyPlan:
-    """One GPU's (one TP rank's) share of a plan, restricted to the verified layers."""
-
-    model: ModelSpec
-    engine: str
-    kv_dtype: str
-    """canonical kvplan KV dtype name (bf16, fp8_e4m3, ...)."""
-    q_dtype: str
-    """activation dtype of q and the output: bf16, except fp16/fp32 for fp16/fp32 KV."""
-    tp: int
-    lengths: tuple[int, ...]
-    """tokens of each sequence in the batch."""
-    tokens_per_block: int
-    """P, tokens per page, from the engine profile (vLLM 16, MLA 64, or --block-size)."""
-    layers_verified: int
-    kind: str
-    """full or mla."""
-    num_heads_per_gpu: int
-    """Hq on one TP rank."""
-    num_kv_heads_per_gpu: int
-    """Hkv on one TP rank (1 for MLA: the latent is not split by heads)."""
-    head_dim_k: int
-    """K width: head_dim, or kv_lora_rank + qk_rope_head_dim for MLA."""
-    head_dim_v: int
-    """V width: head_dim, or kv_lora_rank for MLA."""
-    rope_dim: int
-    """MLA only: the latent's trailing rope columns (not part of V)."""
-    sm_scale: float
-    element_bytes: int
-    """bytes per stored KV element (1 for fp8)."""
-    token_bytes_per_layer: int
-    """kvplan's bytes of one token in one layer on one GPU (K and V, or the MLA latent)."""
-    predicted_blocks_per_layer: int
-    """Σ_b blocks the engine holds for the batch, plus the null page."""
-    predicted_kv_bytes: int
-    """the engine formula's bytes for the batch, verified layers, one GPU."""
-    predicted_null_page_bytes: int
-    """one null page per verified layer: P · token bytes."""
-    plan_kv_bytes_per_gpu: int
-    """the engine formula for every layer of the model (kvplan size's kv_bytes_per_gpu)."""
-
-    @property
-    def batch(self) -> int:
-        return len(self.lengths)
-
-    @property
-    def model_layers(self) -> int:
-        return self.model.num_layers
-
-    @property
-    def is_mla(self) -> bool:
-        return self.kind == "mla"
-
-    @property
-    def predicted_pool_bytes(self) -> int:
-        """What the allocator must take for the verified layers: KV plus null pages."""
-        return self.predicted_kv_bytes + self.predicted_null_page_bytes
-
-    @property
-    def predicted_pool_bytes_per_layer(self) -> int:
-        return self.predicted_pool_bytes // self.layers_verified
-
-    @property
-    def whole_model_factor(self) -> float:
-        """model layers / verified layers: multiply verified figures by this for the model."""
-        return self.model_layers / self.layers_verified
-
-    @property
-    def scaling_statement(self) -> str:
-        """The sentence that says plainly what was verified and how it scales."""
-        if self.layers_verified == self.model_layers:
-            return f"verified all {self.model_layers} layers; figures are whole-model"
-        return (
-            f"verified {self.layers_verified} of {self.model_layers} layers; "
-            f"whole-model figures are ×{_factor_text(self.whole_model_factor)}"
-        )
-
-    @property
-    def kv_bytes_read_per_layer(self) -> int:
-        """KV bytes one decode step reads in one layer: exact tokens, not whole pages."""
-        return sum(self.lengths) * self.token_bytes_per_layer
-
-    @property
-    def q_bytes_per_layer(self) -> int:
-        return self.batch * self.num_heads_per_gpu * self.head_dim_k * _q_element_bytes(self)
-
-    @property
-    def out_bytes_per_layer(self) -> int:
-        return self.batch * self.num_heads_per_gpu * self.head_dim_v * _q_element_bytes(self)
-
-    @property
-    def block_table_bytes_per_layer(self) -> int:
-        """The ⌈L_b / P⌉ block-table entries the kernel reads, plus seq_lens."""
-        entries = sum(ceil_div(n, self.tokens_per_block) for n in self.lengths)
-        return entries * BLOCK_TABLE_ENTRY_BYTES + self.batch * SEQ_LEN_BYTES
-
-    @property
-    def useful_bytes_per_layer(self) -> int:
-        """Bytes a decode step must move per layer: KV + q + out + block table + seq_lens."""
-        return (
-            self.kv_bytes_read_per_layer
-            + self.q_bytes_per_layer
-            + self.out_bytes_per_layer
-            + self.block_table_bytes_per_layer
-        )
-
-    def partial_bytes_per_layer(self, num_splits: int) -> int:
-        """Split-K partials written then read back: 2 · B · Hq · S · (Dv + 1) · 4; 0 at S = 1."""
-        if num_splits <= 1:
-            return 0
-        return (
-            2
-            * self.batch
-            * self.num_heads_per_gpu
-            * num_splits
-            * (self.head_dim_v + 1)
-            * PARTIAL_BYTES
-        )
-
-    def step_buffer_bytes(self, num_splits: int) -> int:
-        """Device bytes of one step's q, out, block table and split buffers (mid_o, mid_lse)."""
-        return (
-            self.q_bytes_per_layer
-            + self.out_bytes_per_layer
-            + self.block_table_bytes_per_layer
-            + self.partial_bytes_per_layer(num_splits) // 2
-        )
-
-    @property
-    def kv_bytes_per_token_whole_model(self) -> int:
-        """KV bytes one token costs on this GPU over every layer of the model."""
-        return self.token_bytes_per_layer * self.model_layers
-
-
-def _q_element_bytes(plan: VerifyPlan) -> int:
-    return kv_dtype_info(plan.q_dtype).bits // 8
-
-
-def _factor_text(factor: float) -> str:
-    return f"{factor:g}" if factor == int(factor) else f"{factor:.3g}"
 
 
 def q_dtype_for(kv_dtype: str) -> str:
@@ -213,6 +65,40 @@ def build_plan(
         KvplanError: an option the kernel or the allocator cannot honour; the message names it.
     """
     dtype = kv_dtype_info(kv_dtype)
+    kind = _check_options(model, dtype, engine, tp, tokens_per_block, layers)
+    cache = layer_caches(model, dtype, tp)[0]  # every layer is one kind: one cache stands for all
+    engine_kv = engine_kv_prediction(model, dtype, engine, tp, tokens_per_block, cache, lengths)
+    block = engine_kv.tokens_per_block
+    heads = _head_geometry(model, kind, tp)
+    return VerifyPlan(
+        model=model,
+        engine=engine_kv.engine,
+        kv_dtype=dtype.name,
+        q_dtype=q_dtype_for(dtype.name),
+        tp=tp,
+        lengths=tuple(lengths),
+        tokens_per_block=block,
+        layers_verified=layers,
+        kind=kind,
+        **heads,
+        element_bytes=dtype.bits // 8,
+        token_bytes_per_layer=cache.token_bytes,
+        predicted_blocks_per_layer=engine_kv.blocks_per_layer + NULL_PAGES_PER_LAYER,
+        predicted_kv_bytes=layers * engine_kv.kv_bytes_per_layer,
+        predicted_null_page_bytes=layers * NULL_PAGES_PER_LAYER * block * cache.token_bytes,
+        plan_kv_bytes_per_gpu=engine_kv.plan_kv_bytes_per_gpu,
+    )
+
+
+def _check_options(
+    model: ModelSpec,
+    dtype: DtypeInfo,
+    engine: str,
+    tp: int,
+    tokens_per_block: int | None,
+    layers: int,
+) -> str:
+    """The model's one layer kind, once every option is one the kernel and allocator take."""
     if dtype.name not in KERNEL_KV_DTYPES:
         raise KvplanError(
             f"--kv-dtype: verify runs the decode kernel, which reads "
@@ -223,7 +109,6 @@ def build_plan(
             f"--engine: verify allocates a paged pool, so it checks "
             f"{', '.join(VERIFIABLE_ENGINES)}; got {engine!r}"
         )
-    profile = ENGINES[engine.lower()]
     if tp < 1:
         raise KvplanError(f"--tp: {tp} must be at least 1")
     if tokens_per_block is not None and tokens_per_block < 1:
@@ -232,26 +117,17 @@ def build_plan(
         raise KvplanError(f"--layers: {layers} must be at least 1")
     if layers > model.num_layers:
         raise KvplanError(f"--layers: {layers} exceeds {model.name}'s {model.num_layers} layers")
-    batch = Batch.of(lengths)
     kinds = set(model.layer_kinds)
     if not kinds <= set(VERIFIABLE_KINDS) or len(kinds) != 1:
         raise KvplanError(
             f"verify supports models whose layers are all full attention or all MLA; "
             f"{model.name} has {', '.join(sorted(kinds))} layers"
         )
-    kind = kinds.pop()
+    return kinds.pop()
 
-    deployment = Deployment(
-        model=model,
-        engine=profile,
-        kv_dtype=dtype.name,
-        tp=tp,
-        settings=EngineSettings(tokens_per_block=tokens_per_block),
-    )
-    layout = profile.layout(deployment, None)
-    block = layout.tokens_per_block
-    caches = layer_caches(model, dtype, tp)
-    cache = caches[0]  # every layer is the same kind, so one cache stands for all
+
+def _head_geometry(model: ModelSpec, kind: str, tp: int) -> dict[str, int | float]:
+    """Heads per GPU, K and V widths, rope columns and the softmax scale of one TP rank."""
     attention = model.attention
     if attention.num_heads % tp:
         raise KvplanError(
@@ -261,52 +137,190 @@ def build_plan(
     if kind == "mla":
         mla = model.mla
         assert mla is not None  # ModelSpec validation ties mla layers to an mla section
-        num_kv_heads, rope_dim = 1, mla.qk_rope_head_dim
-        head_dim_k = mla.kv_lora_rank + mla.qk_rope_head_dim
-        head_dim_v = mla.kv_lora_rank
-        # The model's softmax scale, over the q·k width before absorption (not Dk).
-        sm_scale = 1 / math.sqrt(mla.qk_nope_head_dim + mla.qk_rope_head_dim)
-    else:
-        num_kv_heads = num_kv_heads_per_gpu(attention.num_kv_heads, tp)
-        if num_heads % num_kv_heads:
-            raise KvplanError(
-                f"--tp: {tp} leaves {num_heads} query heads over {num_kv_heads} KV heads per "
-                "GPU, not a whole group; choose a tp that divides the KV heads"
-            )
-        head_dim_k = head_dim_v = attention.head_dim
-        rope_dim = 0
-        sm_scale = 1 / math.sqrt(attention.head_dim)
-
-    # Full and MLA layers hold ⌈L / P⌉ pages of every sequence in every engine.
-    seq_blocks = sum(count * ceil_div(tokens, block) for tokens, count in batch)
-    per_layer_kv_bytes = seq_blocks * block * cache.token_bytes
-    blocks = seq_blocks + NULL_PAGES_PER_LAYER
-    return VerifyPlan(
-        model=model,
-        engine=profile.name,
-        kv_dtype=dtype.name,
-        q_dtype=q_dtype_for(dtype.name),
-        tp=tp,
-        lengths=tuple(lengths),
-        tokens_per_block=block,
-        layers_verified=layers,
-        kind=kind,
-        num_heads_per_gpu=num_heads,
-        num_kv_heads_per_gpu=num_kv_heads,
-        head_dim_k=head_dim_k,
-        head_dim_v=head_dim_v,
-        rope_dim=rope_dim,
-        sm_scale=sm_scale,
-        element_bytes=dtype.bits // 8,
-        token_bytes_per_layer=cache.token_bytes,
-        predicted_blocks_per_layer=blocks,
-        predicted_kv_bytes=layers * per_layer_kv_bytes,
-        predicted_null_page_bytes=layers * NULL_PAGES_PER_LAYER * block * cache.token_bytes,
-        plan_kv_bytes_per_gpu=sum(count * layout.request_bytes(n) for n, count in batch),
-    )
+        return {
+            "num_heads_per_gpu": num_heads,
+            "num_kv_heads_per_gpu": 1,  # the latent is not split by heads
+            "head_dim_k": mla.kv_lora_rank + mla.qk_rope_head_dim,
+            "head_dim_v": mla.kv_lora_rank,
+            "rope_dim": mla.qk_rope_head_dim,
+            # The model's softmax scale, over the q·k width before absorption (not Dk).
+            "sm_scale": 1 / math.sqrt(mla.qk_nope_head_dim + mla.qk_rope_head_dim),
+        }
+    num_kv_heads = num_kv_heads_per_gpu(attention.num_kv_heads, tp)
+    if num_heads % num_kv_heads:
+        raise KvplanError(
+            f"--tp: {tp} leaves {num_heads} query heads over {num_kv_heads} KV heads per "
+            "GPU, not a whole group; choose a tp that divides the KV heads"
+        )
+    return {
+        "num_heads_per_gpu": num_heads,
+        "num_kv_heads_per_gpu": num_kv_heads,
+        "head_dim_k": attention.head_dim,
+        "head_dim_v": attention.head_dim,
+        "rope_dim": 0,
+        "sm_scale": 1 / math.sqrt(attention.head_dim),
+    }
 
 
 def max_layers_within(plan: VerifyPlan, budget_bytes: int) -> int:
     """The most layers whose pool fits in `budget_bytes` (0 if not even one)."""
     per_layer = plan.predicted_pool_bytes_per_layer
     return max(0, min(plan.model_layers, budget_bytes // per_layer))
+
+
+# --- the planner's numbers -------------------------------------------------------------------
+# Every call into kvplan.plan (the engine model) is in the two functions below, so that a
+# change of the engine model's API is a change here and nowhere else in verify.
+
+
+@dataclass(frozen=True)
+class EngineKv:
+    """What the engine profile says one GPU holds for the batch, in one layer."""
+
+    engine: str
+    """the profile's canonical name."""
+    tokens_per_block: int
+    """P: the engine's page (vLLM 16, MLA 64, --block-size; 1 for token-granular engines)."""
+    kv_bytes_per_layer: int
+    """Σ_b the engine's bytes for sequence b in one layer."""
+    blocks_per_layer: int
+    """Σ_b the blocks the engine holds for sequence b in one layer (no null page)."""
+    plan_kv_bytes_per_gpu: int
+    """the engine's bytes for the batch over every layer (kvplan size's kv_bytes_per_gpu)."""
+
+
+def engine_kv_prediction(
+    model: ModelSpec,
+    dtype: DtypeInfo,
+    engine: str,
+    tp: int,
+    tokens_per_block: int | None,
+    cache: LayerCache,
+    lengths: list[int],
+) -> EngineKv:
+    """The engine profile's page size, bytes and blocks for the batch (one layer, one GPU).
+
+    The bytes are the engine's charge for the batch on one GPU (``KvLayout.request_bytes``);
+    verify's models have one layer kind, so each layer holds an equal share, whole pages.
+    """
+    from kvplan.plan.batch import Batch
+    from kvplan.plan.deployment import Deployment
+    from kvplan.plan.engines import ENGINES, EngineSettings
+
+    batch = Batch.of(lengths)
+    profile = ENGINES[engine.lower()]
+    deployment = Deployment(
+        model=model,
+        engine=profile,
+        kv_dtype=dtype.name,
+        tp=tp,
+        settings=EngineSettings(tokens_per_block=tokens_per_block),
+    )
+    layout = profile.layout(deployment, None)
+    block = layout.tokens_per_block
+    plan_bytes = sum(count * layout.request_bytes(tokens) for tokens, count in batch)
+    per_layer, rest = divmod(plan_bytes, model.num_layers)
+    blocks, partial = divmod(per_layer, block * cache.token_bytes)
+    if rest or partial:
+        raise RuntimeError(
+            f"{profile.name} charges {plan_bytes:,} B for the batch, not whole pages of "
+            f"{block} tokens in each of {model.num_layers} layers"
+        )
+    return EngineKv(
+        engine=profile.name,
+        tokens_per_block=block,
+        kv_bytes_per_layer=per_layer,
+        blocks_per_layer=blocks,
+        plan_kv_bytes_per_gpu=plan_bytes,
+    )
+
+
+@dataclass(frozen=True)
+class CapacityPrediction:
+    """The planner's vLLM budget for one GPU of a deployment on a SKU: what --capacity tests."""
+
+    sku: str
+    total_bytes: int
+    """device memory the budget starts from."""
+    total_basis: str
+    """where total_bytes comes from (runtime-visible memory, or the datasheet)."""
+    gpu_memory_utilization: float
+    """vLLM's fraction of total memory the engine may use."""
+    weights_bytes_per_gpu: int
+    activation_bytes: int
+    """the profile run's torch peak estimate (activations, sampler, workspaces)."""
+    non_torch_bytes: int
+    """CUDA context, NCCL, cuBLAS workspaces: the estimate the budget subtracts."""
+    cudagraph_bytes: int
+    kv_budget_bytes: int
+    """"Available KV cache memory": ⌊total × utilization⌋ − the four terms above."""
+    uncertainty_bytes: int
+    """the band the estimated terms carry: the budget is good to ± this many bytes."""
+    tokens_per_block: int
+    page_bytes_per_block: int
+    """one block id over every layer on this GPU."""
+    num_blocks: int
+    """"# GPU blocks": ⌊kv_budget_bytes / page_bytes_per_block⌋."""
+    context_tokens: int
+    max_concurrency: float
+    """vLLM's "Maximum concurrency for context_tokens tokens per request"."""
+
+    @property
+    def ceiling_bytes(self) -> int:
+        """⌊total × utilization⌋: what the engine lets itself use on the device."""
+        return int(self.total_bytes * self.gpu_memory_utilization)
+
+
+def capacity_prediction(
+    model: ModelSpec,
+    sku: SkuSpec,
+    *,
+    kv_dtype: str,
+    tp: int,
+    context_tokens: int,
+    tokens_per_block: int | None,
+    utilization: float | None,
+) -> CapacityPrediction:
+    """The planner's vLLM budget and block count for `model` on one GPU of `sku`.
+
+    Raises:
+        KvplanError: the weights leave no KV budget (the message gives the terms).
+    """
+    from kvplan.plan.capacity import Capacity
+    from kvplan.plan.deployment import Deployment
+    from kvplan.plan.engines import ENGINES, EngineSettings
+
+    deployment = Deployment(
+        model=model,
+        engine=ENGINES["vllm"],
+        kv_dtype=kv_dtype_info(kv_dtype).name,
+        tp=tp,
+        settings=EngineSettings(tokens_per_block=tokens_per_block, utilization=utilization),
+    )
+    capacity = Capacity(deployment, sku, context_tokens=context_tokens)
+    budget, layout, pool = capacity.budget, capacity.layout, capacity.pool
+    if not capacity.kv_usable:
+        raise KvplanError(
+            f"--capacity: the planner leaves no KV memory for {model.name} on {sku.name}: "
+            f"{budget.total_bytes:,} B × {budget.utilization} − weights "
+            f"{budget.weights_bytes:,} − activation {budget.activation_bytes:,} − non-torch "
+            f"{budget.non_torch_bytes:,} = {budget.kv_bytes:,} B"
+        )
+    (stage,) = layout.stages  # verify plans one pipeline stage
+    return CapacityPrediction(
+        sku=sku.name,
+        total_bytes=budget.total_bytes,
+        total_basis=budget.total_basis,
+        gpu_memory_utilization=budget.utilization,
+        weights_bytes_per_gpu=budget.weights_bytes,
+        activation_bytes=budget.activation_bytes,
+        non_torch_bytes=budget.non_torch_bytes,
+        cudagraph_bytes=budget.cudagraph_bytes,
+        kv_budget_bytes=budget.kv_bytes,
+        uncertainty_bytes=budget.uncertainty_bytes,
+        tokens_per_block=layout.tokens_per_block,
+        page_bytes_per_block=stage.bytes_per_block,
+        num_blocks=pool.num_blocks,
+        context_tokens=capacity.context_tokens,
+        max_concurrency=pool.concurrency_at(capacity.context_tokens),
+    )

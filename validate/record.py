@@ -13,28 +13,16 @@ from typing import Any
 
 from kvplan.files import write_atomically
 from kvplan.specs import SkuSpec
-from kvplan.validate.bandwidth import L2_WORKING_SET_FACTOR, CopyCeiling, Timing
-from kvplan.validate.memory import (
-    CPU_POOL_CAP_BYTES,
-    AllocatedPools,
-    FitCheck,
-    allocation_tolerance_bytes,
-    pool_tensors,
-)
 from kvplan.validate.numerics import NumericsResult
-from kvplan.validate.plan import VerifyPlan
+from kvplan.validate.verify_plan import VerifyPlan
 
-RECORD_VERSION = 1
+RECORD_VERSION = 2  # 2: memory terms measured on the device, traffic, capacity
 PASS, FAIL, NOT_MEASURED = "pass", "fail", "not-measured"
 
 NULL_PAGE_NOTE = (
     "predicted pool = the engine formula's KV bytes for the batch plus one reserved null page "
     "per layer, which the allocator keeps out of every sequence as vLLM keeps its null block "
     "(block-table padding points at it)"
-)
-CPU_TIMING_NOTE = (
-    "timings are not meaningful on CPU: the Triton interpreter runs the kernel one program at "
-    "a time; no bandwidth verdict"
 )
 
 
@@ -83,50 +71,6 @@ def scaling_section(plan: VerifyPlan) -> dict[str, Any]:
     }
 
 
-def memory_section(
-    plan: VerifyPlan, fit: FitCheck, pools: AllocatedPools, device_type: str
-) -> dict[str, Any]:
-    """Predicted against measured pool bytes, and the fit against free device memory."""
-    tolerance = allocation_tolerance_bytes(plan, device_type)
-    difference = pools.measured_bytes - plan.predicted_pool_bytes
-    memory = fit.device_memory
-    return {
-        "predicted_pool_bytes": plan.predicted_pool_bytes,
-        "predicted_kv_bytes": plan.predicted_kv_bytes,
-        "predicted_null_page_bytes": plan.predicted_null_page_bytes,
-        "predicted_pool_bytes_per_layer": plan.predicted_pool_bytes_per_layer,
-        "predicted_pool_bytes_whole_model": plan.predicted_pool_bytes_per_layer * plan.model_layers,
-        "predicted_blocks_per_layer": plan.predicted_blocks_per_layer,
-        "plan_kv_bytes_per_gpu_whole_model": plan.plan_kv_bytes_per_gpu,
-        "token_bytes_per_layer": plan.token_bytes_per_layer,
-        "allocator_blocks_per_layer": pools.cache.num_blocks,
-        "allocator_formula_bytes": pools.allocator_formula_bytes,
-        "measured_pool_bytes": pools.measured_bytes,
-        "measurement": pools.measurement,
-        "difference_bytes": difference,
-        "tolerance_bytes": tolerance,
-        "tolerance_rule": (
-            "measured − predicted in [0, 511 B × pool tensors]: the caching allocator rounds "
-            "each block up to 512 B"
-            if device_type == "cuda"
-            else "exact: measured == predicted"
-        ),
-        "pool_tensors": pool_tensors(plan),
-        "fit": {
-            "required_bytes": fit.required_bytes,
-            "workspace_bytes": fit.workspace_bytes,
-            "available_bytes": fit.available_bytes,
-            "fits": fit.fits,
-            "device_total_bytes": memory.total_bytes if memory else None,
-            "device_free_bytes": memory.free_bytes if memory else None,
-            "torch_reserved_bytes": memory.torch_reserved_bytes if memory else None,
-            "non_torch_bytes": memory.non_torch_bytes if memory else None,
-            "cpu_cap_bytes": None if memory else CPU_POOL_CAP_BYTES,
-        },
-        "passed": 0 <= difference <= tolerance,
-    }
-
-
 def numerics_section(result: NumericsResult) -> dict[str, Any]:
     return {
         "layers_checked": list(result.layers_checked),
@@ -141,94 +85,23 @@ def numerics_section(result: NumericsResult) -> dict[str, Any]:
     }
 
 
-def bandwidth_section(
-    plan: VerifyPlan,
-    *,
-    device_type: str,
-    num_splits: int,
-    timing: Timing,
-    eager: Timing | None,
-    copy: CopyCeiling | None,
-    sku: SkuSpec | None,
-    l2_bytes: int,
-    l2_flushed: bool,
-    pass_fraction: float,
-) -> dict[str, Any]:
-    """Bytes per step, times, achieved bandwidth against the datasheet and the copy."""
-    layers, factor = plan.layers_verified, plan.whole_model_factor
-    useful_step = plan.useful_bytes_per_layer * layers
-    partial_step = plan.partial_bytes_per_layer(num_splits) * layers
-    working_set = plan.kv_bytes_read_per_layer * layers
-    step_s = timing.median_s
-    whole_model_s = step_s * factor
-    kv_whole_model = plan.kv_bytes_read_per_layer * plan.model_layers
-    meaningful = device_type == "cuda"
-    section: dict[str, Any] = {
-        "timings_meaningful": meaningful,
-        "num_splits": num_splits,
-        "kv_bytes_read_per_step_per_layer": plan.kv_bytes_read_per_layer,
-        "q_bytes_per_step_per_layer": plan.q_bytes_per_layer,
-        "out_bytes_per_step_per_layer": plan.out_bytes_per_layer,
-        "block_table_bytes_per_step_per_layer": plan.block_table_bytes_per_layer,
-        "useful_bytes_per_step_per_layer": plan.useful_bytes_per_layer,
-        "split_partial_bytes_per_step_per_layer": plan.partial_bytes_per_layer(num_splits),
-        "useful_bytes_per_step_verified": useful_step,
-        "kv_bytes_read_per_step_whole_model": kv_whole_model,
-        "kv_bytes_per_token_whole_model": plan.kv_bytes_per_token_whole_model,
-        "working_set_bytes": working_set,
-        "l2_bytes": l2_bytes,
-        "l2_flushed": l2_flushed,
-        "timing_method": timing.method,
-        "repeats": timing.repeats,
-        "warmup_steps": timing.warmup_steps,
-        "time_per_step_verified_s": step_s,
-        "time_per_step_verified_p10_s": timing.p10_s,
-        "time_per_step_verified_p90_s": timing.p90_s,
-        "time_per_step_per_layer_s": step_s / layers,
-        "time_per_step_whole_model_s": whole_model_s,
-        "eager_time_per_step_verified_s": eager.median_s if eager else None,
-        "pass_fraction_of_copy": pass_fraction,
-    }
-    if not meaningful:
-        section["note"] = CPU_TIMING_NOTE
-        return section
-    achieved = useful_step / step_s
-    datasheet = sku.bandwidth_bytes_per_s if sku else None
-    predicted_s = kv_whole_model / datasheet if datasheet else None
-    section |= {
-        "achieved_bytes_per_s": achieved,
-        "achieved_bytes_per_s_with_partials": (useful_step + partial_step) / step_s,
-        "datasheet_bytes_per_s": datasheet,
-        "achieved_fraction_of_datasheet": achieved / datasheet if datasheet else None,
-        "copy_bytes_per_s": copy.bytes_per_s if copy else None,
-        "copy_buffer_bytes": copy.buffer_bytes if copy else None,
-        "achieved_fraction_of_copy": achieved / copy.bytes_per_s if copy else None,
-        "predicted_attention_time_whole_model_s": predicted_s,
-        "measured_attention_time_whole_model_s": whole_model_s,
-        "measured_over_predicted": whole_model_s / predicted_s if predicted_s else None,
-        "decode_tokens_per_s_attention_only": plan.batch / whole_model_s,
-    }
-    if working_set < L2_WORKING_SET_FACTOR * l2_bytes:
-        section["note"] = (
-            f"the verified pools read {working_set:,} bytes per step, under 4× L2 "
-            f"({L2_WORKING_SET_FACTOR * l2_bytes:,} bytes): L2 was flushed before each timed step"
-        )
-    return section
-
-
 def verdict(record: dict[str, Any]) -> dict[str, str]:
-    """pass/fail per check; bandwidth is not-measured off-GPU."""
-    bandwidth = record["bandwidth"]
-    fraction = bandwidth.get("achieved_fraction_of_copy")
-    if not bandwidth["timings_meaningful"] or fraction is None:
+    """pass/fail per check; bandwidth is not-measured off-GPU; capacity only when asked."""
+    bandwidth, numerics = record["bandwidth"], record["numerics"]
+    fraction = bandwidth.get("achieved_fraction_of_copy") if bandwidth else None
+    if not bandwidth or not bandwidth["timings_meaningful"] or fraction is None:
         bandwidth_verdict = NOT_MEASURED
     else:
         bandwidth_verdict = PASS if fraction >= bandwidth["pass_fraction_of_copy"] else FAIL
-    return {
+    result = {
         "memory": PASS if record["memory"]["passed"] else FAIL,
-        "numerics": PASS if record["numerics"]["passed"] else FAIL,
+        "numerics": NOT_MEASURED if numerics is None else PASS if numerics["passed"] else FAIL,
         "bandwidth": bandwidth_verdict,
     }
+    capacity = record.get("capacity")
+    if capacity is not None:
+        result["capacity"] = PASS if capacity["fits"] else FAIL
+    return result
 
 
 def exit_code(record: dict[str, Any]) -> int:

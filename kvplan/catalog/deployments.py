@@ -72,6 +72,13 @@ def _lookup(
         return None, f"{where}: products.{index}.{field} (product {product.name!r}): {error}"
 
 
+def _model_spec(catalog: Catalog) -> Callable[[str], ModelSpec]:
+    """Products name models as the CLI takes them: catalogue names, configs or Hub ids."""
+    from kvplan.catalog.resolve import resolve_model
+
+    return lambda name: resolve_model(catalog, name).spec
+
+
 def load_deployments(path: Path, schema: type[FileT], catalog: Catalog) -> LoadedDeployments[FileT]:
     """`schema` validated from `path`, with every product's model and SKU resolved.
 
@@ -95,7 +102,7 @@ def load_deployments(path: Path, schema: type[FileT], catalog: Catalog) -> Loade
                 "(product names must be unique)"
             )
         first_index.setdefault(product.name, index)
-        model, model_problem = _lookup(catalog.model, document, index, product, "model")
+        model, model_problem = _lookup(_model_spec(catalog), document, index, product, "model")
         sku, sku_problem = _lookup(catalog.sku, document, index, product, "sku")
         problems += [p for p in (model_problem, sku_problem) if p is not None]
         if model is not None and sku is not None:

@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from kvplan.cli import catalogue, check, report, size, verify
+from kvplan.cli import catalogue, check, recommend, report, simulate, size, verify
 from kvplan.cli.common import user_errors, warn
 from kvplan.cli.exits import OneExitGroup
 
@@ -60,6 +60,9 @@ app.command()(catalogue.schema)
 app.command()(report.report)
 app.command()(check.check)
 app.command()(check.claim)
+app.command()(recommend.recommend)
+app.command()(simulate.simulate)
+app.command()(simulate.pools)
 app.command()(verify.verify)
 app.command("import-hf")(catalogue.import_hf_command)
 

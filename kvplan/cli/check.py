@@ -17,6 +17,7 @@ from kvplan.cli.options import (
     KvDtypeOpt,
     ModelArg,
     PpOpt,
+    RopeScalingOpt,
     TpOpt,
     WeightDtypeOpt,
     name,
@@ -37,13 +38,11 @@ def check(
 ) -> None:
     """Check each product's promised context × concurrency against its SKU (exit 1 if over)."""
     with user_errors():
-        from kvplan.catalog.deployments import load_deployments
-        from kvplan.plan.guardrail import DeploymentFile, check_products
+        from kvplan.api import check as check_file
         from kvplan.report.check_report import render_check
 
         output = _format(fmt)
-        loaded = load_deployments(file, DeploymentFile, _catalog(catalog_dirs))
-        result = check_products(loaded)
+        result = check_file(file, catalog=_catalog(catalog_dirs))
         render_check(result, output)
     # A failed promise is a result, not an error: rendered above, then exit 1 (STYLE).
     if not result.ok:
@@ -61,10 +60,11 @@ def claim(
     ],
     context: ContextOpt = "128k",
     batch: BatchOpt = 1,
-    kv_dtype: KvDtypeOpt = "bf16",
+    kv_dtype: KvDtypeOpt = None,
     weight_dtype: WeightDtypeOpt = None,
     tp: TpOpt = 1,
     pp: PpOpt = 1,
+    rope_scaling: RopeScalingOpt = None,
     fmt: FormatOpt = "table",
     catalog_dirs: CatalogOpt = None,
     *,
@@ -75,9 +75,8 @@ def claim(
     Exits 1 when the claim does not fit, with the same verdict `check` and `report` give.
     """
     with user_errors():
-        from kvplan.plan.guardrail import claim_sheet
+        from kvplan.api import claim as claim_report
         from kvplan.report.claim_report import render_claim
-        from kvplan.units import parse_tokens
 
         output = _format(fmt)
         catalog = _catalog(catalog_dirs)
@@ -89,8 +88,9 @@ def claim(
             weight_dtype=weight_dtype,
             tp=tp,
             pp=pp,
+            rope_scaling=rope_scaling,
         )
-        sheet = claim_sheet(deployment, catalog.sku(sku), parse_tokens(context, "--context"), batch)
+        sheet = claim_report(deployment, sku=catalog.sku(sku), context=context, batch=batch)
         render_claim(sheet, output)
     if not sheet.fits:
         raise typer.Exit(1)

@@ -54,26 +54,14 @@ def _batch(context: str, batch: int, lengths: str | None):
     return Batch.uniform(parse_tokens(context, "--context"), batch)
 
 
-def _is_path(name: str) -> bool:
-    """`name` names a config.json or a folder (not a catalogue name); False when it cannot."""
-    path = Path(name)
-    try:
-        return path.suffix == ".json" or path.is_dir() or path.exists()
-    except (OSError, ValueError):  # a name too long for a path, or with a NUL in it
-        return False
+def _model(catalog, name: str, rope_scaling: str | None = None):
+    """The model `name` means (catalogue, config.json, GGUF file or Hub id); warnings printed."""
+    from kvplan.catalog.resolve import resolve_model
 
-
-def _model(catalog, name: str):
-    """A catalogue model, or an imported HF config (path); warnings printed."""
-    path = Path(name)
-    if _is_path(name):
-        from kvplan.catalog.hf import import_hf
-
-        imported = import_hf(path)
-        for line in imported.warnings:
-            warn(line)
-        return imported.spec, imported.weights_bytes
-    return catalog.model(name), None
+    resolved = resolve_model(catalog, name, rope_scaling)
+    for line in resolved.warnings:
+        warn(line)
+    return resolved
 
 
 def _deployment(
@@ -85,31 +73,27 @@ def _deployment(
     weight_dtype: str | None,
     tp: int,
     pp: int,
+    rope_scaling: str | None = None,
 ):
-    """The deployment a command describes; an imported HF config's exact weight bytes count
-    unless --weight-dtype asks for another dtype."""
-    spec, exact_weights = _model(catalog, model)
-    return _deployment_of(spec, engine_options, kv_dtype, weight_dtype, tp, pp, exact_weights)
+    """The deployment a command describes; a checkpoint's exact weight bytes count unless
+    --weight-dtype asks for another dtype."""
+    resolved = _model(catalog, model, rope_scaling)
+    return _deployment_of(resolved, engine_options, kv_dtype, weight_dtype, tp, pp)
 
 
-def _deployment_of(spec, engine_options, kv_dtype, weight_dtype, tp, pp, exact_weights=None):
-    """A deployment of a model spec with the command's engine options."""
-    from kvplan.plan.deployment import Deployment
-    from kvplan.plan.engines import engine as engine_profile
-    from kvplan.specs import kv_dtype_info, weight_dtype_info
+def _deployment_of(resolved, engine_options, kv_dtype, weight_dtype, tp, pp):
+    """A deployment of a resolved model (or a bare spec) with the command's engine options."""
+    from kvplan.api import deployment
 
     name, settings, dp, ep = engine_options.resolve()
-    if weight_dtype is not None:
-        weight_dtype = weight_dtype_info(weight_dtype).name
-    return Deployment(
-        model=spec,
-        engine=engine_profile(name),
-        kv_dtype=kv_dtype_info(kv_dtype).name,
+    return deployment(
+        resolved,
+        engine_name=name,
+        kv_dtype=kv_dtype,
         weight_dtype=weight_dtype,
         tp=tp,
         pp=pp,
         dp=dp,
         ep=ep,
         settings=settings,
-        exact_weights_bytes=exact_weights if weight_dtype is None else None,
     )

@@ -23,8 +23,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 ENGINE_HELP = (
     "serving engine whose accounting to follow: vllm (default; paged blocks, vLLM's budget), "
-    "sglang (token pool), exact (physics, no reserve), hf (transformers caches), "
-    "naive (textbook MHA)"
+    "sglang (token pool), trtllm (TensorRT-LLM blocks), llama.cpp and ollama (cells -c / -np "
+    "allocate), exact (physics, no reserve), hf (transformers caches), naive (textbook MHA)"
 )
 
 
@@ -44,8 +44,9 @@ _PARAMETERS: dict[str, tuple[Any, Any]] = {
             _option(
                 "--engine-version",
                 "--vllm-version",
-                help="engine version whose rules and log wording to follow "
-                "(vLLM 0.5 – 0.33; default 0.11)",
+                help="engine version whose rules and log wording to follow: vLLM 0.5 – 0.33 "
+                "(default 0.11), SGLang 0.1 – 0.5.x (0.5.3), TensorRT-LLM 0.5 – 1.x (1.0), "
+                "llama.cpp build b1 – b20000 (b7900), ollama 0.1 – 0.x (0.13)",
             ),
         ],
         None,
@@ -167,6 +168,97 @@ _PARAMETERS: dict[str, tuple[Any, Any]] = {
         ],
         0,
     ),
+    "max_kv_tokens": (
+        Annotated[
+            int | None,
+            _option(
+                "--max-kv-tokens",
+                help="cap on the KV pool in tokens per GPU (SGLang --max-total-tokens, "
+                "TensorRT-LLM kv_cache_config.max_tokens)",
+            ),
+        ],
+        None,
+    ),
+    "ctx_size": (
+        Annotated[
+            int | None,
+            _option(
+                "--ctx-size",
+                help="llama.cpp -c / ollama num_ctx × OLLAMA_NUM_PARALLEL: cells allocated "
+                "for all slots, in tokens; default: planned as one slot of --context per "
+                "request",
+            ),
+        ],
+        None,
+    ),
+    "parallel": (
+        Annotated[
+            int | None,
+            _option(
+                "--parallel",
+                help="llama.cpp -np / OLLAMA_NUM_PARALLEL: slots sharing --ctx-size (default 1)",
+            ),
+        ],
+        None,
+    ),
+    "v_dtype": (
+        Annotated[
+            str | None,
+            _option(
+                "--v-dtype",
+                help="llama.cpp -ctv: V cache type when it differs from --kv-dtype (-ctk): "
+                "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl",
+            ),
+        ],
+        None,
+    ),
+    "flash_attn": (
+        Annotated[
+            bool | None,
+            _option(
+                "--flash-attn/--no-flash-attn",
+                help="llama.cpp -fa / OLLAMA_FLASH_ATTENTION (default: on from the -fa auto "
+                "builds, off before; ollama off); a quantised V cache needs it",
+            ),
+        ],
+        None,
+    ),
+    "kv_unified": (
+        Annotated[
+            bool,
+            _option("--kv-unified", help="llama.cpp --kv-unified: one KV stream for all slots"),
+        ],
+        False,
+    ),
+    "swa_full": (
+        Annotated[
+            bool,
+            _option("--swa-full", help="llama.cpp --swa-full: sliding layers keep every cell"),
+        ],
+        False,
+    ),
+    "gpu_layers": (
+        Annotated[
+            int | None,
+            _option(
+                "--gpu-layers",
+                help="llama.cpp -ngl / ollama num_gpu: layers on the GPU(s); the rest keep "
+                "weights and KV in host memory (default: all)",
+            ),
+        ],
+        None,
+    ),
+    "ubatch_size": (
+        Annotated[
+            int | None,
+            _option(
+                "--ubatch-size",
+                help="llama.cpp -ub: tokens per physical batch (default 512); sizes the SWA "
+                "cache and compute buffers",
+            ),
+        ],
+        None,
+    ),
     "dp": (
         Annotated[
             int,
@@ -229,31 +321,56 @@ class EngineOptions:
             cudagraph_bytes=size("cudagraph_memory"),
             max_num_batched_tokens=v["max_num_batched_tokens"],
             max_num_seqs=v["max_num_seqs"],
+            max_kv_tokens=v["max_kv_tokens"],
+            context_size_tokens=v["ctx_size"],
+            parallel=v["parallel"],
+            v_dtype=v["v_dtype"],
+            flash_attention=v["flash_attn"],
+            kv_unified=v["kv_unified"] or None,
+            swa_full=v["swa_full"],
+            gpu_layers=v["gpu_layers"],
+            ubatch_tokens=v["ubatch_size"],
         )
         return engine(v["engine"]).name, settings, v["dp"], v["ep"]
 
 
 def engine_options(command: F) -> F:
     """Add the engine options to `command`; it receives them as `engine_options`."""
-    signature = inspect.signature(command, eval_str=True)
-    kept = [p for p in signature.parameters.values() if p.name != "engine_options"]
-    # Keep --format and --catalog last in --help, after the engine options.
-    tail = [p for p in kept if p.name in ("fmt", "catalog_dirs")]
-    head = [p for p in kept if p not in tail]
-    added = [
-        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=hint)
-        for name, (hint, default) in _PARAMETERS.items()
-    ]
-    keyword_head = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in head]
-    first = [p for p in keyword_head if p.default is inspect.Parameter.empty]
-    rest = [p for p in keyword_head if p.default is not inspect.Parameter.empty]
-    tail = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in tail]
+    return option_group(_PARAMETERS, "engine_options", EngineOptions)(command)
 
-    @functools.wraps(command)
-    def wrapper(**kwargs: Any) -> Any:
-        values = {name: kwargs.pop(name) for name in _PARAMETERS}
-        return command(**kwargs, engine_options=EngineOptions(values))
 
-    wrapper.__signature__ = signature.replace(parameters=first + rest + added + tail)  # type: ignore[attr-defined]
-    wrapper.__annotations__ = {}
-    return wrapper  # type: ignore[return-value]
+def option_group(
+    parameters: dict[str, tuple[Any, Any]], keyword: str, make: Callable[[dict[str, Any]], Any]
+) -> Callable[[F], F]:
+    """A decorator that adds `parameters` (name -> (annotation, default)) to a command.
+
+    The command declares one keyword-only parameter `keyword` and receives
+    `make({name: value})` there. Decorators stack: each keeps the command's own parameters
+    first and --format and --catalog last in --help.
+    """
+
+    def decorate(command: F) -> F:
+        signature = inspect.signature(command, eval_str=True)
+        kept = [p for p in signature.parameters.values() if p.name != keyword]
+        tail = [p for p in kept if p.name in ("fmt", "catalog_dirs")]
+        head = [p for p in kept if p not in tail]
+        keyword_only = inspect.Parameter.KEYWORD_ONLY
+        added = [
+            inspect.Parameter(name, keyword_only, default=default, annotation=hint)
+            for name, (hint, default) in parameters.items()
+        ]
+        keyword_head = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in head]
+        first = [p for p in keyword_head if p.default is inspect.Parameter.empty]
+        rest = [p for p in keyword_head if p.default is not inspect.Parameter.empty]
+        tail = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in tail]
+
+        @functools.wraps(command)
+        def wrapper(**kwargs: Any) -> Any:
+            values = {name: kwargs.pop(name) for name in parameters}
+            return command(**kwargs, **{keyword: make(values)})
+
+        wrapper.__signature__ = signature.replace(parameters=first + rest + added + tail)  # type: ignore[attr-defined]
+        wrapper.__annotations__ = {}
+        return wrapper  # type: ignore[return-value]
+
+    return decorate

@@ -48,11 +48,22 @@ def _checked_name(value: str) -> str:
 
 name = _usage(_checked_name)
 
-ModelArg = Annotated[
-    str,
-    typer.Argument(
-        help="catalogue name or alias (see `kvplan models`), or a Hugging Face config.json "
-        "or a folder holding one",
+MODEL_HELP = (
+    "catalogue name or alias (see `kvplan models`); a Hugging Face id org/name[@revision] "
+    "(config and safetensors headers read through your HF cache, HF_TOKEN and HF_HUB_OFFLINE; "
+    "never the weights); a config.json or a folder holding one; or a local .gguf file (its "
+    "header only). A catalogue name or alias wins over the Hub (aliases hold Hub ids); "
+    "hf:org/name forces the Hub"
+)
+ModelArg = Annotated[str, typer.Argument(help=MODEL_HELP, show_default=False)]
+RopeScalingOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--rope-scaling",
+        help="serve with this RoPE scaling, TYPE:FACTOR[:ORIGINAL_TOKENS] (yarn, dynamic, "
+        "linear, llama3, longrope), e.g. yarn:4 for Qwen3's 128k (the model card's advice "
+        "when config.json omits it; vLLM --hf-overrides): the context limit becomes "
+        "ORIGINAL (default: the model's recommendation, else max_position_embeddings) × FACTOR",
         show_default=False,
     ),
 ]
@@ -83,12 +94,14 @@ LengthsOpt = Annotated[
     ),
 ]
 KvDtypeOpt = Annotated[
-    str,
+    str | None,
     typer.Option(
         "--kv-dtype",
         parser=name,
         help="KV element type: fp32, bf16, fp16, fp8 (= fp8_e4m3), fp8_e5m2, int8, int4, "
-        "nvfp4, mxfp4 (quantisation scales counted)",
+        "nvfp4, mxfp4; llama.cpp/ollama ggml types f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, "
+        "q5_1, iq4_nl (-ctk; scales counted); default bf16 (llama.cpp/ollama f16)",
+        show_default=False,
     ),
 ]
 WeightDtypeOpt = Annotated[
@@ -96,8 +109,10 @@ WeightDtypeOpt = Annotated[
     typer.Option(
         "--weight-dtype",
         parser=name,
-        help="weight type: bf16, fp16, fp32, fp8, fp8_block, int8, int4 (group 128), nvfp4, "
-        "mxfp4; default: the model's released dtype",
+        help="weight type: bf16, fp16, fp32, fp8, fp8_block, int8, int4, awq, gptq (int4, "
+        "group 128: 4 bits + an fp16 scale and a 4-bit zero per 128 weights, as AutoAWQ and "
+        "GPTQ store them), nvfp4, mxfp4; default: the checkpoint's own bytes (safetensors "
+        "headers) or the model's released dtype",
         show_default=False,
     ),
 ]

@@ -16,6 +16,7 @@ from kvplan.cli.options import (
     FormatOpt,
     KvDtypeOpt,
     PpOpt,
+    RopeScalingOpt,
     WeightDtypeOpt,
     count,
     fraction,
@@ -56,6 +57,7 @@ def report(
         ),
     ] = None,
     pp: PpOpt = 1,
+    rope_scaling: RopeScalingOpt = None,
     batch: Annotated[
         int,
         typer.Option(
@@ -75,7 +77,7 @@ def report(
             "default: each model's native limit; vLLM's max_model_len",
         ),
     ] = None,
-    kv_dtype: KvDtypeOpt = "bf16",
+    kv_dtype: KvDtypeOpt = None,
     weight_dtype: WeightDtypeOpt = None,
     bandwidth_efficiency: Annotated[
         float,
@@ -115,10 +117,9 @@ def report(
 ) -> None:
     """Per-SKU capacity: KV budget, longest context, highest concurrency, decode tokens/s."""
     with user_errors():
-        from kvplan.plan.capacity import capacity_grid
+        from kvplan.api import report as capacity_report
         from kvplan.plan.perf import Efficiency
-        from kvplan.report.capacity_report import SORT_KEYS, capacity_record, render_report
-        from kvplan.units import parse_tokens
+        from kvplan.report.capacity_report import SORT_KEYS, render_report
 
         output = _format(fmt)
         if plot is not None:
@@ -134,19 +135,18 @@ def report(
             catalog.skus() if not sku else [s for name in sku for s in catalog.skus_matching(name)]
         )
         if model == ["all"]:
-            specs = [(m, None) for m in catalog.models()]
+            resolved = list(catalog.models())
         else:
-            specs = [_model(catalog, m) for m in model]
+            resolved = [_model(catalog, m, rope_scaling) for m in model]
         deployments = [
-            _deployment_of(spec, engine_options, kv_dtype, weight_dtype, 1, pp, exact)
-            for spec, exact in specs
+            _deployment_of(r, engine_options, kv_dtype, weight_dtype, 1, pp) for r in resolved
         ]
-        rows = capacity_grid(
+        rows = capacity_report(
             deployments,
-            skus_list,
+            skus=skus_list,
+            tp=tuple(tp) if tp else None,
             batch=batch,
-            context_tokens=parse_tokens(context, "--context") if context is not None else None,
-            tps=tuple(tp) if tp else None,
+            context=context,
             efficiency=Efficiency(bandwidth_efficiency, compute_efficiency),
         )
         if not rows:
@@ -156,7 +156,7 @@ def report(
             )
         if sort is not None:
             rows.sort(
-                key=lambda r: _sort_key(capacity_record(r)[sort]),
+                key=lambda r: _sort_key(getattr(r, sort)),
                 reverse=sort not in ("model", "sku", "tp"),
             )
         render_report(rows, output, log_lines=len(rows) <= 4)

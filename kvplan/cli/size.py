@@ -17,6 +17,7 @@ from kvplan.cli.options import (
     LengthsOpt,
     ModelArg,
     PpOpt,
+    RopeScalingOpt,
     SkuOpt,
     TpOpt,
     WeightDtypeOpt,
@@ -29,10 +30,11 @@ def size(
     context: ContextOpt = "8k",
     batch: BatchOpt = 1,
     lengths: LengthsOpt = None,
-    kv_dtype: KvDtypeOpt = "bf16",
+    kv_dtype: KvDtypeOpt = None,
     weight_dtype: WeightDtypeOpt = None,
     tp: TpOpt = 1,
     pp: PpOpt = 1,
+    rope_scaling: RopeScalingOpt = None,
     sku: SkuOpt = None,
     explain: Annotated[
         bool, typer.Option("--explain", help="print the formula with the model's numbers")
@@ -48,7 +50,7 @@ def size(
     the fit is the engine's own budget, the same answer `report`, `check` and `claim` give.
     """
     with user_errors():
-        from kvplan.plan.sizing import size as size_plan
+        from kvplan.api import size as size_report
         from kvplan.report.size_report import render_size
 
         output = _format(fmt)
@@ -61,9 +63,10 @@ def size(
             weight_dtype=weight_dtype,
             tp=tp,
             pp=pp,
+            rope_scaling=rope_scaling,
         )
         target = catalog.sku(sku) if sku is not None else None
-        result = size_plan(deployment, _batch(context, batch, lengths), target)
+        result = size_report(deployment, batch=_batch(context, batch, lengths), sku=target)
         render_size(result, output, explain)
     # Not fitting is a result, not an error: rendered above, then exit 1 like `check`.
     if result.fits is False:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -23,6 +23,44 @@ from kvplan.cli.options import (
     name,
 )
 from kvplan.errors import KvplanError
+
+if TYPE_CHECKING:
+    from kvplan.plan.batch import Batch
+
+CPU_TORCH_INDEX = "https://download.pytorch.org/whl/cpu"
+# verify allocates and runs every sequence: far above any engine's max_num_seqs (256 – 1024)
+# and far below what would take minutes just to lay out block tables.
+MAX_VERIFY_SEQUENCES = 65_536
+
+
+def install_hint(root: Path | None = None, has_gpu_driver: bool | None = None) -> str:
+    """The command that installs the verify extra for the way kvplan is installed here.
+
+    A checkout (editable install, or run from source) has pyproject.toml beside the kvplan
+    package: `pip install 'kvplan[verify]'` would fetch another kvplan from an index there,
+    so the hint installs the checkout's own extra. On a machine without an NVIDIA driver it
+    first points at PyTorch's CPU-only wheels (no CUDA libraries to download).
+
+    Args:
+        root: the folder holding the kvplan package; default: where it was imported from.
+        has_gpu_driver: whether nvidia-smi is on PATH; default: looked up.
+    """
+    import shutil
+
+    if root is None:
+        import kvplan
+
+        root = Path(kvplan.__file__).resolve().parents[1]
+    if has_gpu_driver is None:
+        has_gpu_driver = shutil.which("nvidia-smi") is not None
+    pip = f"{sys.executable} -m pip install"
+    if (root / "pyproject.toml").is_file():
+        command = f"{pip} -e '{root}[verify]'"
+    else:
+        command = f"{pip} 'kvplan[verify]'"
+    if not has_gpu_driver:
+        command = f"{pip} torch --index-url {CPU_TORCH_INDEX} && {command}"
+    return command
 
 
 class _VerifyProgress:
@@ -61,7 +99,8 @@ def verify(
         typer.Option(
             "--context",
             "-c",
-            help="tokens per sequence; accepts 8k, 128k (k = 1024); default 8k on CUDA, 64 on CPU",
+            help="tokens per sequence; accepts 8k, 128k (k = 1024); default 8k on CUDA, 64 on "
+            "CPU, the model's longest with --capacity",
             show_default=False,
         ),
     ] = None,
@@ -93,8 +132,9 @@ def verify(
             "--sku",
             "-s",
             parser=name,
-            help="SKU whose datasheet bandwidth to compare with; default: detected from the "
-            "GPU's name (unknown GPU: comparison marked unknown)",
+            help="SKU whose datasheet bandwidth to compare with (and, with --capacity, whose "
+            "plan to prove); default: detected from the GPU's name (unknown GPU: comparison "
+            "marked unknown)",
             show_default=False,
         ),
     ] = None,
@@ -104,7 +144,8 @@ def verify(
             "--layers",
             parser=count(limits.LAYERS),
             help="verify this many layers (when the whole cache does not fit); whole-model "
-            "figures are scaled by layers/verified and say so; default all on CUDA, 2 on CPU",
+            "figures are scaled by layers/verified and say so; default all on CUDA, 2 on CPU "
+            "(--capacity: always all)",
             show_default=False,
         ),
     ] = None,
@@ -142,6 +183,25 @@ def verify(
             parser=count(limits.SEED, minimum=0), help="seed of the page shuffle, q and KV contents"
         ),
     ] = 0,
+    capacity: Annotated[
+        bool,
+        typer.Option(
+            "--capacity",
+            help="prove the planner's vLLM KV budget for --sku: hold the weights and "
+            "activation estimate, allocate the predicted blocks, run the kernel over every "
+            "block at --context (default: the model's longest), then find the largest block "
+            "count that really allocates",
+        ),
+    ] = False,
+    utilization: Annotated[
+        float | None,
+        typer.Option(
+            parser=fraction(),
+            help="with --capacity: vLLM gpu_memory_utilization, a fraction in (0, 1]; "
+            "default vLLM's (0.9)",
+            show_default=False,
+        ),
+    ] = None,
     fmt: FormatOpt = "table",
     catalog_dirs: CatalogOpt = None,
 ) -> None:
@@ -149,43 +209,49 @@ def verify(
     with user_errors():
         output = _format(fmt)
         catalog = _catalog(catalog_dirs)
-        spec, _ = _model(catalog, model)
+        spec = _model(catalog, model).spec
         target = catalog.sku(sku) if sku is not None else None
-        try:  # torch and triton are the optional `verify` extra; size/report never load them
-            from kvplan.validate.harness import resolve_device, run_verify
+        # The batch's size does not depend on the context: refuse a huge one before torch loads.
+        _verifiable(_batch("1" if context is None else context, batch, lengths))
+        try:  # torch, triton, numpy: the optional `verify` extra; size/report never load them
+            from kvplan.validate.harness import VerifyRequest, resolve_device, run_verify
         except ImportError as error:
             raise KvplanError(
-                f"kvplan verify needs torch and triton ({error.name} is missing): "
-                "pip install 'kvplan[verify]'"
+                f"kvplan verify needs the verify extra ({error.name} is missing): {install_hint()}"
             ) from None
         from kvplan.report.verify_report import render_verify
         from kvplan.validate.record import exit_code, write_record
 
         where = resolve_device(device)
-        default_context = "8k" if where.type == "cuda" else "64"
-        with _VerifyProgress() as progress:
-            record = run_verify(
-                spec,
-                lengths=[
-                    tokens
-                    for tokens, count in _batch(
-                        default_context if context is None else context, batch, lengths
-                    )
-                    for _ in range(count)
-                ],
-                kv_dtype=kv_dtype,
-                engine=engine,
-                tp=tp,
-                block_size=block_size,
-                layers=layers,
-                device=where.type,
-                sku=target,
-                skus=catalog.skus(),
-                bandwidth_pass_fraction=bandwidth_pass,
-                repeats=repeats,
-                seed=seed,
-                progress=progress,
-            )
+        if capacity and (lengths or batch != 1):
+            raise KvplanError("--capacity: give --context only; the batch is what fits")
+        default_context = (
+            str(spec.max_context) if capacity else "8k" if where.type == "cuda" else "64"
+        )
+        sequences = _batch(default_context if context is None else context, batch, lengths)
+        request = VerifyRequest(
+            lengths=tuple(tokens for tokens, count in sequences for _ in range(count)),
+            kv_dtype=kv_dtype,
+            engine=engine,
+            tp=tp,
+            block_size=block_size,
+            layers=layers,
+            device=where.type,
+            sku=target,
+            skus=tuple(catalog.skus()),
+            bandwidth_pass_fraction=bandwidth_pass,
+            repeats=repeats,
+            seed=seed,
+            capacity=capacity,
+            utilization=utilization,
+        )
+        try:
+            with _VerifyProgress() as progress:
+                record = run_verify(spec, request, progress)
+        except ModuleNotFoundError as error:  # e.g. numpy, imported by Triton's interpreter
+            raise KvplanError(
+                f"kvplan verify needs the verify extra ({error.name} is missing): {install_hint()}"
+            ) from None
         if json_path is not None:
             write_record(json_path, record)
             sys.stderr.write(f"wrote {json_path}\n")
@@ -193,3 +259,12 @@ def verify(
     # A failed check is a result, not an error: rendered above, then exit 1 (STYLE).
     if exit_code(record):
         raise typer.Exit(1)
+
+
+def _verifiable(sequences: Batch) -> None:
+    """Refuse a batch verify cannot lay out: it allocates and runs every sequence."""
+    if sequences.size > MAX_VERIFY_SEQUENCES:
+        raise KvplanError(
+            f"--batch: verify runs every sequence on the device; {sequences.size:,} is more "
+            f"than {MAX_VERIFY_SEQUENCES:,} (size a larger batch with `kvplan size`)"
+        )

@@ -120,6 +120,7 @@ def state_bytes_per_seq(model: ModelSpec, tp: int) -> int:
     return bits // 8
 
 
+@lru_cache(maxsize=1024)  # asked once per deployment built; a search builds thousands
 def stage_layer_ranges(num_layers: int, pp: int) -> tuple[range, ...]:
     """Layers of each pipeline stage, split the way vLLM's `get_pp_indices` splits them.
 

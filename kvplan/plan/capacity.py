@@ -48,19 +48,31 @@ class Capacity:
         if not 1 <= batch <= MAX_BATCH:
             raise KvplanError(f"--batch: {batch} must be between 1 and {MAX_BATCH:,} sequences")
         self.deployment, self.sku, self.batch = deployment, sku, batch
-        self.context_tokens = context_tokens or deployment.model.max_context
+        self.context_tokens = context_tokens or deployment.model.context_limit
         self.efficiency = efficiency
         profile = deployment.engine
         self.budget: Budget = profile.budget(deployment, sku, self.context_tokens)
-        self.layout: KvLayout = profile.layout(deployment, sku)
-        self.pool: KvPool = profile.pool(self.layout, self.budget)
         self.scheduler: Scheduler = profile.scheduler(deployment, sku, self.context_tokens)
+
+    # The layout and pool are built when first asked for: a plan whose weights do not fit
+    # never needs them, and a search meets thousands of such plans.
+    @cached_property
+    def layout(self) -> KvLayout:
+        return self.deployment.engine.layout(self.deployment, self.sku)
+
+    @cached_property
+    def pool(self) -> KvPool:
+        return self.deployment.engine.pool(self.layout, self.budget)
+
+    @cached_property
+    def _dp(self) -> int:
+        return self.deployment.dp
 
     @property
     def weights_bytes_per_gpu(self) -> int:
         return self.budget.weights_bytes
 
-    @property
+    @cached_property
     def kv_usable(self) -> bool:
         """The weights fit and something is left for KV."""
         return self.budget.weights_fit and self.budget.kv_bytes > 0
@@ -74,7 +86,7 @@ class Capacity:
         if not self.kv_usable:
             return 0
         per_replica = self.pool.requests_at(tokens or self.context_tokens)
-        return min(per_replica * self.deployment.dp, MAX_BATCH)
+        return min(per_replica * self._dp, MAX_BATCH)
 
     def holds(self, batch: Batch) -> bool:
         """Whether the deployment holds every sequence of `batch` at once."""
@@ -89,13 +101,14 @@ class Capacity:
 
     @cached_property
     def max_context_tokens(self) -> int:
-        """Longest context every one of `batch` requests can have, capped at the native limit."""
-        native = self.deployment.model.max_context
-        return largest_fitting(lambda n: n > 0 and self.max_concurrency(n) >= self.batch, native)
+        """Longest context every one of `batch` requests can have, capped at the model's
+        limit (the extended one when its RoPE scaling is applied)."""
+        limit = self.deployment.model.context_limit
+        return largest_fitting(lambda n: n > 0 and self.max_concurrency(n) >= self.batch, limit)
 
     @property
     def native_limit_binds(self) -> bool:
-        return self.max_context_tokens == self.deployment.model.max_context
+        return self.max_context_tokens == self.deployment.model.context_limit
 
     @cached_property
     def fitting_batch(self) -> int:

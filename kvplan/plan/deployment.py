@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from kvplan.catalog.checkpoint import CheckpointWeights
 from kvplan.errors import KvplanError
 from kvplan.kvmath import LayerCache, layer_caches, stage_layer_ranges
 from kvplan.plan.engines.base import EngineProfile, EngineSettings
-from kvplan.plan.weights import WeightBytes, weight_bytes
+from kvplan.plan.weights import WeightBytes, checkpoint_weight_bytes, weight_bytes
 from kvplan.specs import ModelSpec, kv_dtype_info
 
 # Parallel degrees above these are typing slips, not deployments (the largest public
@@ -27,7 +28,7 @@ class Deployment:
 
     model: ModelSpec
     engine: EngineProfile
-    kv_dtype: str = "bf16"
+    kv_dtype: str = ""  # "": the engine's default (bf16; f16 for llama.cpp and ollama)
     weight_dtype: str | None = None  # None: the model's released dtype
     tp: int = 1
     pp: int = 1
@@ -35,6 +36,7 @@ class Deployment:
     ep: bool = False
     settings: EngineSettings = field(default_factory=EngineSettings)
     exact_weights_bytes: int | None = None  # safetensors total_size, when imported from HF
+    checkpoint: CheckpointWeights | None = None  # safetensors headers: exact bytes per tensor
 
     def __post_init__(self) -> None:
         for name, value in (("--tp", self.tp), ("--pp", self.pp), ("--dp", self.dp)):
@@ -44,7 +46,14 @@ class Deployment:
             raise KvplanError(
                 f"--ep: {self.model.name} has no routed experts; expert parallelism needs an MoE"
             )
+        if not self.kv_dtype:
+            object.__setattr__(self, "kv_dtype", self.engine.default_kv_dtype)
         kv_dtype_info(self.kv_dtype)  # fail early on a typo
+        if not self.engine.accepts_kv_dtype(self.kv_dtype):
+            raise KvplanError(
+                f"--kv-dtype: {self.engine.name} does not store KV as {self.kv_dtype} (a ggml "
+                "block type: use --engine llama.cpp or ollama, or fp8/int8 with this engine)"
+            )
         stage_layer_ranges(self.model.num_layers, self.pp)
         self.engine.check(self)
 
@@ -71,7 +80,12 @@ class Deployment:
         return stage_layer_ranges(self.model.num_layers, self.pp)
 
     def weights(self) -> WeightBytes:
-        """Weight bytes, whole and on the binding GPU."""
+        """Weight bytes, whole and on the binding GPU: the checkpoint's tensors when its
+        headers were read and no other weight dtype was asked for, else computed."""
+        if self.checkpoint is not None and self.weight_dtype is None:
+            return checkpoint_weight_bytes(
+                self.model, self.checkpoint, self.tp, self.pp, self.expert_shards
+            )
         return weight_bytes(
             self.model,
             self.weight_dtype,

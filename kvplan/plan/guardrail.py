@@ -23,6 +23,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_valida
 
 from kvplan import limits
 from kvplan.catalog.deployments import LoadedDeployments
+from kvplan.catalog.resolve import declare_rope_scaling, parse_rope_scaling
 from kvplan.errors import KvplanError
 from kvplan.plan.batch import Batch
 from kvplan.plan.capacity import Capacity
@@ -84,9 +85,12 @@ class ProductSpec(BaseModel):
     tp: GpuCount = Field(1, description="tensor-parallel degree (GPUs per stage)")
     pp: GpuCount = Field(1, description="pipeline-parallel degree (stages)")
     engine: Name = Field(
-        DEFAULT_ENGINE, description="KV accounting: vllm, sglang, exact, hf or naive"
+        DEFAULT_ENGINE,
+        description="KV accounting: vllm, sglang, trtllm, llama.cpp, ollama, exact, hf or naive",
     )
-    kv_dtype: Name = Field("bf16", description="KV element type: bf16, fp8, int8, ...")
+    kv_dtype: Name | None = Field(
+        None, description="KV element type: bf16, fp8, int8, q8_0, ...; null: the engine's default"
+    )
     weight_dtype: Name | None = Field(
         None, description="weight type (bf16, fp8, int4, ...); null: the model's released dtype"
     )
@@ -124,6 +128,22 @@ class ProductSpec(BaseModel):
     max_num_seqs: SequenceCount | None = Field(
         None, description="vLLM max_num_seqs in requests; null: vLLM's default"
     )
+    rope_scaling: str | None = Field(
+        None,
+        description="RoPE scaling the deployment serves with, TYPE:FACTOR[:ORIGINAL_TOKENS] "
+        "(e.g. yarn:4; vLLM --hf-overrides): a context past the model's native limit counts "
+        "as served only when declared here (or stated in the model's config)",
+    )
+
+    @field_validator("rope_scaling")
+    @classmethod
+    def _rope_syntax(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                parse_rope_scaling(value, "rope_scaling")
+            except KvplanError as error:
+                raise ValueError(str(error).removeprefix("rope_scaling: ")) from None
+        return value
 
     @field_validator("engine")
     @classmethod
@@ -134,7 +154,9 @@ class ProductSpec(BaseModel):
 
     @field_validator("kv_dtype")
     @classmethod
-    def _known_kv_dtype(cls, value: str) -> str:
+    def _known_kv_dtype(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
         try:
             return kv_dtype_info(value).name
         except KvplanError as error:
@@ -243,10 +265,12 @@ class GuardrailResult:
 
 def product_deployment(product: ProductSpec, model: ModelSpec) -> Deployment:
     """The deployment a product describes, its engine settings included."""
+    if product.rope_scaling is not None:
+        model = declare_rope_scaling(model, product.rope_scaling, "rope_scaling")
     return Deployment(
         model=model,
         engine=engine_profile(product.engine),
-        kv_dtype=product.kv_dtype,
+        kv_dtype=product.kv_dtype or "",
         weight_dtype=product.weight_dtype,
         tp=product.tp,
         pp=product.pp,
@@ -263,9 +287,10 @@ def product_deployment(product: ProductSpec, model: ModelSpec) -> Deployment:
 def _failure(capacity: Capacity, context: int, supported: int, promised: int) -> Failure | None:
     if capacity.verdict == "weights don't fit":
         return "weights"
-    # vLLM refuses max_model_len above the model's limit without an override; the promise
-    # then rests on RoPE scaling nobody has checked, so it fails here rather than passing.
-    if context > capacity.deployment.model.max_context:
+    # vLLM refuses max_model_len above the model's limit without an override; a promise past
+    # it rests on RoPE scaling, served only when the product declares it (rope_scaling), so
+    # an undeclared one fails here rather than passing.
+    if context > capacity.deployment.model.context_limit:
         return "native_limit"
     if supported < 1:
         return "one_request"
@@ -378,8 +403,9 @@ class ClaimSheet:
 
     @property
     def within_native_limit(self) -> bool:
-        """The claimed context is one the model was trained for (memory aside)."""
-        return self.size.context <= self.size.deployment.model.max_context
+        """The claimed context is within the model's limit, extended when its RoPE scaling
+        is applied (memory aside)."""
+        return self.size.context <= self.size.deployment.model.context_limit
 
 
 def claim_sheet(

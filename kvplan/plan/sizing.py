@@ -20,7 +20,7 @@ from kvplan.plan.capacity import Capacity
 from kvplan.plan.deployment import Deployment
 from kvplan.plan.engines import KvLayout
 from kvplan.plan.weights import WeightBytes
-from kvplan.specs import SkuSpec, kv_dtype_info
+from kvplan.specs import ModelSpec, SkuSpec, kv_dtype_info
 
 
 @dataclass(frozen=True)
@@ -142,12 +142,7 @@ def _notes(deployment: Deployment, context: int) -> list[str]:
     """What the user should know about this plan, whatever the engine."""
     model, tp = deployment.model, deployment.tp
     kinds = model.layer_kinds
-    notes = list(model.notes)
-    if context > model.max_context:
-        notes.append(
-            f"context {context:,} exceeds {model.name}'s native limit of "
-            f"{model.max_context:,} tokens"
-        )
+    notes = list(model.notes) + context_notes(model, context)
     if tp > model.attention.num_kv_heads and any(
         k in ("full", "sliding", "chunked") for k in kinds
     ):
@@ -157,6 +152,40 @@ def _notes(deployment: Deployment, context: int) -> list[str]:
         )
     if "mla" in kinds and tp > 1:
         notes.append("MLA latent is not split by heads: every TP rank holds the whole latent")
+    return notes
+
+
+def context_notes(model: ModelSpec, context: int) -> list[str]:
+    """What a context past the native limit rests on: an applied RoPE scaling, one to
+    declare (the model card's), or nothing."""
+    rope, extended = model.rope_scaling, model.extended_context
+    notes = []
+    if extended is not None and rope is not None:
+        how = (
+            "applied"
+            if rope.applied
+            else "recommended, not applied: declare it with "
+            f"--rope-scaling {rope.rope_type}:{rope.factor:g}"
+        )
+        where = f" ({rope.source})" if rope.source else ""
+        notes.append(
+            f"context limit: native {model.max_context:,} tokens; {extended:,} with RoPE "
+            f"{rope.label()}{where}, {how}"
+        )
+    if context <= model.max_context:
+        return notes
+    if extended is not None and context <= extended:
+        served = "served" if rope is not None and rope.applied else "not served until declared"
+        notes.append(
+            f"context {context:,} is past {model.name}'s native limit of {model.max_context:,} "
+            f"tokens, within the RoPE extension ({extended:,}): {served}"
+        )
+    else:
+        which = "native" if model.context_limit == model.max_context else "extended"
+        notes.append(
+            f"context {context:,} exceeds {model.name}'s {which} limit of "
+            f"{model.context_limit:,} tokens"
+        )
     return notes
 
 

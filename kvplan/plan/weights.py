@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
+from kvplan.catalog.checkpoint import FIRST, LAST, CheckpointWeights
 from kvplan.kvmath import (
+    LayerParams,
     ParamCounts,
     ceil_div,
     layer_params,
@@ -51,10 +53,20 @@ class WeightBytes:
     active_bytes: int  # what one token reads at batch 1 (MoE: only routed-to experts)
     stages: tuple[StageWeights, ...]
     scale: float = 1.0  # exact checkpoint bytes / computed bytes (1 unless imported from HF)
+    vision_bytes: int = 0  # vision tower and projector, in total_bytes (split over TP)
+    checkpoint: CheckpointWeights | None = None  # the safetensors headers they came from
 
 
 def _base_dtype(linear: DtypeInfo) -> DtypeInfo:
     return linear if linear.name in _UNQUANTISED else weight_dtype_info("bf16")
+
+
+@lru_cache(maxsize=64)  # every (dtype, tp, pp) of a model sums the same layers
+def _layer_params(model: ModelSpec) -> tuple[LayerParams, ...]:
+    return tuple(layer_params(model, layer) for layer in range(model.num_layers))
+
+
+_param_counts = lru_cache(maxsize=64)(param_counts)
 
 
 @lru_cache(maxsize=4096)  # reports ask for the same (model, dtype, tp, pp) once per SKU
@@ -75,29 +87,33 @@ def weight_bytes(
     tied) to the last.
     `exact_total_bytes` (safetensors metadata) rescales the computed figures to match.
     `expert_shards` (default tp) is how many GPUs share the routed experts (expert parallel).
+    A vision tower (model.vision) stays 16-bit and is split over TP on the first stage.
     """
     linear = weight_dtype_info(weight_dtype or model.weight_dtype)
     expert_name = weight_dtype or (model.moe.expert_weight_dtype if model.moe else None)
     expert = weight_dtype_info(expert_name) if expert_name else linear
     base = _base_dtype(linear)
-    counts = param_counts(model)
+    counts = _param_counts(model)
     hidden = model.hidden_size
     embedding_bytes = tensor_bytes(counts.embedding, base)
     lm_head_bytes = tensor_bytes(model.vocab_size * hidden, base)
     final_norm_bytes = tensor_bytes(hidden * (1 if model.norm == "rms" else 2), base)
+    tower = model.vision_tower.params if model.vision_tower else 0
+    vision_bytes = tensor_bytes(tower, base) + tensor_bytes(counts.vision, base)
 
     stages = []
+    per_layer = _layer_params(model)
     for stage, layers in enumerate(stage_layer_ranges(model.num_layers, pp)):
         sharded = routed = replicated = 0
         for layer in layers:
-            p = layer_params(model, layer)
+            p = per_layer[layer]
             sharded += tensor_bytes(p.mixer + p.dense_ffn + p.shared, linear)
             routed += tensor_bytes(p.routed_experts, expert)
             replicated += tensor_bytes(p.norms, base)
         if stage == 0:
-            # The image encoder runs before the first layer; vLLM's mllama shards its linear
-            # layers over TP like the text model's (ColumnParallelLinear / RowParallelLinear).
-            sharded += embedding_bytes + tensor_bytes(counts.vision, base)
+            # Image encoders run before the first layer; vLLM shards their linear layers over
+            # TP like the text model's (mllama; --mm-encoder-tp-mode weights, the default).
+            sharded += embedding_bytes + vision_bytes
         if stage == pp - 1:
             replicated += final_norm_bytes
             if not model.tie_word_embeddings or pp > 1:
@@ -108,12 +124,78 @@ def weight_bytes(
     if model.tie_word_embeddings and pp > 1:
         total -= lm_head_bytes  # the last stage's copy is not a parameter of its own
     per_gpu = max(s.per_gpu_bytes(tp, expert_shards=expert_shards) for s in stages)
-    active = total - tensor_bytes(counts.routed_experts, expert)
+    active = total - vision_bytes - tensor_bytes(counts.routed_experts, expert)
     active += tensor_bytes(counts.active_routed_experts, expert)
     scale = 1.0
     if exact_total_bytes is not None:
         scale = exact_total_bytes / total
         per_gpu = per_gpu * exact_total_bytes // total
         active = active * exact_total_bytes // total
+        vision_bytes = vision_bytes * exact_total_bytes // total
         total = exact_total_bytes
-    return WeightBytes(counts, linear.name, total, per_gpu, active, tuple(stages), scale)
+    return WeightBytes(
+        counts, linear.name, total, per_gpu, active, tuple(stages), scale, vision_bytes
+    )
+
+
+def _place_stage(place: int, ranges: tuple[range, ...]) -> int:
+    if place == FIRST:
+        return 0
+    if place == LAST:
+        return len(ranges) - 1
+    return next(i for i, layers in enumerate(ranges) if place in layers)
+
+
+@lru_cache(maxsize=1024)
+def checkpoint_weight_bytes(
+    model: ModelSpec,
+    checkpoint: CheckpointWeights,
+    tp: int = 1,
+    pp: int = 1,
+    expert_shards: int | None = None,
+) -> WeightBytes:
+    """Weight bytes from a checkpoint's safetensors headers: exact per tensor, held on tp
+    ranks the way `catalog.checkpoint` classifies each tensor (split, kv, expert, replicated,
+    vision); layers past num_layers are not loaded. A tied embedding under pp > 1 is copied
+    to the last stage as lm_head.
+    """
+    ranges = stage_layer_ranges(model.num_layers, pp)
+    sharded, routed, replicated = [0] * pp, [0] * pp, [0] * pp
+    kv_heads = model.attention.num_kv_heads
+    for role, place, size in checkpoint.groups:
+        if role == "unloaded":
+            continue
+        stage = _place_stage(place, ranges)
+        if role == "expert":
+            routed[stage] += size
+        elif role == "replicated":
+            replicated[stage] += size
+        elif role == "kv" and tp > kv_heads:
+            replicated[stage] += ceil_div(size, kv_heads)  # one whole KV head per rank
+        else:
+            sharded[stage] += size
+    if (
+        model.tie_word_embeddings
+        and pp > 1
+        and not any(place == LAST and role == "split" for role, place, _ in checkpoint.groups)
+    ):
+        sharded[-1] += sum(
+            size for role, place, size in checkpoint.groups if place == FIRST and role == "split"
+        )
+    stages = tuple(StageWeights(*parts) for parts in zip(sharded, routed, replicated, strict=True))
+    counts = param_counts(model)
+    loaded = checkpoint.total_bytes - checkpoint.role_bytes("unloaded")
+    routed_total = sum(routed)
+    active = loaded - checkpoint.role_bytes("vision") - routed_total
+    if counts.routed_experts:
+        active += routed_total * counts.active_routed_experts // counts.routed_experts
+    return WeightBytes(
+        params=counts,
+        weight_dtype=model.weight_dtype,
+        total_bytes=loaded,
+        per_gpu_bytes=max(s.per_gpu_bytes(tp, expert_shards=expert_shards) for s in stages),
+        active_bytes=active,
+        stages=stages,
+        vision_bytes=checkpoint.role_bytes("vision"),
+        checkpoint=checkpoint,
+    )

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-from kvplan.plan.capacity import Capacity
+from kvplan.api.results import CapacityRow, dump
 from kvplan.report.render import (
     Format,
     Table,
@@ -55,68 +54,21 @@ class MemorySplit:
         return max(self.weights_bytes + self.kv_bytes - self.memory_bytes, 0)
 
 
-def memory_split(row: Capacity) -> MemorySplit:
+def memory_split(row: CapacityRow) -> MemorySplit:
     """The table's bar and the plot's stacked bar: the same three figures."""
-    per_replica = -(-row.batch // row.deployment.dp)
-    kv = per_replica * row.request_bytes_per_gpu() if row.budget.weights_fit else 0
-    return MemorySplit(row.budget.total_bytes, row.weights_bytes_per_gpu, kv)
+    per_replica = -(-row.batch // row.dp)
+    budget = row.budget
+    weights_fit = budget.fixed_kv_memory or row.weights_bytes_per_gpu <= budget.requested_bytes
+    kv = per_replica * row.kv_bytes_per_request_per_gpu if weights_fit else 0
+    return MemorySplit(row.memory_bytes, row.weights_bytes_per_gpu, kv)
 
 
-def capacity_record(row: Capacity) -> dict[str, Any]:
-    """One row of the JSON contract (docs/commands/report.md); exact integers, bytes per GPU."""
-    d, budget = row.deployment, row.budget
-    decode = row.decode()
-    record: dict[str, Any] = {
-        "model": d.model.name,
-        "sku": row.sku.name,
-        "engine": d.engine.name,
-        "tp": d.tp,
-        "pp": d.pp,
-        "dp": d.dp,
-        "ep": d.ep,
-        "gpus": d.gpus,
-        "kv_dtype": d.kv_dtype,
-        "batch": row.batch,
-        "context": row.context_tokens,
-        "memory_bytes": budget.total_bytes,
-        "weights_bytes_per_gpu": row.weights_bytes_per_gpu,
-        "kv_budget_bytes_per_gpu": budget.kv_bytes,
-        "kv_budget_uncertainty_bytes": budget.uncertainty_bytes,
-        "budget": {
-            "total_bytes": budget.total_bytes,
-            "total_basis": budget.total_basis,
-            "utilization": budget.utilization,
-            "requested_bytes": budget.requested_bytes,
-            "activation_bytes": budget.activation_bytes,
-            "non_torch_bytes": budget.non_torch_bytes,
-            "cudagraph_bytes": budget.cudagraph_bytes,
-            "fixed_kv_memory": budget.fixed,
-        },
-        "tokens_per_block": row.layout.tokens_per_block,
-        "kv_blocks": row.pool.num_blocks if row.kv_usable else 0,
-        "kv_bytes_per_request_per_gpu": row.request_bytes_per_gpu(),
-        "kv_capacity_tokens": row.kv_capacity_tokens,
-        "max_context_tokens": row.max_context_tokens,
-        "native_limit_binds": row.native_limit_binds,
-        "max_concurrency": row.max_concurrency(),
-        "fitting_batch": row.fitting_batch,
-        "kv_bytes_per_token_per_gpu": row.layout.kv_bytes_per_token,
-        "decode_batch": decode.batch if decode else 0,
-        "decode_tokens_per_s": round(decode.tokens_per_s * d.dp, 1) if decode else None,
-        "decode_step_s": decode.step_s if decode else None,
-        "verdict": row.verdict,
-        "log_lines": row.log_lines(),
-        "notes": d.engine.notes(d, row.sku),
-    }
-    return record
-
-
-def capacity_table(rows: list[Capacity], records: list[dict[str, Any]] | None = None) -> Table:
+def capacity_table(rows: list[CapacityRow]) -> Table:
     """The per-SKU table; exact values in the records, rounded strings on screen."""
     first = rows[0]
-    batch, context = first.batch, first.context_tokens
+    batch, context = first.batch, first.context
     table = Table(
-        f"engine {first.deployment.engine.name} · KV {first.deployment.kv_dtype} · "
+        f"engine {first.engine} · KV {first.kv_dtype} · "
         f"longest context at batch {batch} · concurrency at {context:,} tokens",
         [
             "model",
@@ -147,8 +99,8 @@ def capacity_table(rows: list[Capacity], records: list[dict[str, Any]] | None = 
             "bar",
         ],
     )
-    for i, row in enumerate(rows):
-        record = records[i] if records else capacity_record(row)
+    for row in rows:
+        record = dump(row)
         split = memory_split(row)
         picture = bar(
             [
@@ -168,9 +120,9 @@ def capacity_table(rows: list[Capacity], records: list[dict[str, Any]] | None = 
         table.add(
             [record[k] for k in table.keys[:-1]] + [picture],
             [
-                row.deployment.model.name,
-                row.sku.name,
-                f"{row.deployment.tp}" + (f"×{row.deployment.pp}" if row.deployment.pp > 1 else ""),
+                row.model,
+                row.sku,
+                _parallel(row),
                 gib(row.weights_bytes_per_gpu),
                 gib(record["kv_budget_bytes_per_gpu"]),
                 f"{record['kv_capacity_tokens']:,}",
@@ -188,7 +140,7 @@ def capacity_table(rows: list[Capacity], records: list[dict[str, Any]] | None = 
         "decode tok/s: roofline (weights + KV bytes read per step / bandwidth × efficiency) at "
         "the requests that fit, up to the batch above; KV/token is per GPU"
     )
-    band = max(r.budget.uncertainty_bytes for r in rows)
+    band = max(r.kv_budget_uncertainty_bytes for r in rows)
     if band:
         table.notes.append(
             f"KV budgets carry estimated engine terms (activation peak, non-torch memory): "
@@ -199,23 +151,28 @@ def capacity_table(rows: list[Capacity], records: list[dict[str, Any]] | None = 
     return table
 
 
-def render_report(rows: list[Capacity], fmt: Format, log_lines: bool) -> None:
-    """Print the report; with `log_lines`, vLLM's startup lines for each distinct plan."""
-    records = [capacity_record(r) for r in rows]
+def _parallel(row: CapacityRow) -> str:
+    """tp, then ×pp and dp N (+ep) when they are used."""
+    text = f"{row.tp}" + (f"×{row.pp}" if row.pp > 1 else "")
+    return text + (f" dp{row.dp}" + ("+ep" if row.ep else "") if row.dp > 1 else "")
+
+
+def render_report(rows: list[CapacityRow], fmt: Format, log_lines: bool) -> None:
+    """Print the report; with `log_lines`, the engine's startup lines for each distinct plan."""
+    records = [dump(r) for r in rows]
     flat = [{k: v for k, v in r.items() if not isinstance(v, dict)} for r in records]
-    emit(fmt, records, flat, lambda: _table_with_log_lines(rows, records, log_lines))
+    emit(fmt, records, flat, lambda: _table_with_log_lines(rows, log_lines))
 
 
-def _table_with_log_lines(rows: list[Capacity], records: list[dict], log_lines: bool) -> Table:
-    table = capacity_table(rows, records)
+def _table_with_log_lines(rows: list[CapacityRow], log_lines: bool) -> Table:
+    table = capacity_table(rows)
     if not log_lines:
         return table
     seen: dict[tuple[str, ...], list[str]] = {}
-    for row, record in zip(rows, records, strict=True):
-        label = f"{row.deployment.model.name} tp{row.deployment.tp} {row.sku.name}"
-        if record["log_lines"]:
-            seen.setdefault(tuple(record["log_lines"]), []).append(label)
-    engine = rows[0].deployment.engine.name
+    for row in rows:
+        if row.log_lines:
+            seen.setdefault(tuple(row.log_lines), []).append(f"{row.model} tp{row.tp} {row.sku}")
+    engine = rows[0].engine
     for lines, labels in seen.items():
         more = f" (+{len(labels) - 3} more)" if len(labels) > 3 else ""
         table.notes.append(f"{engine} log lines for {', '.join(labels[:3])}{more}:")

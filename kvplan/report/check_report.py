@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from kvplan.api.results import CheckReport, ProductResult, dump
 from kvplan.plan.guardrail import GuardrailResult, ProductCheck
 from kvplan.report.render import Format, Table, emit, gib
+from kvplan.specs import ModelSpec
 
 
 def reason(check: ProductCheck) -> str:
@@ -27,7 +29,8 @@ def reason(check: ProductCheck) -> str:
     if check.failure == "native_limit":
         return (
             f"promised context {context:,} tokens exceeds {capacity.deployment.model.name}'s "
-            f"native limit of {capacity.deployment.model.max_context:,} tokens"
+            f"native limit of {capacity.deployment.model.context_limit:,} tokens"
+            + _extension_hint(capacity.deployment.model, context)
         )
     if check.failure == "one_request":
         return (
@@ -50,40 +53,32 @@ def _requests(count: int) -> str:
     return f"{count:,} request" + ("" if count == 1 else "s")
 
 
-def check_record(check: ProductCheck) -> dict[str, Any]:
-    """One product of the JSON contract (docs/commands/check.md); exact integers."""
-    d = check.capacity.deployment
-    return {
-        "name": check.product.name,
-        "model": d.model.name,
-        "sku": check.capacity.sku.name,
-        "tp": d.tp,
-        "pp": d.pp,
-        "engine": d.engine.name,
-        "kv_dtype": d.kv_dtype,
-        "promised_context": check.promised_context_tokens,
-        "promised_concurrency": check.promised_concurrency,
-        "supported_concurrency": check.supported_concurrency,
-        "supported_context_at_promised_concurrency": check.supported_context_tokens,
-        "kv_bytes_per_request_per_gpu": check.kv_bytes_per_request_per_gpu,
-        "kv_bytes_needed_per_gpu": check.kv_bytes_needed_per_gpu,
-        "kv_budget_bytes_per_gpu": check.kv_budget_bytes_per_gpu,
-        "weights_bytes_per_gpu": check.capacity.weights_bytes_per_gpu,
-        "memory_bytes": check.capacity.budget.total_bytes,
-        "ok": check.ok,
-        "failure": check.failure,
-        "reason": reason(check),
-        "notes": list(check.notes),
-    }
+def check_record(product: ProductResult) -> dict[str, Any]:
+    """One product of the JSON contract (docs/commands/check.md): its numbers and the reason."""
+    record = dump(product)
+    notes = record.pop("notes")
+    return record | {"reason": reason(product.source), "notes": notes}
 
 
-def check_payload(result: GuardrailResult) -> dict[str, Any]:
+def check_payload(report: CheckReport) -> dict[str, Any]:
     """`{"ok": bool, "products": [...]}`: what a CI pipeline reads."""
-    return {"ok": result.ok, "products": [check_record(c) for c in result.checks]}
+    return {"ok": report.ok, "products": [check_record(p) for p in report.products]}
 
 
-def check_table(result: GuardrailResult) -> Table:
+def _extension_hint(model: ModelSpec, context: int) -> str:
+    """How a context past the native limit could be served: the RoPE extension to declare."""
+    rope, extended = model.rope_scaling, model.extended_context
+    if rope is None or extended is None or rope.applied or context > extended:
+        return ""
+    return (
+        f"; its RoPE {rope.label()} reaches {extended:,}: declare it with "
+        f"rope_scaling: {rope.rope_type}:{rope.factor:g}"
+    )
+
+
+def check_table(report: CheckReport) -> Table:
     """Promised vs supported, one row per product; the reasons as notes below."""
+    result: GuardrailResult = report.source
     failed = sum(not c.ok for c in result.checks)
     count = len(result.checks)
     table = Table(
@@ -116,8 +111,8 @@ def check_table(result: GuardrailResult) -> Table:
             "ok",
         ],
     )
-    for check in result.checks:
-        record = check_record(check)
+    for product in report.products:
+        record, check = dump(product), product.source
         table.add(
             [record[k] for k in table.keys],
             [
@@ -140,7 +135,7 @@ def check_table(result: GuardrailResult) -> Table:
     return table
 
 
-def render_check(result: GuardrailResult, fmt: Format) -> None:
+def render_check(report: CheckReport, fmt: Format) -> None:
     """Print the check in `fmt`; the exit code is the CLI's job."""
-    records = [check_record(c) for c in result.checks]
-    emit(fmt, check_payload(result), records, lambda: check_table(result))
+    records = [check_record(p) for p in report.products]
+    emit(fmt, check_payload(report), records, lambda: check_table(report))

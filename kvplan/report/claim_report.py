@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from kvplan.api.results import ClaimReport, dump
 from kvplan.plan.guardrail import ClaimSheet
 from kvplan.plan.sizing import formula_terms
 from kvplan.report.render import (
@@ -16,45 +17,13 @@ from kvplan.report.render import (
 )
 
 
-def claim_record(sheet: ClaimSheet) -> dict[str, Any]:
-    """The JSON contract of `kvplan claim` (docs/commands/claim.md); exact integers."""
-    result, capacity = sheet.size, sheet.capacity
-    d, budget = result.deployment, capacity.budget
-    return {
-        "model": d.model.name,
-        "sku": capacity.sku.name,
-        "engine": d.engine.name,
-        "tp": d.tp,
-        "pp": d.pp,
-        "gpus": d.gpus,
-        "kv_dtype": d.kv_dtype,
-        "weight_dtype": result.weights.weight_dtype,
-        "context": result.context,
-        "batch": result.batch.size,
-        "native_context_limit": d.model.max_context,
-        "kv_bytes_per_token": result.kv_bytes_per_token,
-        "kv_bytes_per_token_per_gpu": result.kv_bytes_per_token_per_gpu,
-        "kv_bytes_per_request": result.kv_bytes_per_request,
-        "kv_bytes_per_request_per_gpu": sheet.kv_bytes_per_request_per_gpu,
-        "kv_bytes_batch": result.kv_bytes,
-        "kv_bytes_batch_per_gpu": result.kv_bytes_per_gpu,
-        "weights_bytes": result.weights.total_bytes,
-        "weights_bytes_per_gpu": result.weights.per_gpu_bytes,
-        "engine_reserve_bytes_per_gpu": sheet.reserve_bytes_per_gpu,
-        "engine_reserve": {
-            "utilization": budget.utilization,
-            "headroom_bytes": sheet.headroom_bytes_per_gpu,
-            "activation_bytes": budget.activation_bytes,
-            "non_torch_bytes": budget.non_torch_bytes,
-            "cudagraph_bytes": budget.cudagraph_bytes,
-        },
-        "total_bytes_per_gpu": sheet.total_bytes_per_gpu,
-        "memory_bytes": sheet.memory_bytes,
-        "free_bytes_per_gpu": sheet.free_bytes_per_gpu,
-        "fits": sheet.fits,
-        "within_native_limit": sheet.within_native_limit,
-        "max_context_tokens_at_batch": capacity.max_context_tokens,
-        "max_concurrency_at_context": capacity.max_concurrency(),
+def claim_record(report: ClaimReport) -> dict[str, Any]:
+    """The JSON contract of `kvplan claim` (docs/commands/claim.md): the numbers, the formula
+    with them, the questions to ask and the notes."""
+    sheet: ClaimSheet = report.source
+    record = dump(report)
+    del record["notes"]
+    return record | {
         "formula": formula_lines(sheet),
         "questions": vendor_questions(sheet),
         "notes": notes(sheet),
@@ -223,7 +192,7 @@ def claim_table(sheet: ClaimSheet) -> Table:
     return table
 
 
-def render_claim(sheet: ClaimSheet, fmt: Format) -> None:
+def render_claim(report: ClaimReport, fmt: Format) -> None:
     """Print the claim sheet in `fmt`."""
-    record = claim_record(sheet)
-    emit(fmt, record, [record], lambda: claim_table(sheet))
+    record = claim_record(report)
+    emit(fmt, record, [record], lambda: claim_table(report.source))

@@ -13,9 +13,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from kvplan.api.results import CapacityRow
 from kvplan.errors import KvplanError
 from kvplan.files import write_atomically
-from kvplan.plan.capacity import Capacity
 from kvplan.report.capacity_report import memory_split
 from kvplan.units import GIB
 
@@ -40,10 +40,9 @@ def _matplotlib() -> ModuleType:
     return matplotlib
 
 
-def _label(row: Capacity, many_models: bool) -> str:
-    d = row.deployment
-    parallel = f"tp{d.tp}" + (f"×pp{d.pp}" if d.pp > 1 else "")
-    return (f"{d.model.name} · " if many_models else "") + f"{row.sku.name} · {parallel}"
+def _label(row: CapacityRow, many_models: bool) -> str:
+    parallel = f"tp{row.tp}" + (f"×pp{row.pp}" if row.pp > 1 else "")
+    return (f"{row.model} · " if many_models else "") + f"{row.sku} · {parallel}"
 
 
 def _tokens_label(tokens: int) -> str:
@@ -53,7 +52,7 @@ def _tokens_label(tokens: int) -> str:
     return f"{tokens // 1024}k" if tokens >= 1024 else str(tokens)
 
 
-def _context_panel(axes: Any, rows: list[Capacity], labels: list[str]) -> None:
+def _context_panel(axes: Any, rows: list[CapacityRow], labels: list[str]) -> None:
     """Horizontal bars of the longest context (log scale), the native limit marked."""
     positions = list(range(len(rows)))
     contexts = [r.max_context_tokens for r in rows]
@@ -61,7 +60,7 @@ def _context_panel(axes: Any, rows: list[Capacity], labels: list[str]) -> None:
     colors = [NATIVE_CAPPED_COLOR if cap else MEMORY_BOUND_COLOR for cap in capped]
     # Zero-token rows have no bar on a log axis; they get their verdict as text instead.
     axes.barh(positions, [c if c > 0 else float("nan") for c in contexts], color=colors)
-    natives = [r.deployment.model.max_context for r in rows]
+    natives = [r.context_limit for r in rows]
     axes.scatter(
         natives, positions, marker="|", s=220, color="black", label="native limit", zorder=3
     )
@@ -87,7 +86,7 @@ def _context_panel(axes: Any, rows: list[Capacity], labels: list[str]) -> None:
     axes.grid(axis="x", alpha=0.3)
 
 
-def _memory_panel(axes: Any, rows: list[Capacity]) -> None:
+def _memory_panel(axes: Any, rows: list[CapacityRow]) -> None:
     """Stacked bars per GPU in GiB: weights, KV of the requested batch, the rest free.
 
     KV is the whole requested batch, never clipped: what does not fit runs past the memory
@@ -110,7 +109,7 @@ def _memory_panel(axes: Any, rows: list[Capacity]) -> None:
     axes.set_yticks(positions, [""] * len(rows))
     axes.invert_yaxis()
     first = rows[0]
-    axes.set_xlabel(f"GiB per GPU at batch {first.batch} × {first.context_tokens:,} tokens")
+    axes.set_xlabel(f"GiB per GPU at batch {first.batch} × {first.context:,} tokens")
     _legend_above(axes)
     axes.grid(axis="x", alpha=0.3)
 
@@ -140,7 +139,7 @@ def ensure_plot_possible(path: Path) -> None:
     _matplotlib()
 
 
-def plot_report(rows: list[Capacity], path: Path) -> None:
+def plot_report(rows: list[CapacityRow], path: Path) -> None:
     """Draw the report's rows to `path` (.svg or .png), atomically.
 
     Raises:
@@ -155,7 +154,7 @@ def plot_report(rows: list[Capacity], path: Path) -> None:
             f"{MAX_PLOT_ROWS}); narrow --model, --sku or --tp"
         )
     matplotlib = _matplotlib()
-    many_models = len({r.deployment.model.name for r in rows}) > 1
+    many_models = len({r.model for r in rows}) > 1
     labels = [_label(r, many_models) for r in rows]
     figure = matplotlib.figure.Figure(
         figsize=(13, 1.6 + ROW_HEIGHT_INCHES * len(rows)), layout="constrained"
@@ -163,8 +162,8 @@ def plot_report(rows: list[Capacity], path: Path) -> None:
     context_axes, memory_axes = figure.subplots(1, 2)
     _context_panel(context_axes, rows, labels)
     _memory_panel(memory_axes, rows)
-    d = rows[0].deployment
-    figure.suptitle(f"kvplan report · engine {d.engine.name} · KV {d.kv_dtype}", fontsize=11)
+    first = rows[0]
+    figure.suptitle(f"kvplan report · engine {first.engine} · KV {first.kv_dtype}", fontsize=11)
     # A fixed salt for the SVG's element ids: the same report draws the same bytes.
     with matplotlib.rc_context({"svg.hashsalt": "kvplan"}):
         _save(figure, path, image_format)

@@ -57,6 +57,7 @@ class Table:
     rows: list[list[Any]] = field(default_factory=list)
     display_rows: list[list[str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    footer: list[str] = field(default_factory=list)  # verbatim lines (commands, log lines)
 
     def add(self, values: list[Any], shown: list[str]) -> None:
         """Add one row: exact `values` for JSON/CSV and `shown` strings for table/Markdown."""
@@ -109,6 +110,8 @@ def markdown(table: Table) -> str:
     lines.append("|" + "|".join("---" for _ in table.headers) + "|")
     lines += ["| " + " | ".join(row) + " |" for row in table.display_rows]
     lines += [""] + [f"- {note}" for note in table.notes]
+    if table.footer:
+        lines += ["", "```", *table.footer, "```"]
     return "\n".join(lines) + "\n"
 
 
@@ -142,3 +145,5 @@ def print_table(table: Table) -> None:
     console.print(rich_table)
     for note in table.notes:
         console.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
+    for line in table.footer:
+        console.print(line, markup=False, highlight=False, soft_wrap=True)

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
+from kvplan.api.results import SizeReport, dump
 from kvplan.plan.sizing import SizeResult, formula_terms
 from kvplan.report.render import (
     Format,
@@ -16,67 +16,25 @@ from kvplan.report.render import (
 )
 
 
-def size_record(result: SizeResult) -> dict[str, Any]:
-    """The stable JSON contract of `kvplan size` (docs/commands/size.md); exact integers."""
-    d = result.deployment
-    weights = result.weights
-    record: dict[str, Any] = {
-        "model": d.model.name,
-        "engine": d.engine.name,
-        "context": result.context,
-        "batch": result.batch.size,
-        "sequences": [{"tokens": tokens, "count": count} for tokens, count in result.batch],
-        "kv_dtype": d.kv_dtype,
-        "weight_dtype": weights.weight_dtype,
-        "tp": d.tp,
-        "pp": d.pp,
-        "dp": d.dp,
-        "ep": d.ep,
-        "gpus": d.gpus,
-        "tokens_per_block": result.layout.tokens_per_block,
-        "exact_kv_bytes": result.exact_kv_bytes,
-        "exact_kv_bytes_per_gpu": result.exact_kv_bytes_per_gpu,
-        "kv_bytes": result.kv_bytes,
-        "kv_bytes_per_gpu": result.kv_bytes_per_gpu,
-        "kv_bytes_per_token": result.kv_bytes_per_token,
-        "kv_bytes_per_token_per_gpu": result.kv_bytes_per_token_per_gpu,
-        "kv_bytes_per_request": result.kv_bytes_per_request,
-        "kv_bytes_per_request_per_gpu": result.kv_bytes_per_request_per_gpu,
-        "kv_bytes_by_kind": result.kv_bytes_by_kind,
-        "naive_kv_bytes": result.naive_kv_bytes,
-        "full_reservation_kv_bytes": result.full_reservation_kv_bytes,
-        "weights_bytes": weights.total_bytes,
-        "weights_bytes_per_gpu": weights.per_gpu_bytes,
-        "params": weights.params.total,
-        "active_params": weights.params.active,
-        "published_params": d.model.params,
-        "max_context": d.model.max_context,
-        "layers": result.layers,
-    }
-    capacity = result.capacity
-    if capacity is not None:
-        budget = capacity.budget
-        record |= {
-            "sku": capacity.sku.name,
-            "memory_bytes": budget.total_bytes,
-            "kv_budget_bytes_per_gpu": budget.kv_bytes,
-            "kv_budget_uncertainty_bytes": budget.uncertainty_bytes,
-            "budget": {
-                "total_basis": budget.total_basis,
-                "utilization": budget.utilization,
-                "activation_bytes": budget.activation_bytes,
-                "non_torch_bytes": budget.non_torch_bytes,
-                "cudagraph_bytes": budget.cudagraph_bytes,
-                "fixed_kv_memory": budget.fixed,
-            },
-            "free_bytes": budget.kv_bytes - result.kv_bytes_per_gpu,
-            "max_concurrency": capacity.max_concurrency(),
-            "max_context_tokens": capacity.max_context_tokens,
-            "fits": result.fits,
-            "verdict": capacity.verdict,
-        }
-    record["notes"] = list(result.notes)
-    return record
+def weights_explain_lines(report: SizeReport) -> list[str]:
+    """Which weight bytes every TP rank holds whole and which it holds a share of."""
+    weights, per_gpu = report.weights, report.weights.per_gpu
+    shards = report.tp * report.dp if report.ep else report.tp
+    lines = [
+        f"weights per GPU ({weights.basis}) = split {human_bytes(per_gpu.split_bytes)} "
+        f"(1/{report.tp} of the matrices, vocabulary, vision tower) + routed experts "
+        f"{human_bytes(per_gpu.routed_expert_bytes)} (1/{shards}) + replicated "
+        f"{human_bytes(per_gpu.replicated_bytes)} (norms, routers, per-tensor scales, "
+        f"whole on every rank) = {human_bytes(per_gpu.total_bytes)}"
+    ]
+    if weights.bytes_by_role is not None and weights.bytes_by_dtype is not None:
+        roles = ", ".join(f"{r} {human_bytes(b)}" for r, b in weights.bytes_by_role.items() if b)
+        dtypes = ", ".join(f"{t} {human_bytes(b)}" for t, b in weights.bytes_by_dtype.items())
+        lines.append(f"  checkpoint {weights.checkpoint}: {weights.tensors:,} tensors; {roles}")
+        lines.append(f"  by dtype: {dtypes}")
+        if weights.bytes_by_role.get("unloaded"):
+            lines.append("  unloaded: layers past num_layers (multi-token prediction), not on GPUs")
+    return lines
 
 
 def _title(result: SizeResult) -> str:
@@ -193,8 +151,9 @@ def _comparison_notes(result: SizeResult, table: Table) -> None:
         )
 
 
-def explain_lines(result: SizeResult) -> list[str]:
+def explain_lines(report: SizeReport) -> list[str]:
     """The KV formula with this model's numbers substituted, one line per layer kind."""
+    result: SizeResult = report.source
     d = result.deployment
     lines = [
         "KV bytes = Σ_layers Σ_sequences bytes_per_token(layer) × tokens_kept(layer, L)"
@@ -224,6 +183,7 @@ def explain_lines(result: SizeResult) -> list[str]:
             f" = {term.bytes_total:,} B ({gib(term.bytes_total)})"
         )
     lines.append(f"  exact total = {result.exact_kv_bytes:,} B")
+    lines += weights_explain_lines(report)
     if d.engine.name != "exact":
         layout = result.layout
         lines.append(
@@ -233,16 +193,16 @@ def explain_lines(result: SizeResult) -> list[str]:
     return lines
 
 
-def render_size(result: SizeResult, fmt: Format, explain: bool = False) -> None:
-    """Print `result` in `fmt`."""
-    record = size_record(result)
+def render_size(report: SizeReport, fmt: Format, explain: bool = False) -> None:
+    """Print `report` in `fmt`."""
+    record = dump(report)
     if explain:
-        record["explain"] = explain_lines(result)
+        record["explain"] = explain_lines(report)
 
     def table() -> Table:
-        drawn = size_table(result)
+        drawn = size_table(report.source)
         if explain:
-            drawn.notes[:0] = explain_lines(result)
+            drawn.notes[:0] = explain_lines(report)
         return drawn
 
     emit(fmt, record, [record], table)

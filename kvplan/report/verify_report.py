@@ -51,82 +51,110 @@ def _title(record: dict[str, Any]) -> str:
     )
 
 
-def verify_table(record: dict[str, Any]) -> Table:
-    """Predicted against measured, one row per quantity, with each check's verdict."""
-    memory, numerics, bandwidth = record["memory"], record["numerics"], record["bandwidth"]
-    verdict, scaling = record["verdict"], record["scaling"]
-    factor = f"×{scaling['whole_model_factor']:g}"
-    meaningful = bandwidth["timings_meaningful"]
-    table = Table(
-        title=_title(record),
-        headers=["quantity", "predicted", "measured", "check"],
-        keys=["quantity", "predicted", "measured", "check"],
-    )
+class _Rows:
+    """The summary table being built: one row per quantity, exact values beside shown text."""
 
-    def row(quantity: str, predicted: Any, measured: Any, check: str, shown: list[str]) -> None:
-        table.add([quantity, predicted, measured, check], [quantity, *shown, check])
+    def __init__(self, title: str) -> None:
+        self.table = Table(
+            title=title,
+            headers=["quantity", "predicted", "measured", "check"],
+            keys=["quantity", "predicted", "measured", "check"],
+        )
 
-    fit = memory["fit"]
-    row(
-        "KV pool, verified layers",
-        memory["predicted_pool_bytes"],
-        memory["measured_pool_bytes"],
-        f"{verdict['memory']} (Δ {memory['difference_bytes']:,} B, "
-        f"tolerance {memory['tolerance_bytes']:,} B)",
-        [_bytes(memory["predicted_pool_bytes"]), _bytes(memory["measured_pool_bytes"])],
+    def add(self, quantity: str, predicted: Any, measured: Any, check: str, shown: list[str]):
+        self.table.add([quantity, predicted, measured, check], [quantity, *shown, check])
+
+
+def _memory_rows(rows: _Rows, record: dict[str, Any]) -> None:
+    memory, verdict, scaling = record["memory"], record["verdict"], record["scaling"]
+    if memory.get("not_allocated"):
+        rows.add("KV pool", None, None, "did not allocate", ["—", "—"])
+        return
+    blocks_check = "pass" if memory["blocks_passed"] else "fail"
+    rows.add(
+        "KV blocks per layer (allocator)",
+        memory["predicted_blocks_per_layer"],
+        memory["allocator_blocks_per_layer"],
+        f"{blocks_check} (exact)",
+        [f"{memory['predicted_blocks_per_layer']:,}", f"{memory['allocator_blocks_per_layer']:,}"],
     )
-    row(
-        f"KV pool, whole model ({factor})",
+    device = memory["device"]
+    if device is None:
+        rows.add(
+            "KV pool, verified layers",
+            memory["predicted_pool_bytes"],
+            None,
+            f"{verdict['memory']} (bytes not measured on CPU)",
+            [_bytes(memory["predicted_pool_bytes"]), "— (no device allocator)"],
+        )
+    else:
+        labels = {
+            "requested": "requested (allocator counter)",
+            "allocated": "memory_allocated (replayed rules)",
+            "reserved": "memory_reserved (replayed rules)",
+            "driver": "driver used, mem_get_info (replayed)",
+        }
+        for name, term in device["terms"].items():
+            rows.add(
+                f"KV pool: {labels[name]}",
+                term["expected_bytes"],
+                term["measured_bytes"],
+                f"{'pass' if term['passed'] else 'fail'} "
+                f"(Δ vs plan {term['expected_minus_planned_bytes']:+,} B explained)",
+                [_bytes(term["expected_bytes"]), _bytes(term["measured_bytes"])],
+            )
+    rows.add(
+        f"KV pool, whole model (×{scaling['whole_model_factor']:g})",
         memory["predicted_pool_bytes_whole_model"],
         None,
         "scaled",
         [_bytes(memory["predicted_pool_bytes_whole_model"]), "—"],
     )
-    row(
-        "fit: required vs available",
-        fit["required_bytes"],
-        fit["available_bytes"],
-        "fits" if fit["fits"] else "does not fit",
-        [_bytes(fit["required_bytes"]), _bytes(fit["available_bytes"])],
-    )
+    fit = memory["fit"]
+    if fit is None:  # --capacity: the capacity rows say whether the pool fits
+        return
+    if fit["available_bytes"]:
+        rows.add(
+            "fit: required vs available",
+            fit["required_bytes"],
+            fit["available_bytes"],
+            "fits" if fit["fits"] else "does not fit",
+            [_bytes(fit["required_bytes"]), _bytes(fit["available_bytes"])],
+        )
     if fit["non_torch_bytes"] is not None:
-        row(
+        rows.add(
             "CUDA context and other processes",
             None,
             fit["non_torch_bytes"],
             "shown apart",
             ["—", _bytes(fit["non_torch_bytes"])],
         )
-    error = numerics["max_error"]
-    row(
-        "numerics: max error vs float64 reference",
-        numerics["tolerance"],
-        error,
-        verdict["numerics"],
-        [f"≤ {numerics['tolerance']:g}", "non-finite" if error is None else f"{error:.2e}"],
+
+
+def _bandwidth_rows(rows: _Rows, record: dict[str, Any]) -> None:
+    bandwidth, verdict = record["bandwidth"], record["verdict"]
+    factor = f"×{record['scaling']['whole_model_factor']:g}"
+    traffic = bandwidth["traffic_per_step_per_layer"]
+    rows.add(
+        "KV bytes per step, per layer: unique vs issued",
+        traffic["kv_unique_bytes"],
+        traffic["kv_issued_bytes"],
+        f"re-read ×{traffic['kv_reread_factor']:g} (⌈G / {traffic['heads_per_program']}⌉ "
+        "head blocks)",
+        [_bytes(traffic["kv_unique_bytes"]), _bytes(traffic["kv_issued_bytes"])],
     )
-    row(
-        "KV bytes read per step, per layer",
-        bandwidth["kv_bytes_read_per_step_per_layer"],
-        None,
-        "exact tokens",
-        [_bytes(bandwidth["kv_bytes_read_per_step_per_layer"]), "—"],
-    )
-    others = (
-        bandwidth["q_bytes_per_step_per_layer"]
-        + bandwidth["out_bytes_per_step_per_layer"]
-        + bandwidth["block_table_bytes_per_step_per_layer"]
-    )
-    row("q + out + block table, per layer", others, None, "", [_bytes(others), "—"])
-    row(
+    others = traffic["unique_bytes"] - traffic["kv_unique_bytes"]
+    rows.add("q + out + block table, per layer", others, None, "", [_bytes(others), "—"])
+    rows.add(
         f"split-K partials, per layer (S = {bandwidth['num_splits']})",
         bandwidth["split_partial_bytes_per_step_per_layer"],
         None,
-        "listed apart",
+        "in issued bytes",
         [_bytes(bandwidth["split_partial_bytes_per_step_per_layer"]), "—"],
     )
+    meaningful = bandwidth["timings_meaningful"]
     time_note = "" if meaningful else NOT_MEANINGFUL
-    row(
+    rows.add(
         "time per step, per layer",
         None,
         bandwidth["time_per_step_per_layer_s"],
@@ -134,48 +162,110 @@ def verify_table(record: dict[str, Any]) -> Table:
         ["—", _seconds(bandwidth["time_per_step_per_layer_s"])],
     )
     predicted_s = bandwidth.get("predicted_attention_time_whole_model_s")
-    row(
+    rows.add(
         f"attention time per step, whole model ({factor})",
         predicted_s,
         bandwidth["time_per_step_whole_model_s"],
         time_note or f"measured/predicted {_ratio(bandwidth.get('measured_over_predicted'))}",
         [_seconds(predicted_s), _seconds(bandwidth["time_per_step_whole_model_s"])],
     )
-    if meaningful:
-        achieved = bandwidth["achieved_bytes_per_s"]
-        row(
-            "achieved bandwidth vs datasheet",
-            bandwidth["datasheet_bytes_per_s"],
-            achieved,
-            f"{_percent(bandwidth['achieved_fraction_of_datasheet'])} of datasheet",
-            [_rate(bandwidth["datasheet_bytes_per_s"]), _rate(achieved)],
+    if not meaningful:
+        rows.add("bandwidth", None, None, verdict["bandwidth"], ["—", NOT_MEANINGFUL])
+        return
+    achieved = bandwidth["achieved_bytes_per_s"]
+    rows.add(
+        "achieved bandwidth (unique bytes) vs datasheet",
+        bandwidth["datasheet_bytes_per_s"],
+        achieved,
+        f"{_percent(bandwidth['achieved_fraction_of_datasheet'])} of datasheet",
+        [_rate(bandwidth["datasheet_bytes_per_s"]), _rate(achieved)],
+    )
+    rows.add(
+        "achieved bandwidth (unique bytes) vs measured copy",
+        bandwidth["copy_bytes_per_s"],
+        achieved,
+        f"{verdict['bandwidth']} ({_percent(bandwidth['achieved_fraction_of_copy'])}; "
+        f"band ≥ {bandwidth['pass_fraction_of_copy']:.0%})",
+        [_rate(bandwidth["copy_bytes_per_s"]), _rate(achieved)],
+    )
+    rows.add(
+        "issued bandwidth (re-reads, partials) vs measured copy",
+        bandwidth["copy_bytes_per_s"],
+        bandwidth["achieved_issued_bytes_per_s"],
+        f"{_percent(bandwidth['issued_fraction_of_copy'])} of copy",
+        [_rate(bandwidth["copy_bytes_per_s"]), _rate(bandwidth["achieved_issued_bytes_per_s"])],
+    )
+    rows.add(
+        "decode tokens/s (attention only), KV bytes per token",
+        bandwidth["kv_bytes_per_token_whole_model"],
+        bandwidth["decode_tokens_per_s_attention_only"],
+        "",
+        [
+            _bytes(bandwidth["kv_bytes_per_token_whole_model"]),
+            f"{bandwidth['decode_tokens_per_s_attention_only']:,.0f} tokens/s",
+        ],
+    )
+    shortfall = bandwidth.get("shortfall")
+    if shortfall:
+        rows.add(
+            "bandwidth shortfall: responsible term",
+            shortfall["ideal_s"],
+            shortfall["measured_s"],
+            shortfall["responsible"],
+            [_seconds(shortfall["ideal_s"]), _seconds(shortfall["measured_s"])],
         )
-        row(
-            "achieved bandwidth vs measured copy",
-            bandwidth["copy_bytes_per_s"],
-            achieved,
-            f"{verdict['bandwidth']} ({_percent(bandwidth['achieved_fraction_of_copy'])}; "
-            f"band ≥ {bandwidth['pass_fraction_of_copy']:.0%})",
-            [_rate(bandwidth["copy_bytes_per_s"]), _rate(achieved)],
+
+
+def _capacity_rows(rows: _Rows, capacity: dict[str, Any], verdict: str) -> None:
+    prediction, pool = capacity["prediction"], capacity["pool"]
+    rows.add(
+        f"capacity: KV blocks for {prediction['sku']} (planner vs largest that allocates)",
+        capacity["predicted_blocks"],
+        capacity["largest_blocks_within_ceiling"],
+        verdict,
+        [
+            f"{capacity['predicted_blocks']:,}",
+            "—"
+            if capacity["largest_blocks_within_ceiling"] is None
+            else f"{capacity['largest_blocks_within_ceiling']:,}",
+        ],
+    )
+    rows.add(
+        "capacity: memory in use with the predicted pool vs ceiling",
+        capacity["device"]["ceiling_bytes"],
+        pool["used_after_bytes"],
+        "fits" if capacity["fits"] else "does not fit",
+        [_bytes(capacity["device"]["ceiling_bytes"]), _bytes(pool["used_after_bytes"])],
+    )
+    rows.add(
+        "capacity: free memory after the predicted pool",
+        None,
+        pool["free_after_bytes"],
+        capacity["device"]["used_source"].split(":")[0],
+        ["—", _bytes(pool["free_after_bytes"])],
+    )
+
+
+def verify_table(record: dict[str, Any]) -> Table:
+    """Predicted against measured, one row per quantity, with each check's verdict."""
+    rows = _Rows(_title(record))
+    _memory_rows(rows, record)
+    numerics = record["numerics"]
+    if numerics is not None:
+        error = numerics["max_error"]
+        rows.add(
+            "numerics: max error vs float64 reference",
+            numerics["tolerance"],
+            error,
+            record["verdict"]["numerics"],
+            [f"≤ {numerics['tolerance']:g}", "non-finite" if error is None else f"{error:.2e}"],
         )
-        row(
-            "decode tokens/s (attention only), KV bytes per token",
-            bandwidth["kv_bytes_per_token_whole_model"],
-            bandwidth["decode_tokens_per_s_attention_only"],
-            "",
-            [
-                _bytes(bandwidth["kv_bytes_per_token_whole_model"]),
-                f"{bandwidth['decode_tokens_per_s_attention_only']:,.0f} tokens/s",
-            ],
-        )
-    else:
-        row(
-            "bandwidth",
-            None,
-            None,
-            verdict["bandwidth"],
-            ["—", NOT_MEANINGFUL],
-        )
+    if record["bandwidth"] is not None:
+        _bandwidth_rows(rows, record)
+    if record.get("capacity") is not None:
+        _capacity_rows(rows, record["capacity"], record["verdict"]["capacity"])
+        rows.table.notes.append("capacity: " + record["capacity"]["statement"])
+    table = rows.table
     table.notes += record["notes"]
     table.notes.append(
         "verdict: " + ", ".join(f"{check} {result}" for check, result in record["verdict"].items())

@@ -7,6 +7,7 @@ One file per job:
     dtypes    number formats (DtypeInfo) for KV caches and weights, and their spellings
     common    the strict frozen base and the layer kinds
     sections  attention, MLA + indexer, MoE, recurrent state, vision, layer plan
+    extensions  RoPE context extension; a vision tower that adds weights only
     model     ModelSpec and its checks across sections
     sku       SkuSpec
 """
@@ -23,6 +24,7 @@ from kvplan.specs.dtypes import (
     kv_dtype_info,
     weight_dtype_info,
 )
+from kvplan.specs.extensions import RopeScalingSpec, VisionTowerSpec
 from kvplan.specs.model import ModelSpec
 from kvplan.specs.sections import (
     AttentionSpec,
@@ -51,9 +53,11 @@ __all__ = [
     "MlaSpec",
     "ModelSpec",
     "MoeSpec",
+    "RopeScalingSpec",
     "SkuSpec",
     "StateSpec",
     "VisionSpec",
+    "VisionTowerSpec",
     "WeightDtypeName",
     "kv_dtype_info",
     "weight_dtype_info",

@@ -51,6 +51,15 @@ KV_DTYPES: dict[str, DtypeInfo] = {
         DtypeInfo("int4", 4, 64, 32, "int4 + bf16 scale and zero point per 64 values"),
         DtypeInfo("nvfp4", 4, 16, 8, "FP4 E2M1 + one fp8 E4M3 scale per 16 values"),
         DtypeInfo("mxfp4", 4, 32, 8, "FP4 E2M1 + one E8M0 scale per 32 values (OCP MX)"),
+        # ggml block types (ggml/src/ggml-common.h), llama.cpp -ctk/-ctv: a block of 32 values
+        # carries an fp16 scale (d), plus an fp16 min (m) in the _1 types; q5 types add one
+        # high bit per value. q8_0 = 34 B, q4_0 = iq4_nl = 18 B, q4_1 = 20, q5_0 = 22, q5_1 = 24.
+        DtypeInfo("q8_0", 8, 32, 16, "ggml q8_0: 32 int8 + fp16 scale (34 B per 32)"),
+        DtypeInfo("q5_1", 5, 32, 32, "ggml q5_1: 32 x 5 bit + fp16 scale and min (24 B per 32)"),
+        DtypeInfo("q5_0", 5, 32, 16, "ggml q5_0: 32 x 5 bit + fp16 scale (22 B per 32)"),
+        DtypeInfo("q4_1", 4, 32, 32, "ggml q4_1: 32 x 4 bit + fp16 scale and min (20 B per 32)"),
+        DtypeInfo("q4_0", 4, 32, 16, "ggml q4_0: 32 x 4 bit + fp16 scale (18 B per 32)"),
+        DtypeInfo("iq4_nl", 4, 32, 16, "ggml iq4_nl: 32 x 4 bit non-linear + fp16 scale (18 B)"),
     )
 }
 
@@ -66,6 +75,13 @@ WEIGHT_DTYPES: dict[str, DtypeInfo] = {
         DtypeInfo("int8", 8, description="int8 with per-channel scales (negligible)"),
         # GPTQ/AWQ group 128: an fp16 scale and a packed 4-bit zero point per group.
         DtypeInfo("int4", 4, 128, 20, "int4, group 128: fp16 scale + 4-bit zero"),
+        # AutoAWQ GEMM layout: qweight int32 [in, out/8], scales fp16 [in/128, out],
+        # qzeros int32 [in/128, out/8]: 4 bits per weight + 16 + 4 bits per group of 128.
+        DtypeInfo("awq", 4, 128, 20, "AWQ int4, group 128: fp16 scale + packed 4-bit zero"),
+        # GPTQ layout: qweight int32 [in/8, out], scales fp16 [in/128, out], qzeros int32
+        # [in/128, out/8], plus g_idx int32 [in] per matrix (one input row's group index:
+        # 4 bytes per input row, under 0.1 % of a 4096-wide matrix; not counted here).
+        DtypeInfo("gptq", 4, 128, 20, "GPTQ int4, group 128: fp16 scale + packed 4-bit zero"),
         DtypeInfo("nvfp4", 4, 16, 8, "FP4 E2M1 + one fp8 scale per 16 values"),
         DtypeInfo("mxfp4", 4, 32, 8, "FP4 E2M1 + one E8M0 scale per 32 values"),
     )
@@ -81,6 +97,8 @@ KV_DTYPE_ALIASES: dict[str, str] = {
     "fp8_e4m3fn": "fp8_e4m3",
     "e4m3": "fp8_e4m3",
     "e5m2": "fp8_e5m2",
+    "f32": "fp32",  # ggml's names (llama.cpp -ctk f16)
+    "f16": "fp16",
 }
 
 
@@ -114,8 +132,9 @@ def weight_dtype_info(name: str) -> DtypeInfo:
 
 
 KvDtypeName = Literal[
-    "fp32", "bf16", "fp16", "fp8_e4m3", "fp8_e5m2", "int8", "int4", "nvfp4", "mxfp4"
-]
+    "fp32", "bf16", "fp16", "fp8_e4m3", "fp8_e5m2", "int8", "int4", "nvfp4", "mxfp4",
+    "q8_0", "q5_1", "q5_0", "q4_1", "q4_0", "iq4_nl",
+]  # fmt: skip
 WeightDtypeName = Literal[
-    "fp32", "bf16", "fp16", "fp8", "fp8_block", "int8", "int4", "nvfp4", "mxfp4"
+    "fp32", "bf16", "fp16", "fp8", "fp8_block", "int8", "int4", "awq", "gptq", "nvfp4", "mxfp4"
 ]

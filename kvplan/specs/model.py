@@ -19,6 +19,7 @@ from kvplan.specs.common import (
     _Spec,
 )
 from kvplan.specs.dtypes import WeightDtypeName
+from kvplan.specs.extensions import RopeScalingSpec, VisionTowerSpec
 from kvplan.specs.sections import (
     AttentionSpec,
     LayerPlan,
@@ -41,7 +42,9 @@ class ModelSpec(_Spec):
     vocab_size: VocabSize = Field(description="vocabulary size (embedding rows)")
     intermediate_size: Width = Field(description="FFN width of dense layers")
     tie_word_embeddings: bool = Field(description="lm_head shares the input embedding")
-    max_context: Tokens = Field(description="native context limit in tokens")
+    max_context: Tokens = Field(
+        description="native context limit in tokens (max_position_embeddings)"
+    )
     weight_dtype: WeightDtypeName = Field("bf16", description="dtype of the released weights")
     attention: AttentionSpec = Field(description="softmax attention geometry")
     mla: MlaSpec | None = Field(None, description="MLA latent geometry (mla layers)")
@@ -51,6 +54,14 @@ class ModelSpec(_Spec):
     )
     vision: VisionSpec | None = Field(
         None, description="image encoder whose tokens cross layers attend to (cross layers)"
+    )
+    vision_tower: VisionTowerSpec | None = Field(
+        None,
+        description="vision encoder whose tokens enter as embeddings (Gemma 3, Llama 4, "
+        "Mistral 3): weights only",
+    )
+    rope_scaling: RopeScalingSpec | None = Field(
+        None, description="RoPE scaling that extends the context past max_context"
     )
     layers: LayerPlan = Field(description="which kind each layer is")
     mlp: Literal["gated", "plain"] = Field(
@@ -117,3 +128,19 @@ class ModelSpec(_Spec):
     def layer_kinds(self) -> tuple[str, ...]:
         """The kind of every layer, expanded from the plan."""
         return self.layers.expand(self.num_layers)
+
+    @property
+    def extended_context(self) -> int | None:
+        """Context limit in tokens with the RoPE scaling, when it reaches past max_context."""
+        if self.rope_scaling is None:
+            return None
+        extended = self.rope_scaling.extended_context(self.max_context)
+        return extended if extended > self.max_context else None
+
+    @property
+    def context_limit(self) -> int:
+        """Longest context an engine serves, in tokens: the extended limit when the RoPE
+        scaling is applied (stated in the config or declared), else max_context."""
+        if self.rope_scaling is not None and self.rope_scaling.applied:
+            return self.extended_context or self.max_context
+        return self.max_context

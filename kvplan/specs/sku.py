@@ -58,11 +58,28 @@ class SkuSpec(_Spec):
         "fp32, fp64"
     )
     interconnect: str | None = Field(None, description="GPU-to-GPU link, e.g. NVLink 4 900 GB/s")
+    interconnect_bytes_per_s: BytesPerS | None = Field(
+        None,
+        description="GPU-to-GPU bandwidth in one direction, bytes/s (half the datasheet's "
+        "bidirectional NVLink figure); what moves KV between instances. null: not stated",
+    )
+    host_link_bytes_per_s: BytesPerS | None = Field(
+        None,
+        description="GPU-to-host bandwidth in one direction, bytes/s (half the datasheet's "
+        "bidirectional PCIe or C2C figure); what swaps KV to CPU memory. null: not stated",
+    )
     max_gpus_per_node: GpuCount = Field(8, description="largest TP degree in one node")
     sm_count: UnitCount | None = Field(None, description="SMs / compute units")
     l2_bytes: Bytes | None = Field(None, description="last-level on-chip cache, bytes")
     source: str = Field(min_length=1, description="datasheet URL")
     notes: Names = Field((), description="caveats, conversions")
+    price_per_hour: float | None = Field(
+        None,
+        gt=0,
+        allow_inf_nan=False,
+        description="what one GPU costs per hour, in your currency (kvplan ships no prices; "
+        "`kvplan recommend --rank price` ranks by it)",
+    )
 
     @model_validator(mode="after")
     def _flop_dtypes(self) -> SkuSpec:

@@ -7,7 +7,14 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvplan.kernels import CacheStats, KernelError, OutOfBlocksError, PagedKVCache, pool_bytes
+from kvplan.kernels import (
+    CacheStats,
+    KernelError,
+    OutOfBlocksError,
+    PagedKVCache,
+    UnknownSequenceError,
+    pool_bytes,
+)
 
 
 def make_cache(**overrides) -> PagedKVCache:
@@ -108,6 +115,74 @@ def test_out_of_blocks_names_needed_and_free_and_changes_nothing():
     assert (cache.stats(), cache.blocks(1), cache.block_table().tolist()) == before
     assert 2 not in cache.seq_ids
     assert issubclass(OutOfBlocksError, KernelError)
+
+
+def test_one_allocation_per_layer_holds_k_and_v():
+    # vLLM's FlashAttention layout [2, N, P, Hkv, D]: K and V are the two halves of one
+    # allocation. 10 blocks x 16 tokens x 2 heads x 64 x 2 B (fp16) = 40_960 B per half.
+    cache = make_cache(device="cpu")
+    assert len(cache.buffers) == 2  # one per layer
+    assert cache.buffer_bytes() == [2 * 40_960, 2 * 40_960]
+    buffer = cache.buffers[1]
+    assert cache.k_pools[1].data_ptr() == buffer.data_ptr()
+    assert cache.v_pools[1].data_ptr() == buffer.data_ptr() + 40_960
+    assert cache.k_pools[1].is_contiguous() and cache.v_pools[1].is_contiguous()
+    assert sum(cache.buffer_bytes()) == cache.tensor_bytes() == cache.formula_bytes()
+
+
+def test_mla_allocation_is_the_latent_alone():
+    cache = make_cache(device="cpu", num_kv_heads=1, head_dim=576, is_mla=True, num_layers=3)
+    # 10 blocks x 16 tokens x 1 x 576 x 2 B = 184_320 B per layer, no V.
+    assert cache.buffer_bytes() == [184_320] * 3
+    assert cache.k_pools[0] is cache.buffers[0]
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda c: c.free(9),
+        lambda c: c.append(9, 1),
+        lambda c: c.blocks(9),
+        lambda c: c.seq_len(9),
+        lambda c: c.block_table([9]),
+        lambda c: c.seq_lens([9]),
+    ],
+    ids=["free", "append", "blocks", "seq_len", "block_table", "seq_lens"],
+)
+def test_unknown_sequence_is_a_kernel_error_naming_the_id(call):
+    cache = make_cache()
+    cache.allocate(1, 20)
+    with pytest.raises(UnknownSequenceError, match="sequence 9 was never allocated"):
+        call(cache)
+    assert issubclass(UnknownSequenceError, KernelError)
+    assert not issubclass(UnknownSequenceError, KeyError)  # no bare KeyError leaks out
+
+
+def test_double_free_is_a_kernel_error_and_changes_nothing():
+    cache = make_cache()
+    cache.allocate(4, 40)
+    assert cache.free(4) == 3
+    before = cache.stats()
+    with pytest.raises(UnknownSequenceError, match="sequence 4 was already freed"):
+        cache.free(4)
+    assert cache.stats() == before
+    cache.allocate(4, 1)  # the id can be used again
+    assert cache.free(4) == 1
+
+
+def test_write_to_unknown_sequence_names_it():
+    cache = make_cache(device="cpu", num_layers=1, dtype=torch.float32)
+    k = torch.zeros(1, 2, 64)
+    with pytest.raises(UnknownSequenceError, match="sequence 3 was never allocated"):
+        cache.write(0, 3, 0, k, k)
+
+
+def test_allocating_a_live_sequence_again_is_a_kernel_error():
+    cache = make_cache()
+    cache.allocate(2, 17)
+    with pytest.raises(KernelError, match="sequence 2 is already allocated"):
+        cache.allocate(2, 5)
+    assert cache.seq_len(2) == 17
 
 
 def test_block_table_is_padded_int32():

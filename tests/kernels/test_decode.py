@@ -279,6 +279,73 @@ def test_bad_inputs_raise_value_error_naming_the_shape(make_case, change, messag
         paged_decode(**args)
 
 
+def _case_args(case) -> dict:
+    return {
+        "q": case.q,
+        "k_pool": case.k_pool,
+        "v_pool": case.v_pool,
+        "block_table": case.block_table,
+        "seq_lens": case.seq_lens,
+    }
+
+
+def test_block_table_with_strided_last_dimension_is_refused(make_case):
+    # A transposed table has the right shape but steps through a row by B elements: the
+    # kernel would take other rows' page ids for this row's (and the NaN pages show it).
+    case = make_case((20, 40), num_heads=4, num_kv_heads=2)
+    strided = case.block_table.t().contiguous().t()  # same values, strides (1, B)
+    assert torch.equal(strided, case.block_table) and strided.stride(1) != 1
+    with pytest.raises(ValueError, match="last dimension must be contiguous"):
+        paged_decode(**{**_case_args(case), "block_table": strided})
+    got = paged_decode(**{**_case_args(case), "block_table": strided.contiguous()})
+    assert torch.isfinite(got).all()
+
+
+def test_block_table_narrower_than_a_sequence_is_refused(make_case):
+    # 40 tokens over 16-token pages need ⌈40 / 16⌉ = 3 entries; a 2-wide table would let
+    # the kernel read the next row's first entry as page 3 of this one.
+    case = make_case((5, 40), num_heads=4, num_kv_heads=2)
+    narrow = case.block_table[:, :2]
+    with pytest.raises(ValueError, match=r"2 entries per row.*40 tokens needs.*= 3 pages"):
+        paged_decode(**{**_case_args(case), "block_table": narrow})
+    # A max_seq_len below the real longest sequence is caught (seq_lens is read to check it
+    # when it lives on the CPU, or when max_seq_len is not given).
+    if DEVICE == "cpu":
+        with pytest.raises(ValueError, match="max_seq_len 16 < the longest seq_lens entry 40"):
+            paged_decode(**_case_args(case), max_seq_len=16)
+
+
+def test_negative_sequence_length_is_refused(make_case):
+    case = make_case((5, 9), num_heads=4, num_kv_heads=2)
+    lens = torch.tensor([5, -1], dtype=torch.int32, device=DEVICE)
+    with pytest.raises(ValueError, match="seq_lens must be >= 0"):
+        paged_decode(**{**_case_args(case), "seq_lens": lens})
+
+
+def test_empty_batch_returns_an_empty_result(make_case):
+    case = make_case((5, 9), num_heads=4, num_kv_heads=2)
+    empty = {"q": case.q[:0], "block_table": case.block_table[:0], "seq_lens": case.seq_lens[:0]}
+    got = paged_decode(**{**_case_args(case), **empty})
+    assert got.shape == (0, 4, 64) and got.dtype == case.q.dtype
+    out = torch.empty(0, 4, 64, dtype=case.q.dtype, device=DEVICE)
+    assert paged_decode(**{**_case_args(case), **empty}, out=out) is out
+    with pytest.raises(ValueError, match="out must be"):
+        paged_decode(**{**_case_args(case), **empty}, out=out[..., :8])
+
+
+def test_empty_batch_mla(make_case):
+    case = make_case((5, 9), num_heads=4, num_kv_heads=1, head_dim=64, rope_dim=16)
+    got = paged_decode_mla(
+        case.q[:0],
+        case.k_pool,
+        case.block_table[:0],
+        case.seq_lens[:0],
+        qk_rope_head_dim=16,
+        sm_scale=0.125,
+    )
+    assert got.shape == (0, 4, 64)
+
+
 def test_allocator_pages_feed_the_kernel():
     """End to end: PagedKVCache.write + block_table against dense per-sequence attention."""
     from kvplan.kernels import PagedKVCache

@@ -21,6 +21,8 @@ from kvplan.catalog.hf.files import (
     _weights_bytes,
 )
 from kvplan.catalog.hf.quantization import _quantization
+from kvplan.catalog.hf.rope import _rope_scaling
+from kvplan.catalog.hf.towers import _vision_tower
 from kvplan.errors import KvplanError
 from kvplan.specs import ModelSpec
 
@@ -71,6 +73,7 @@ def _spec(
         top, c = c, _Config(text, f"{where} text_config", model_type)
         c.outer = top
     fields = family(c)
+    _context_and_vision(c, top, fields)
     if top is not None:
         # Wrappers state torch_dtype at the top level; text_config may repeat it or not.
         fields["weight_dtype"] = _weight_dtype(_Config({**top.data, **c.data}, where, model_type))
@@ -86,6 +89,19 @@ def _spec(
     except ValidationError as error:
         raise KvplanError(_validation_line(where, error)) from None
     return spec, warnings
+
+
+def _context_and_vision(c: _Config, top: _Config | None, fields: dict[str, Any]) -> None:
+    """The RoPE extension the text config states and a wrapper's vision tower, when present."""
+    rope = _rope_scaling(c)
+    if rope is not None:
+        fields["rope_scaling"] = rope
+    # A cross-attended encoder (mllama) is its family's `vision` section; other wrappers feed
+    # the tower's tokens in as embeddings: weights only (`vision_tower`).
+    if top is not None and "vision" not in fields:
+        tower = _vision_tower(top, fields["hidden_size"])
+        if tower is not None:
+            fields["vision_tower"] = tower
 
 
 def _unknown_type(where: str, model_type: Any) -> str:

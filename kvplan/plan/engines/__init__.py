@@ -19,7 +19,10 @@ from kvplan.plan.engines.base import (
     KvPool,
     Scheduler,
 )
+from kvplan.plan.engines.llamacpp import LLAMA_CPP
+from kvplan.plan.engines.ollama import OLLAMA
 from kvplan.plan.engines.sglang import SGLANG
+from kvplan.plan.engines.trtllm import TRTLLM
 from kvplan.plan.engines.vllm import VLLM
 
 __all__ = [
@@ -34,14 +37,26 @@ __all__ = [
     "engine",
 ]
 
-ENGINES: dict[str, EngineProfile] = {e.name: e for e in (VLLM, SGLANG, EXACT, HF, NAIVE)}
+ENGINES: dict[str, EngineProfile] = {
+    e.name: e for e in (VLLM, SGLANG, TRTLLM, LLAMA_CPP, OLLAMA, EXACT, HF, NAIVE)
+}
+# Other spellings of engine names people type.
+ENGINE_ALIASES = {
+    "llamacpp": "llama.cpp",
+    "llama-cpp": "llama.cpp",
+    "llama_cpp": "llama.cpp",
+    "llama-server": "llama.cpp",
+    "tensorrt-llm": "trtllm",
+    "tensorrt_llm": "trtllm",
+    "trt-llm": "trtllm",
+}
 # The engine every command uses unless told otherwise: what most deployments run.
 DEFAULT_ENGINE = "vllm"
 
 
 def engine(name: str) -> EngineProfile:
     """The engine profile called `name` (any case)."""
-    found = ENGINES.get(name.lower())
+    found = ENGINES.get(ENGINE_ALIASES.get(name.lower(), name.lower()))
     if found is not None:
         return found
     close = difflib.get_close_matches(name.lower(), list(ENGINES), n=1)

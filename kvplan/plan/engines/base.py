@@ -18,6 +18,7 @@ blocks holds `N // blocks_per_request(L)` such requests. `size`, `report`, `chec
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from kvplan.errors import KvplanError
+from kvplan.plan.engines.choices import SearchChoices, default_search_choices
 
 if TYPE_CHECKING:
     from kvplan.kvmath import LayerCache
@@ -32,9 +34,24 @@ if TYPE_CHECKING:
     from kvplan.plan.deployment import Deployment
     from kvplan.specs import ModelSpec, SkuSpec
 
+# ggml's block-quantised KV types (llama.cpp -ctk/-ctv): only llama.cpp and ollama store them.
+GGML_KV_DTYPES = frozenset({"q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl"})
+
 # A request that is charged no block (a model whose every layer reuses another's KV) is
 # limited by the scheduler, not by memory; this stands for "no memory limit" in counts.
 UNLIMITED_REQUESTS = 2**31 - 1
+
+
+# Settings counted in whole units, and the option that sets each.
+_COUNT_OPTIONS = {
+    "tokens_per_block": "block-size",
+    "max_num_batched_tokens": "max-num-batched-tokens",
+    "max_num_seqs": "max-num-seqs",
+    "max_kv_tokens": "max-kv-tokens",
+    "context_size_tokens": "ctx-size",
+    "parallel": "parallel",
+    "ubatch_tokens": "ubatch-size",
+}
 
 
 @dataclass(frozen=True)
@@ -57,6 +74,17 @@ class EngineSettings:
     cudagraph_bytes: int | None = None
     max_num_batched_tokens: int | None = None
     max_num_seqs: int | None = None
+    max_kv_tokens: int | None = None  # cap on the pool (SGLang --max-total-tokens, TRT max_tokens)
+    # llama.cpp / ollama: what llama-server allocates (None: the build's default, or planned
+    # from the question asked: one slot per request of --context tokens).
+    context_size_tokens: int | None = None  # -c, cells over all slots
+    parallel: int | None = None  # -np, slots (sequences)
+    v_dtype: str | None = None  # -ctv when it differs from the K type (--kv-dtype)
+    flash_attention: bool | None = None  # -fa
+    kv_unified: bool | None = None  # --kv-unified: one stream for every slot
+    swa_full: bool = False  # --swa-full: sliding layers keep n_ctx cells
+    gpu_layers: int | None = None  # -ngl: layers offloaded to the GPU(s); the rest on the CPU
+    ubatch_tokens: int | None = None  # -ub, tokens per physical batch
 
     def __post_init__(self) -> None:
         if self.utilization is not None and not 0 < self.utilization <= 1:
@@ -68,11 +96,12 @@ class EngineSettings:
             if value is not None and value < 0:
                 option = name.removesuffix("_bytes").replace("_", "-")
                 raise KvplanError(f"--{option}: {value} must not be negative")
-        for name in ("tokens_per_block", "max_num_batched_tokens", "max_num_seqs"):
+        for name, option in _COUNT_OPTIONS.items():
             value = getattr(self, name)
             if value is not None and value < 1:
-                option = "block-size" if name == "tokens_per_block" else name.replace("_", "-")
                 raise KvplanError(f"--{option}: {value} must be at least 1")
+        if self.gpu_layers is not None and self.gpu_layers < 0:
+            raise KvplanError(f"--gpu-layers: {self.gpu_layers} must not be negative")
         if self.draft_layers < 0:
             raise KvplanError(f"--draft-layers: {self.draft_layers} must not be negative")
 
@@ -107,7 +136,10 @@ class StageLayout:
 
     def blocks_per_request(self, tokens: int) -> int:
         """Blocks one request growing to `tokens` tokens is charged, over every group."""
-        return sum(group.blocks_per_request(tokens) for group in self.groups)
+        blocks = 0
+        for group in self.groups:  # a plain loop: searches call this a few million times
+            blocks += group.blocks_per_request(tokens)
+        return blocks
 
     def request_bytes(self, tokens: int) -> int:
         """Bytes one request growing to `tokens` tokens is charged on this GPU."""
@@ -171,9 +203,13 @@ class KvPool:
 class Budget:
     """One GPU's KV budget and the terms it is made of, in bytes.
 
-    `kv_bytes = ⌊total · utilization⌋ − weights − activation − non_torch − cudagraph` unless
-    `fixed` (a user-given KV budget). `kv_bytes` may be negative: the plan does not fit.
-    `uncertainty_bytes` is the band the estimate terms carry (± that much KV).
+    `kv_bytes = requested − weights − activation − non_torch − cudagraph` unless `fixed` (a
+    user-given KV budget), where `requested = ⌊total · utilization⌋`. An engine that takes a
+    fraction of the memory *free* at some point (SGLang: before weights load; TensorRT-LLM:
+    after the engine loads) sets `fraction_of_bytes` to that free memory: then
+    `requested = ⌊fraction_of_bytes · utilization⌋ + (total − fraction_of_bytes)`.
+    `kv_bytes` may be negative: the plan does not fit. `uncertainty_bytes` is the band the
+    estimate terms carry (± that much KV).
     """
 
     total_bytes: int  # device memory as the engine sees it
@@ -186,11 +222,15 @@ class Budget:
     fixed: bool
     kv_bytes: int
     uncertainty_bytes: int = 0
+    fraction_of_bytes: int | None = None  # the free memory utilization applies to; None: total
 
     @property
     def requested_bytes(self) -> int:
-        """The engine's share of memory: ⌊total · utilization⌋."""
-        return int(self.total_bytes * self.utilization)
+        """The engine's share of memory: ⌊total · utilization⌋ (or of the free memory, above)."""
+        if self.fraction_of_bytes is None:
+            return int(self.total_bytes * self.utilization)
+        base = self.fraction_of_bytes
+        return int(base * self.utilization) + self.total_bytes - base
 
     @property
     def weights_fit(self) -> bool:
@@ -232,8 +272,57 @@ def subtract_terms(
     )
 
 
+def fraction_of_free(
+    total_bytes: int,
+    total_basis: str,
+    utilization: float,
+    weights_bytes: int,
+    terms: tuple[int, int, int],
+    free_bytes: int,
+    settings: EngineSettings,
+    uncertainty_bytes: int = 0,
+) -> Budget:
+    """A budget where the engine takes `utilization` of `free_bytes`, memory free at one point.
+
+    `terms` are (activation, non_torch, cudagraph) as the engine counts them outside that
+    fraction; `kv = ⌊free · utilization⌋ + (total − free) − weights − terms`. A fixed KV
+    budget (`settings.kv_memory_bytes`) replaces it all.
+    """
+    budget = subtract_terms(
+        total_bytes,
+        total_basis,
+        utilization,
+        weights_bytes,
+        settings,
+        lambda: (*terms, uncertainty_bytes),
+    )
+    if budget.fixed:
+        return budget
+    budget = dataclasses.replace(budget, fraction_of_bytes=free_bytes)
+    reserved = budget.activation_bytes + budget.non_torch_bytes + budget.cudagraph_bytes
+    return dataclasses.replace(budget, kv_bytes=budget.requested_bytes - weights_bytes - reserved)
+
+
+@dataclass(frozen=True)
+class BlockCharge:
+    """Every layer of a rank in one pool: a request holds ⌈L / tokens_per_block⌉ blocks
+    (SGLang pages, TensorRT-LLM blocks)."""
+
+    tokens_per_block: int
+    kind: str = "full"
+
+    def blocks_per_request(self, tokens: int) -> int:
+        return -(-tokens // self.tokens_per_block)
+
+
 def _override(given: int | None, default: int) -> int:
     return default if given is None else given
+
+
+def model_reference(model: ModelSpec) -> str:
+    """How a launch command names the model: its Hugging Face repo id (the first alias with a
+    slash), a GGUF file's path, else the catalogue name."""
+    return next((alias for alias in model.aliases if "/" in alias), model.name)
 
 
 def device_memory(sku: SkuSpec) -> tuple[int, str]:
@@ -256,6 +345,7 @@ class EngineProfile(ABC):
     name: str
     summary: str
     default_utilization_text: str = "1.0"  # for --help and docs
+    default_kv_dtype: str = "bf16"  # --kv-dtype when not given (the model's 16-bit type)
 
     def check(self, deployment: Deployment) -> None:
         """Refuse a deployment the engine refuses to start (raise KvplanError)."""
@@ -316,13 +406,37 @@ class EngineProfile(ABC):
         """The startup lines the engine prints for this budget and pool (none by default)."""
         return []
 
+    def search_choices(self, model: ModelSpec, sku: SkuSpec) -> SearchChoices:
+        """KV dtypes, weight dtypes and block sizes a search may set for `model` on `sku`."""
+        choices = default_search_choices(model, sku, self.default_kv_dtype)
+        kv_dtypes = tuple(k for k in choices.kv_dtypes if self.accepts_kv_dtype(k))
+        return dataclasses.replace(choices, kv_dtypes=kv_dtypes)
+
+    def utilizations(self, deployment: Deployment, sku: SkuSpec) -> tuple[float | None, ...]:
+        """Memory fractions a search may try, ascending (None: the engine's default only)."""
+        return (None,)
+
+    def accepts_kv_dtype(self, kv_dtype: str) -> bool:
+        """Whether the engine stores KV in `kv_dtype` (ggml block types are llama.cpp's own)."""
+        return kv_dtype not in GGML_KV_DTYPES
+
+    def launch_command(
+        self, deployment: Deployment, sku: SkuSpec | None, context_tokens: int
+    ) -> str | None:
+        """The command that starts this engine as planned (flags that differ from defaults or
+        matter for KV), or None when the profile is not a real engine."""
+        return None
+
     def notes(self, deployment: Deployment, sku: SkuSpec | None) -> list[str]:
         """Assumptions this profile made for the plan, said where the numbers are shown."""
         notes = []
         if sku is not None and deployment.gpus_per_replica > sku.max_gpus_per_node:
             nodes = -(-deployment.gpus_per_replica // sku.max_gpus_per_node)
+            # TP within a node keeps its all-reduces on the node's links; only the pipeline
+            # hand-offs between stages cross the network then.
+            crossing = "TP" if deployment.tp > sku.max_gpus_per_node else "pipeline"
             notes.append(
                 f"tp {deployment.tp} × pp {deployment.pp} spans {nodes} nodes of "
-                f"{sku.max_gpus_per_node} {sku.name}: TP traffic crosses the network"
+                f"{sku.max_gpus_per_node} {sku.name}: {crossing} traffic crosses the network"
             )
         return notes

@@ -1,35 +1,307 @@
-"""The SGLang profile: a token pool (one token per slot, page 1) sized by mem_fraction_static.
+"""The SGLang profile: a token pool in pages, sized the way model_runner profiles it.
 
-SGLang (`srt/server_args.py`, `srt/model_executor/model_runner.py`) gives the KV pool
-total · mem_fraction_static − weights and stores exactly the tokens' bytes (MLA latent,
-window-honoured); mem_fraction_static defaults by tensor-parallel size.
+Read from sgl-project/sglang `python/sglang/srt/model_executor/model_runner.py`
+(`profile_max_num_token`, `init_memory_pool`; ≥ 0.5.3 `model_runner_kv_cache_mixin.py`) and
+`mem_cache/memory_pool.py` (`MHATokenToKVPool`, `MLATokenToKVPool`):
+
+- cell = bytes of one token in every attention layer of this rank: kv_heads_per_gpu ·
+  (head_dim + v_head_dim) · e per layer, or the MLA latent (kv_lora_rank + qk_rope) · e;
+- rest = free after weights − free before weights · (1 − mem_fraction_static)
+       = ⌊pre · f⌋ − weights, with pre = runtime-visible memory − CUDA context − NCCL;
+- max_total_num_tokens = rest // cell, capped by --max-total-tokens, floored to the page;
+- each layer's K and V buffer holds tokens + page_size rows (row 0 absorbs padded tokens).
+
+Windowed layers keep full length: SGLang 0.5.x turns its hybrid SWA pool off for Gemma 2/3,
+GPT-OSS and OLMo 3 (`server_args.py` `_handle_model_specific_adjustments`), and Gemma 2 had
+no SWA pool before. Mamba-style state is charged as token slots of equal bytes.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from kvplan.plan.engines.analytic import AnalyticProfile
+from kvplan.kvmath import StateCache, ceil_div
+from kvplan.plan.engines import sglang_memory
+from kvplan.plan.engines.base import (
+    BlockCharge,
+    Budget,
+    EngineProfile,
+    KvLayout,
+    KvPool,
+    StageLayout,
+    device_memory,
+    fraction_of_free,
+    model_reference,
+)
+from kvplan.plan.engines.release import parse_release
+from kvplan.units import GIB
 
 if TYPE_CHECKING:
     from kvplan.plan.deployment import Deployment
+    from kvplan.specs import SkuSpec
+
+Release = tuple[int, int, int]
+OLDEST, NEWEST = (0, 1, 0), (0, 5, 99)
+DEFAULT_RELEASE_TEXT = "0.5.3"
+# KV dtypes SGLang's pools store (--kv-cache-dtype auto / fp8_e4m3 / fp8_e5m2).
+KV_DTYPES = frozenset({"bf16", "fp16", "fp32", "fp8_e4m3", "fp8_e5m2"})
+# Backends that force a page size for MLA (server_args.py): trtllm_mla, the default for
+# DeepSeek on Blackwell (SM100), pages of 64; FlashAttention-3 on Hopper keeps page 1.
+MLA_PAGE_BY_CAPABILITY = {"10.0": 64, "10.3": 64}
 
 
-def mem_fraction_static(tp: int) -> float:
-    """SGLang server_args.py default mem_fraction_static, by tensor-parallel size."""
-    for threshold, fraction in ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87)):
-        if tp >= threshold:
-            return fraction
-    return 0.88
+def release_of(deployment: Deployment) -> Release:
+    return parse_release(
+        deployment.settings.version or DEFAULT_RELEASE_TEXT, "SGLang", OLDEST, NEWEST
+    )
 
 
-class SglangProfile(AnalyticProfile):
+def page_tokens(deployment: Deployment, sku: SkuSpec | None) -> int:
+    """--page-size (kvplan --block-size), else 1, or the MLA backend's forced page."""
+    if deployment.settings.tokens_per_block:
+        return deployment.settings.tokens_per_block
+    if deployment.model.mla is not None and sku is not None and sku.compute_capability:
+        return MLA_PAGE_BY_CAPABILITY.get(sku.compute_capability, 1)
+    return 1
+
+
+def dp_attention_ranks(deployment: Deployment) -> int:
+    """SGLang --dp with --enable-dp-attention: kvplan's --dp N --ep at --tp 1 per replica."""
+    return deployment.dp if deployment.dp > 1 and deployment.ep else 0
+
+
+@dataclass(frozen=True)
+class StateCharge:
+    """Recurrent state of one request, counted as the pages of equal bytes it displaces."""
+
+    pages: int
+    kind: str = "state"
+
+    def blocks_per_request(self, tokens: int) -> int:
+        return self.pages if tokens > 0 else 0
+
+
+@dataclass(frozen=True)
+class SglangLayout(KvLayout):
+    """Pages of cells, plus what the log line needs: K and V bytes of one row, all layers."""
+
+    k_row_bytes: int = 0  # one token of K (or of the MLA latent) over this rank's layers
+    v_row_bytes: int = 0  # 0 for MLA: one latent buffer
+    release: Release = (0, 5, 3)
+    kv_dtype: str = "bf16"
+    max_pages: int | None = None  # --max-total-tokens // page
+    max_running_requests: int | None = None  # as set; None: SGLang's default from the pool
+
+
+@lru_cache(maxsize=4096)
+def _layout(deployment: Deployment, page: int) -> SglangLayout:
+    caches = deployment.exact_caches(full_reservation=True)
+    stages = []
+    for layers in deployment.stage_ranges():
+        stage = [caches[i] for i in layers]
+        cell = sum(c.token_bytes for c in stage)
+        state = sum(c.state_bytes for c in stage if isinstance(c, StateCache))
+        page_bytes = max(cell * page, 1)
+        groups: tuple = (BlockCharge(page),) if cell else ()
+        if state:
+            groups += (StateCharge(ceil_div(state, page_bytes)),)
+        stages.append(StageLayout(page_bytes, groups))
+    binding = max(deployment.stage_ranges(), key=len)
+    cells = [caches[i] for i in binding]
+    mla = deployment.model.mla is not None
+    k_row = sum(c.token_bytes if c.kind == "mla" else c.token_bytes // 2 for c in cells)
+    v_row = 0 if mla else sum(c.token_bytes // 2 for c in cells if c.kind != "mla")
+    cap = deployment.settings.max_kv_tokens
+    return SglangLayout(
+        tuple(stages),
+        tokens_per_block=page,
+        kv_bytes_per_token=max(s.bytes_per_block for s in stages) // page,
+        k_row_bytes=k_row,
+        v_row_bytes=v_row,
+        release=release_of(deployment),
+        kv_dtype=deployment.kv_dtype,
+        max_pages=None if cap is None else cap // page,
+        max_running_requests=deployment.settings.max_num_seqs,
+    )
+
+
+class SglangProfile(EngineProfile):
     name = "sglang"
-    summary = "token pool (page 1): exactly the tokens' bytes, MLA latent; mem_fraction_static"
-    default_utilization_text = "by TP: 0.88 (tp 1), 0.87 (2), 0.85 (4), 0.81 (8), 0.79 (16)"
+    summary = (
+        "token pool in pages (1; MLA 64 on Blackwell): pre-load free × mem_fraction_static − "
+        "weights, over one token's cells"
+    )
+    default_utilization_text = "by GPU memory and TP (0.835 on an H100 at TP 1, SGLang ≥ 0.5.3)"
 
-    def default_utilization(self, deployment: Deployment) -> float:
-        return mem_fraction_static(deployment.tp)
+    def check(self, deployment: Deployment) -> None:
+        release_of(deployment)  # a bad version fails before anything is sized
+        super().check(deployment)
+
+    def accepts_kv_dtype(self, kv_dtype: str) -> bool:
+        return kv_dtype in KV_DTYPES
+
+    def layout(self, deployment: Deployment, sku: SkuSpec | None) -> KvLayout:
+        return _layout(deployment, page_tokens(deployment, sku))
+
+    def utilization(self, deployment: Deployment, sku: SkuSpec | None) -> float:
+        """--mem-fraction-static as set, else SGLang's default for this release and GPU."""
+        if deployment.settings.utilization:
+            return deployment.settings.utilization
+        ranks = dp_attention_ranks(deployment)
+        tp = deployment.tp * (ranks or 1)
+        return sglang_memory.mem_fraction_static(
+            release_of(deployment), sku, tp, deployment.pp, ranks
+        )
+
+    def budget(
+        self, deployment: Deployment, sku: SkuSpec, max_model_len: int | None = None
+    ) -> Budget:
+        """rest = ⌊pre-load free · f⌋ − weights; pre-load free = total − context − NCCL."""
+        total, basis = device_memory(sku)
+        settings = deployment.settings
+        ranks = dp_attention_ranks(deployment)
+        estimate = sglang_memory.init_bytes(deployment.tp * (ranks or 1), deployment.pp)
+        init = estimate if settings.non_torch_bytes is None else settings.non_torch_bytes
+        utilization = self.utilization(deployment, sku)
+        band = sglang_memory.INIT_BAND_BYTES if settings.non_torch_bytes is None else 0
+        return fraction_of_free(
+            total,
+            basis,
+            utilization,
+            deployment.weights().per_gpu_bytes,
+            (0, init, 0),
+            total - init,
+            settings,
+            int(band * utilization),
+        )
+
+    def pool(self, layout: KvLayout, budget: Budget) -> KvPool:
+        """Pages the budget buys, capped by --max-total-tokens (floored to the page)."""
+        pool = super().pool(layout, budget)
+        cap = layout.max_pages if isinstance(layout, SglangLayout) else None
+        if cap is None:
+            return pool
+        return dataclasses.replace(pool, num_blocks=min(pool.num_blocks, cap))
+
+    def capacity_tokens(self, pool: KvPool, max_model_len: int) -> int:
+        """max_total_num_tokens: pages × page size."""
+        return pool.num_blocks * pool.layout.tokens_per_block
+
+    def log_lines(self, budget: Budget, pool: KvPool, max_model_len: int) -> list[str]:
+        return startup_lines(budget, pool, max_model_len)
+
+    def notes(self, deployment: Deployment, sku: SkuSpec | None) -> list[str]:
+        notes = super().notes(deployment, sku)
+        kinds = set(deployment.model.layer_kinds)
+        if kinds & {"sliding", "chunked"}:
+            notes.append(
+                "SGLang keeps every attention layer at full length (its hybrid SWA pool is off "
+                "for Gemma 2/3, GPT-OSS and OLMo 3 in 0.5.x; other models: an upper bound)"
+            )
+        if "state" in kinds:
+            notes.append("recurrent state is counted as token slots of the same bytes")
+        if sku is not None and deployment.settings.kv_memory_bytes is None:
+            notes.append(
+                "SGLang sizes its pool from free memory before weights load: kvplan takes the "
+                "runtime total less the CUDA context (0.32 GiB) and, at TP > 1, NCCL (1.96 GiB) "
+                "from one public H200 log (--non-torch-memory sets that)"
+            )
+        if not deployment.settings.utilization:
+            fraction = self.utilization(deployment, sku)
+            notes.append(f"mem_fraction_static {fraction:g}: SGLang's default for this GPU and TP")
+        return notes
+
+    def launch_command(
+        self, deployment: Deployment, sku: SkuSpec | None, context_tokens: int
+    ) -> str:
+        """`python -m sglang.launch_server` with the flags this plan depends on."""
+        model, settings = deployment.model, deployment.settings
+        parts = ["python -m sglang.launch_server", f"--model-path {model_reference(model)}"]
+        ranks = dp_attention_ranks(deployment)
+        parts.append(f"--tp {deployment.tp * (ranks or 1)}")
+        if ranks:
+            parts += [f"--dp {ranks}", "--enable-dp-attention"]
+        elif deployment.dp > 1:
+            parts.append(f"--dp {deployment.dp}")
+        if deployment.ep:
+            parts.append(f"--ep-size {deployment.tp * max(deployment.dp, 1)}")
+        if deployment.pp > 1:
+            parts.append(f"--pp-size {deployment.pp}")
+        parts.append(f"--mem-fraction-static {self.utilization(deployment, sku):g}")
+        parts.append(f"--context-length {context_tokens}")
+        if deployment.kv_dtype.startswith("fp8"):
+            parts.append(f"--kv-cache-dtype {deployment.kv_dtype}")
+        if settings.tokens_per_block:
+            parts.append(f"--page-size {settings.tokens_per_block}")
+        if settings.max_kv_tokens:
+            parts.append(f"--max-total-tokens {settings.max_kv_tokens}")
+        if settings.max_num_seqs:
+            parts.append(f"--max-running-requests {settings.max_num_seqs}")
+        if settings.max_num_batched_tokens:
+            parts.append(f"--chunked-prefill-size {settings.max_num_batched_tokens}")
+        return " ".join(parts)
+
+
+# --- startup log -------------------------------------------------------------------------
+
+_TORCH_DTYPES = {
+    "bf16": "torch.bfloat16",
+    "fp16": "torch.float16",
+    "fp32": "torch.float32",
+    "fp8_e4m3": "torch.float8_e4m3fn",
+    "fp8_e5m2": "torch.float8_e5m2",
+}
+
+
+def pool_tokens(pool: KvPool) -> int:
+    """max_total_num_tokens of a pool (pages × page)."""
+    return pool.num_blocks * pool.layout.tokens_per_block
+
+
+def buffer_bytes(layout: SglangLayout, tokens: int) -> tuple[int, int]:
+    """(K, V) bytes of the pool's buffers: tokens + page_size rows per layer (≤ 0.4.3: + 1)."""
+    extra = layout.tokens_per_block if layout.release >= (0, 4, 4) else 1
+    rows = tokens + extra
+    return rows * layout.k_row_bytes, rows * layout.v_row_bytes
+
+
+def startup_lines(budget: Budget, pool: KvPool, max_model_len: int) -> list[str]:
+    """ "KV Cache is allocated. …" and the lines around it, in that release's wording.
+
+    SGLang's "GB" is GiB (memory_pool.py: GB = 1024 ** 3). The "#tokens" field appeared in
+    2025 (0.4.6 in kvplan's reading), the dtype in 0.5.5; before 0.3 no such line.
+    """
+    layout = pool.layout
+    if not isinstance(layout, SglangLayout):
+        return []
+    if budget.kv_bytes <= 0 or pool.num_blocks == 0:
+        return ["RuntimeError: Not enough memory. Please try to increase --mem-fraction-static."]
+    tokens = pool_tokens(pool)
+    k_bytes, v_bytes = buffer_bytes(layout, tokens)
+    release = layout.release
+    fields = []
+    if release >= (0, 5, 5):
+        fields.append(f"dtype: {_TORCH_DTYPES.get(layout.kv_dtype, layout.kv_dtype)}")
+    if release >= (0, 4, 6):
+        fields.append(f"#tokens: {tokens}")
+    if layout.v_row_bytes:
+        fields += [f"K size: {k_bytes / GIB:.2f} GB", f"V size: {v_bytes / GIB:.2f} GB"]
+    else:
+        fields.append(f"KV size: {k_bytes / GIB:.2f} GB")
+    lines = [f"KV Cache is allocated. {', '.join(fields)}" + ("" if release >= (0, 4, 6) else ".")]
+    if not budget.fixed and budget.fraction_of_bytes is not None:
+        pre_load = budget.fraction_of_bytes
+        requests = layout.max_running_requests or sglang_memory.max_running_requests(
+            tokens, max_model_len
+        )
+        left = pre_load - budget.weights_bytes - k_bytes - v_bytes
+        left -= sglang_memory.req_to_token_bytes(requests, max_model_len)
+        lines.insert(0, f"Load weight begin. avail mem={pre_load / GIB:.2f} GB")
+        lines.append(f"Memory pool end. avail mem={left / GIB:.2f} GB")
+    return lines
 
 
 SGLANG = SglangProfile()

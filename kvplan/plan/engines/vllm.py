@@ -6,6 +6,8 @@ terms in `vllm_memory`; this module puts them together behind `EngineProfile`.
 
 from __future__ import annotations
 
+import json
+import shlex
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING
@@ -16,12 +18,15 @@ from kvplan.plan.engines import vllm_memory
 from kvplan.plan.engines.base import (
     Budget,
     EngineProfile,
+    EngineSettings,
     KvLayout,
     KvPool,
     Scheduler,
     device_memory,
+    model_reference,
     subtract_terms,
 )
+from kvplan.plan.engines.choices import SearchChoices, released_in_16_bit
 from kvplan.plan.engines.vllm_pages import (
     VllmStage,
     estimated_max_model_len,
@@ -34,7 +39,7 @@ from kvplan.units import GIB
 
 if TYPE_CHECKING:
     from kvplan.plan.deployment import Deployment
-    from kvplan.specs import ModelSpec, SkuSpec
+    from kvplan.specs import ModelSpec, RopeScalingSpec, SkuSpec
 
 # v1/kv_cache_interface.py MLAAttentionSpec: with --kv-cache-dtype fp8, sparse MLA
 # (DeepSeek-V3.2) stores "fp8_ds_mla": 512 fp8 latent values, 4 fp32 scales and the 64 rope
@@ -46,6 +51,27 @@ FP8_DS_MLA_TOKEN_BYTES = 656
 BLOCK_TOKENS = 16
 MLA_BLOCK_TOKENS_BY_CAPABILITY = {"9.0": 64, "10.0": 128, "10.3": 128}
 MLA_BLOCK_TOKENS_UNKNOWN_GPU = 64
+
+
+# Block sizes a search tries for plain attention: vLLM's FlashAttention backend needs a
+# multiple of 16 (v1/attention/backends/flash_attn.py: "Block size must be a multiple of
+# 16") and CacheConfig allows at most 32 on CUDA ("On CUDA devices, only block sizes up to 32
+# are supported"). MLA backends and attention + Mamba hybrids keep the size vLLM picks.
+SEARCHED_BLOCK_TOKENS = (16, 32)
+# gpu_memory_utilization values a search tries above the version's default. vLLM leaves
+# 1 − utilization of the GPU for what it allocates outside its budget: CUDA graphs before 0.20
+# ("CUDA graphs can take additional 1~3 GiB memory per GPU", V0's capture log, vllm#7593),
+# NCCL buffers, other processes. Close to 1 that share no longer holds them: capture runs out
+# of memory at 0.98 (vllm#57475, vllm#19186). kvplan stops at 0.95: 4 GiB of an 80 GiB GPU.
+SEARCHED_UTILIZATIONS = (0.92, 0.95)
+# --kv-cache-dtype for kvplan's KV dtypes (config/cache.py CacheDType, 0.11): "auto" stores
+# the model's 16-bit dtype, "fp8" is E4M3 on CUDA. Sparse MLA (DeepSeek-V3.2) is the
+# exception: its "auto" is fp8 (fp8_ds_mla), and 16 bits must be asked for as "bfloat16".
+KV_CACHE_DTYPE_FLAGS = {"bf16": "auto", "fp16": "auto", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8_e5m2"}
+SPARSE_MLA_KV_CACHE_DTYPE_FLAGS = {"bf16": "bfloat16", "fp8_e4m3": "auto"}
+# Layer kinds whose block size a search may set: plain attention. MLA backends have their
+# own page, and attention + Mamba hybrids let vLLM size the attention block to the state.
+SEARCHED_BLOCK_KINDS = frozenset({"full", "sliding", "chunked", "cross", "shared", "mlp"})
 
 
 def version_of(deployment: Deployment) -> VllmVersion:
@@ -142,7 +168,7 @@ class VllmProfile(EngineProfile):
 
     def layout(self, deployment: Deployment, sku: SkuSpec | None) -> KvLayout:
         return _layout(
-            deployment,
+            _layout_key(deployment),
             block_tokens(deployment, sku),
             self.scheduler(deployment, sku).max_num_batched_tokens,
         )
@@ -168,6 +194,27 @@ class VllmProfile(EngineProfile):
         weights = vllm_memory.weights_bytes(deployment, sku, version)
         return subtract_terms(total, basis, utilization, weights, deployment.settings, estimate)
 
+    def search_choices(self, model: ModelSpec, sku: SkuSpec) -> SearchChoices:
+        choices = super().search_choices(model, sku)
+        if model.mla is None and set(model.layer_kinds) <= SEARCHED_BLOCK_KINDS:
+            return replace(choices, tokens_per_block=SEARCHED_BLOCK_TOKENS)
+        return choices
+
+    def utilizations(self, deployment: Deployment, sku: SkuSpec) -> tuple[float | None, ...]:
+        """The version's default, then 0.92 and 0.95 where the rest of the GPU holds the CUDA
+        graphs that versions before 0.20 capture outside the budget."""
+        version = version_of(deployment)
+        total, _ = device_memory(sku)
+        outside = 0
+        if not version.subtracts_cudagraph_estimate:
+            outside = vllm_memory.cudagraph_estimate_bytes(deployment)
+        higher = tuple(
+            u
+            for u in SEARCHED_UTILIZATIONS
+            if u > version.default_utilization and total - int(total * u) >= outside
+        )
+        return (version.default_utilization, *higher)
+
     def capacity_tokens(self, pool: KvPool, max_model_len: int) -> int:
         """ "GPU KV cache size: N tokens" as the version defines it.
 
@@ -182,6 +229,53 @@ class VllmProfile(EngineProfile):
 
     def log_lines(self, budget: Budget, pool: KvPool, max_model_len: int) -> list[str]:
         return startup_lines(budget, pool, max_model_len)
+
+    def launch_command(
+        self, deployment: Deployment, sku: SkuSpec | None, context_tokens: int
+    ) -> str | None:
+        """`vllm serve` with the flags that differ from vLLM's defaults or set the KV cache;
+        None for a KV dtype or weights `vllm serve` cannot be told to use."""
+        kv_flag = _kv_cache_dtype_flag(deployment)
+        weights = deployment.weight_dtype
+        quantize = weights not in (None, deployment.model.weight_dtype)
+        if kv_flag is None or (quantize and not _quantizes_at_load(deployment)):
+            return None
+        settings = deployment.settings
+        parts = ["vllm serve", model_reference(deployment.model)]
+        for flag, value, default in (
+            ("--tensor-parallel-size", deployment.tp, 1),
+            ("--pipeline-parallel-size", deployment.pp, 1),
+            ("--data-parallel-size", deployment.dp, 1),
+        ):
+            if value != default:
+                parts.append(f"{flag} {value}")
+        if deployment.ep:
+            parts.append("--enable-expert-parallel")
+        parts.append(f"--max-model-len {context_tokens}")
+        if settings.utilization:
+            parts.append(f"--gpu-memory-utilization {settings.utilization:g}")
+        if settings.kv_memory_bytes is not None:
+            parts.append(f"--kv-cache-memory-bytes {settings.kv_memory_bytes}")
+        if kv_flag != "auto":
+            parts.append(f"--kv-cache-dtype {kv_flag}")
+        for flag, value in (
+            ("--max-num-seqs", settings.max_num_seqs),
+            ("--block-size", settings.tokens_per_block),
+            ("--max-num-batched-tokens", settings.max_num_batched_tokens),
+        ):
+            if value:
+                parts.append(f"{flag} {value}")
+        if quantize:
+            parts.append(f"--quantization {weights}")
+        if settings.hybrid_allocator is False:
+            parts.append("--disable-hybrid-kv-cache-manager")
+        scaling = deployment.model.rope_scaling
+        if scaling is not None and context_tokens > deployment.model.max_context:
+            # Past max_position_embeddings vLLM needs the scaling in the config; a declared
+            # one (the model card's advice) goes in as an override, as Qwen's cards show.
+            override = json.dumps({"rope_scaling": _rope(scaling)})
+            parts.append(f"--hf-overrides {shlex.quote(override)}")
+        return " ".join(parts)
 
     def notes(self, deployment: Deployment, sku: SkuSpec | None) -> list[str]:
         notes = super().notes(deployment, sku)
@@ -233,8 +327,54 @@ class VllmProfile(EngineProfile):
         return notes
 
 
+def _rope(scaling: RopeScalingSpec) -> dict[str, object]:
+    """The config.json rope_scaling object for `scaling`."""
+    fields: dict[str, object] = {"rope_type": scaling.rope_type, "factor": scaling.factor}
+    if scaling.original_max_context is not None:
+        fields["original_max_position_embeddings"] = scaling.original_max_context
+    return fields
+
+
+def _quantizes_at_load(deployment: Deployment) -> bool:
+    """fp8 weights from a 16-bit checkpoint: `--quantization fp8` quantises them at load."""
+    return deployment.weight_dtype == "fp8" and released_in_16_bit(deployment.model)
+
+
+def _kv_cache_dtype_flag(deployment: Deployment) -> str | None:
+    """--kv-cache-dtype for the deployment's KV dtype ("auto": vLLM's default), or None."""
+    mla = deployment.model.mla
+    sparse = mla is not None and mla.indexer is not None
+    flags = SPARSE_MLA_KV_CACHE_DTYPE_FLAGS if sparse else KV_CACHE_DTYPE_FLAGS
+    return flags.get(deployment.kv_dtype)
+
+
 def _divisors(n: int) -> str:
     return ", ".join(str(d) for d in range(1, min(n, 64) + 1) if n % d == 0)
+
+
+def _layout_key(deployment: Deployment) -> Deployment:
+    """The deployment stripped to what its layout depends on (model, KV dtype, tp, pp, the
+    version and cache settings), so plans that differ only in memory settings, weights or
+    replicas share one cached layout."""
+    s = deployment.settings
+    kept = EngineSettings(
+        version=s.version,
+        tokens_per_block=s.tokens_per_block,
+        hybrid_allocator=s.hybrid_allocator,
+        draft_layers=s.draft_layers,
+    )
+    plain = deployment.dp == 1 and not deployment.ep and deployment.weight_dtype is None
+    checkpoint = deployment.exact_weights_bytes, deployment.checkpoint
+    if kept == s and plain and checkpoint == (None, None):
+        return deployment
+    return deployment.replace(
+        settings=kept,
+        weight_dtype=None,
+        dp=1,
+        ep=False,
+        exact_weights_bytes=None,
+        checkpoint=None,
+    )
 
 
 @lru_cache(maxsize=4096)  # one layout per (model, tp, ...) serves every SKU of a report
@@ -244,14 +384,19 @@ def _layout(deployment: Deployment, block: int, max_num_batched_tokens: int) -> 
     hybrid = uses_hybrid_allocator(deployment)
     caches = VLLM.stored_caches(deployment, full_reservation=not hybrid)
     mamba_aligned = deployment.settings.tokens_per_block is None
+    # Stages holding the same caches get the same layout (pp 64 of a uniform model: two).
+    built: dict[tuple[LayerCache, ...], VllmStage] = {}
     stages = []
     for layers in deployment.stage_ranges():
-        specs = page_specs(caches, layers, block, mamba_aligned)
-        if deployment.settings.draft_layers and specs:
-            # EAGLE's draft layer joins the target's cache group (vllm#19996: 32 + 1 layers).
-            draft = next((s for s in specs if s.kind in ("full", "mla")), specs[0])
-            specs = specs + [draft] * deployment.settings.draft_layers
-        stages.append(stage_layout(specs, version, max_num_batched_tokens))
+        held = tuple(caches[i] for i in layers)
+        if held not in built:
+            specs = page_specs(caches, layers, block, mamba_aligned)
+            if deployment.settings.draft_layers and specs:
+                # EAGLE's draft layer joins the target's cache group (vllm#19996: 32 + 1).
+                draft = next((s for s in specs if s.kind in ("full", "mla")), specs[0])
+                specs = specs + [draft] * deployment.settings.draft_layers
+            built[held] = stage_layout(specs, version, max_num_batched_tokens)
+        stages.append(built[held])
     ranges = deployment.stage_ranges()
     per_token = max(sum(caches[i].context_token_bytes for i in r) for r in ranges)
     shown_block = min(stage.block_tokens for stage in stages)

@@ -1,0 +1,63 @@
+"""kvplan's Python API: the same typed results the command line renders.
+
+    import kvplan
+    spec = kvplan.load_model("meta-llama/Llama-3.1-8B")
+    r = kvplan.size(spec, context="128k", batch=8, sku="h100-sxm")
+    r.model_dump()
+
+See docs/api.md.
+"""
+
+from kvplan.api.calls import (
+    KvplanWarning,
+    capacity,
+    check,
+    claim,
+    deployment,
+    load_model,
+    load_sku,
+    models,
+    recommend,
+    report,
+    resolve,
+    size,
+    skus,
+)
+from kvplan.api.results import (
+    BudgetTerms,
+    CapacityRow,
+    CheckReport,
+    ClaimReport,
+    ProductResult,
+    RecommendCandidate,
+    RecommendReport,
+    Result,
+    SizeReport,
+    WeightsBreakdown,
+)
+
+__all__ = [
+    "BudgetTerms",
+    "CapacityRow",
+    "CheckReport",
+    "ClaimReport",
+    "KvplanWarning",
+    "ProductResult",
+    "RecommendCandidate",
+    "RecommendReport",
+    "Result",
+    "SizeReport",
+    "WeightsBreakdown",
+    "capacity",
+    "check",
+    "claim",
+    "deployment",
+    "load_model",
+    "load_sku",
+    "models",
+    "recommend",
+    "report",
+    "resolve",
+    "size",
+    "skus",
+]

@@ -1,0 +1,325 @@
+"""Typed results of the Python API: what each command computes, before any rounding.
+
+Every field is exact (bytes and tokens are integers) and named with its unit, as in the CLI's
+`--format json` output, which is each result's `model_dump()` plus the sentences the report
+layer writes around it. A result also keeps the plan object it was built from (`.source`),
+for renderers that draw more than the numbers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, PrivateAttr
+
+
+class Result(BaseModel):
+    """A frozen result with the plan object it summarises kept aside (not dumped)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    _source: Any = PrivateAttr(default=None)
+
+    @property
+    def source(self) -> Any:
+        """The plan object this result was built from (SizeResult, Capacity, …)."""
+        return self._source
+
+    def with_source(self, source: Any) -> Result:
+        """This result holding `source` for renderers."""
+        self._source = source
+        return self
+
+    def __eq__(self, other: object) -> bool:
+        # Two results are equal when their numbers are: the plan objects behind them are not
+        # part of the result.
+        if not isinstance(other, Result):
+            return NotImplemented
+        return type(self) is type(other) and self.model_dump() == other.model_dump()
+
+    def __hash__(self) -> int:
+        return hash((type(self), repr(self.model_dump())))
+
+
+class BudgetTerms(Result):
+    """One GPU's KV budget term by term, in bytes: total · utilization − weights − reserve."""
+
+    total_bytes: int
+    total_basis: str
+    utilization: float
+    requested_bytes: int
+    activation_bytes: int
+    non_torch_bytes: int
+    cudagraph_bytes: int
+    fixed_kv_memory: bool
+
+
+class Sequences(Result):
+    """`count` sequences of `tokens` tokens each."""
+
+    tokens: int
+    count: int
+
+
+class WeightsPerGpu(Result):
+    """How the binding GPU holds its weights, in bytes."""
+
+    split_bytes: int
+    routed_expert_bytes: int
+    replicated_bytes: int
+    total_bytes: int
+
+
+class WeightsBreakdown(Result):
+    """Where the weight bytes come from (computed, or a checkpoint's safetensors headers)."""
+
+    basis: str
+    checkpoint: str | None
+    scaled_to_index_total: bool
+    total_bytes: int
+    vision_bytes: int
+    per_gpu: WeightsPerGpu
+    bytes_by_dtype: dict[str, int] | None = None
+    bytes_by_role: dict[str, int] | None = None
+    tensors: int | None = None
+
+
+class SizeReport(Result):
+    """`kvplan size`: the exact KV bytes beside the engine's charge; weights; the fit on a SKU."""
+
+    model: str
+    engine: str
+    context: int
+    batch: int
+    sequences: list[Sequences]
+    kv_dtype: str
+    weight_dtype: str
+    tp: int
+    pp: int
+    dp: int
+    ep: bool
+    gpus: int
+    tokens_per_block: int
+    exact_kv_bytes: int
+    exact_kv_bytes_per_gpu: int
+    kv_bytes: int
+    kv_bytes_per_gpu: int
+    kv_bytes_per_token: int
+    kv_bytes_per_token_per_gpu: int
+    kv_bytes_per_request: int
+    kv_bytes_per_request_per_gpu: int
+    kv_bytes_by_kind: dict[str, int]
+    naive_kv_bytes: int
+    full_reservation_kv_bytes: int | None
+    weights_bytes: int
+    weights_bytes_per_gpu: int
+    params: int
+    active_params: int
+    published_params: int | None
+    max_context: int
+    extended_context: int | None
+    context_limit: int
+    rope_scaling: dict[str, Any] | None
+    weights: WeightsBreakdown
+    layers: dict[str, int]
+    # On a SKU (None without one): the engine's budget and verdict, the same as `report`'s.
+    sku: str | None = None
+    memory_bytes: int | None = None
+    kv_budget_bytes_per_gpu: int | None = None
+    kv_budget_uncertainty_bytes: int | None = None
+    budget: BudgetTerms | None = None
+    free_bytes: int | None = None
+    max_concurrency: int | None = None
+    max_context_tokens: int | None = None
+    fits: bool | None = None
+    verdict: str | None = None
+    notes: list[str]
+
+
+class CapacityRow(Result):
+    """One row of `kvplan report`: a model on a SKU at a TP degree, per GPU and per deployment."""
+
+    model: str
+    sku: str
+    engine: str
+    tp: int
+    pp: int
+    dp: int
+    ep: bool
+    gpus: int
+    kv_dtype: str
+    batch: int
+    context: int
+    memory_bytes: int
+    weights_bytes_per_gpu: int
+    kv_budget_bytes_per_gpu: int
+    kv_budget_uncertainty_bytes: int
+    budget: BudgetTerms
+    tokens_per_block: int
+    kv_blocks: int
+    kv_bytes_per_request_per_gpu: int
+    kv_capacity_tokens: int
+    max_context_tokens: int
+    context_limit: int  # the model's limit as served (its native one, or the RoPE-extended)
+    native_limit_binds: bool
+    max_concurrency: int
+    fitting_batch: int
+    kv_bytes_per_token_per_gpu: int
+    decode_batch: int
+    decode_tokens_per_s: float | None
+    decode_step_s: float | None
+    verdict: str
+    log_lines: list[str]
+    notes: list[str]
+
+
+class ProductResult(Result):
+    """One product of a `kvplan check` file: its promise against what its SKU holds."""
+
+    name: str
+    model: str
+    sku: str
+    tp: int
+    pp: int
+    engine: str
+    kv_dtype: str
+    promised_context: int
+    promised_concurrency: int
+    supported_concurrency: int
+    supported_context_at_promised_concurrency: int
+    kv_bytes_per_request_per_gpu: int
+    kv_bytes_needed_per_gpu: int
+    kv_budget_bytes_per_gpu: int
+    weights_bytes_per_gpu: int
+    memory_bytes: int
+    ok: bool
+    failure: str | None
+    notes: list[str]
+
+
+class CheckReport(Result):
+    """Every product of a deployment file, checked; `ok` when every promise holds."""
+
+    ok: bool
+    products: list[ProductResult]
+
+
+class EngineReserve(Result):
+    """What the engine keeps out of the KV pool besides weights, per GPU, in bytes."""
+
+    utilization: float
+    headroom_bytes: int
+    activation_bytes: int
+    non_torch_bytes: int
+    cudagraph_bytes: int
+
+
+class ClaimReport(Result):
+    """`kvplan claim`: the bytes behind "serves context L at batch B" on a SKU."""
+
+    model: str
+    sku: str
+    engine: str
+    tp: int
+    pp: int
+    gpus: int
+    kv_dtype: str
+    weight_dtype: str
+    context: int
+    batch: int
+    native_context_limit: int
+    kv_bytes_per_token: int
+    kv_bytes_per_token_per_gpu: int
+    kv_bytes_per_request: int
+    kv_bytes_per_request_per_gpu: int
+    kv_bytes_batch: int
+    kv_bytes_batch_per_gpu: int
+    weights_bytes: int
+    weights_bytes_per_gpu: int
+    engine_reserve_bytes_per_gpu: int
+    engine_reserve: EngineReserve
+    total_bytes_per_gpu: int
+    memory_bytes: int
+    free_bytes_per_gpu: int
+    fits: bool
+    within_native_limit: bool
+    max_context_tokens_at_batch: int
+    max_concurrency_at_context: int
+    notes: list[str]
+
+
+class RecommendLoss(Result):
+    """One way an alternative is worse than the first: `kind` (gpus or price, weights, kv,
+    nodes, pipeline, held, utilization, order), its value and the first's."""
+
+    kind: str
+    value: int | float | str
+    first: int | float | str
+
+
+class RecommendCandidate(Result):
+    """One deployment `kvplan recommend` evaluated: the settings it chose, exact bytes and
+    counts per GPU, requests held (all replicas), the launch command and log lines."""
+
+    sku: str
+    gpus: int
+    nodes: int
+    tp: int
+    pp: int
+    dp: int
+    ep: bool
+    weight_dtype: str
+    kv_dtype: str
+    gpu_memory_utilization: float
+    kv_memory_bytes: int | None
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    tokens_per_block: int
+    cost: int | float  # GPUs, or the price of an hour of all of them
+    weights_bytes_per_gpu: int
+    kv_budget_bytes_per_gpu: int
+    kv_budget_uncertainty_bytes: int
+    kv_blocks: int
+    kv_blocks_within_headroom: int
+    max_concurrency: int  # requests of the context the KV holds, as `report` and vLLM say
+    concurrency_within_headroom: int
+    meets: bool
+    launch_command: str | None
+    log_lines: list[str]
+    notes: list[str]
+    loses_by: list[RecommendLoss]  # empty for the first and for misses
+
+
+class SearchSummary(Result):
+    """What a recommendation searched: the points of the space, what it computed and pruned,
+    and the values tried per dimension (weights: "released" for the checkpoint as shipped)."""
+
+    skus: int
+    points: int
+    capacities_evaluated: int
+    refused_by_engine: int
+    beyond_cost_bound: int
+    skus_without_price: list[str]
+    searched: dict[str, list[int | float | str]]
+
+
+class RecommendReport(Result):
+    """`kvplan recommend`: the deployments that meet the target, best first, or the closest
+    miss; `unquantised_miss` is the closest without quantisation when the first quantises."""
+
+    model: str
+    engine: str
+    engine_version: str | None
+    context_tokens: int
+    concurrency: int | None
+    headroom_fraction: float
+    rank_by: str
+    meets: bool
+    ranked: list[RecommendCandidate]
+    closest_miss: RecommendCandidate | None
+    unquantised_miss: RecommendCandidate | None
+    search: SearchSummary
+
+
+def dump(result: Result) -> dict[str, Any]:
+    """A result as the JSON the CLI prints: exact integers, nested records as dicts."""
+    return result.model_dump(mode="json")

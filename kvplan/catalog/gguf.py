@@ -1,0 +1,242 @@
+"""A model spec and exact weight bytes from a local GGUF file's header (llama.cpp, ollama).
+
+Only the metadata and the tensor-info table are read, with the `gguf` package's reader (it
+memory-maps the file; no tensor data is touched). Keys follow llama.cpp's `llama-arch.cpp`
+(`<arch>.block_count`, `<arch>.attention.head_count_kv`, …). Which layers slide is llama.cpp's
+per-architecture rule (`llama-model.cpp` `hparams.set_swa_pattern`): layer i is sliding when
+i mod n < n − 1 — Gemma 2 and GPT-OSS n = 2, Cohere 2 and EXAONE 4 n = 4, Gemma 3 n = 6 —
+unless the file carries `<arch>.attention.sliding_window_pattern` (one bool per layer).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from kvplan.errors import KvplanError
+from kvplan.specs import ModelSpec
+
+# Architectures whose attention kvplan reads from GGUF keys (llama-arch.cpp names).
+DENSE_ARCHS = frozenset(
+    {
+        "llama", "mistral3", "qwen2", "qwen3", "qwen2moe", "qwen3moe", "phi3", "gemma",
+        "gemma2", "gemma3", "cohere2", "exaone4", "granite", "olmo2", "starcoder2",
+        "smollm3", "gpt-oss", "deepseek2",
+    }
+)  # fmt: skip
+SWA_PATTERN = {"gemma2": 2, "gpt-oss": 2, "cohere2": 4, "exaone4": 4, "gemma3": 6}
+_SPLIT = re.compile(r"^(?P<stem>.*)-(?P<index>\d{5})-of-(?P<count>\d{5})\.gguf$")
+
+
+def read_gguf(path: Path) -> tuple[ModelSpec, int]:
+    """(spec, exact weight bytes) from the GGUF header at `path`.
+
+    Raises:
+        KvplanError: one line naming the file and the key or problem (not a GGUF file,
+            truncated, an unknown architecture, a missing or unusable key).
+    """
+    fields, tensors = _read(path)
+    arch = _text(path, fields, "general.architecture")
+    if arch not in DENSE_ARCHS:
+        raise KvplanError(
+            f"{path}: general.architecture {arch!r} is not an architecture kvplan reads from "
+            f"GGUF (known: {', '.join(sorted(DENSE_ARCHS))}); import its config.json instead"
+        )
+    spec = _spec(path, arch, fields, tensors)
+    weights = sum(size for _, size in tensors) + _other_splits_bytes(path, fields)
+    return spec, weights
+
+
+def _read(path: Path) -> tuple[dict[str, Any], list[tuple[str, int]]]:
+    """Metadata (key → Python value) and (tensor name, bytes) of every tensor."""
+    try:
+        from gguf import GGUFReader
+    except ImportError:  # pragma: no cover - a dependency of kvplan
+        raise KvplanError(
+            f"{path}: reading GGUF needs the gguf package (pip install gguf)"
+        ) from None
+    if not path.is_file():
+        raise KvplanError(f"{path}: no such file")
+    try:
+        reader = GGUFReader(path)
+        fields = {name: field.contents() for name, field in reader.fields.items()}
+        tensors = [(t.name, int(t.n_bytes)) for t in reader.tensors]
+    except (
+        ValueError,
+        IndexError,
+        KeyError,
+        TypeError,
+        OverflowError,
+        UnicodeDecodeError,
+    ) as error:
+        reason = str(error) or type(error).__name__
+        if "magic" in reason:
+            reason = "not a GGUF file (wrong magic)"
+        elif (isinstance(error, IndexError | ValueError) and "reshape" in reason) or not reason:
+            reason = "truncated (the header or tensor table ends early)"
+        raise KvplanError(f"{path}: cannot read GGUF header: {reason}") from None
+    except OSError as error:
+        raise KvplanError(f"{path}: cannot read: {error.strerror}") from None
+    return fields, tensors
+
+
+def _value(path: Path, fields: dict[str, Any], key: str, default: Any = KvplanError) -> Any:
+    if key in fields:
+        return fields[key]
+    if default is KvplanError:
+        raise KvplanError(f"{path}: GGUF key {key} is missing")
+    return default
+
+
+def _text(path: Path, fields: dict[str, Any], key: str) -> str:
+    value = _value(path, fields, key)
+    if not isinstance(value, str):
+        raise KvplanError(f"{path}: GGUF key {key} is {value!r}, not a string")
+    return value
+
+
+def _count(path: Path, fields: dict[str, Any], key: str, default: Any = KvplanError) -> int:
+    """A positive count, or a per-layer array whose entries all agree."""
+    value = _value(path, fields, key, default)
+    if isinstance(value, list):
+        distinct = set(value)
+        if len(distinct) != 1:
+            raise KvplanError(
+                f"{path}: GGUF key {key} varies per layer ({sorted(distinct)[:4]}…): kvplan's "
+                "model spec holds one value (hybrid and per-layer-head models are not read)"
+            )
+        value = value[0]
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise KvplanError(f"{path}: GGUF key {key} is {value!r}, not a positive integer")
+    return value
+
+
+def _spec(
+    path: Path, arch: str, fields: dict[str, Any], tensors: list[tuple[str, int]]
+) -> ModelSpec:
+    def key(name: str) -> str:
+        return f"{arch}.{name}"
+
+    layers = _count(path, fields, key("block_count"))
+    hidden = _count(path, fields, key("embedding_length"))
+    heads = _count(path, fields, key("attention.head_count"))
+    kv_heads = _count(path, fields, key("attention.head_count_kv"), heads)
+    head_dim = _count(path, fields, key("attention.key_length"), hidden // heads)
+    value_dim = _count(path, fields, key("attention.value_length"), head_dim)
+    names = {name for name, _ in tensors}
+    vocab = len(fields.get("tokenizer.ggml.tokens") or []) or _count(
+        path, fields, key("vocab_size")
+    )
+    document: dict[str, Any] = {
+        "name": path.stem.lower(),
+        "aliases": [str(path)],
+        "source": path.resolve().as_uri(),
+        "family": arch,
+        "hidden_size": hidden,
+        "num_layers": layers,
+        "vocab_size": vocab,
+        "intermediate_size": _count(path, fields, key("feed_forward_length"), 4 * hidden),
+        "tie_word_embeddings": "output.weight" not in names,
+        "max_context": _count(path, fields, key("context_length")),
+        "attention": {"num_heads": heads, "num_kv_heads": kv_heads, "head_dim": head_dim},
+        "notes": [f"read from the GGUF header of {path.name}"],
+    }
+    if arch == "deepseek2":
+        document |= _mla(path, fields, key, head_dim, value_dim)
+        qk_head = document["mla"]["qk_nope_head_dim"] + document["mla"]["qk_rope_head_dim"]
+        document["attention"] = {"num_heads": heads, "num_kv_heads": heads, "head_dim": qk_head}
+    else:
+        if value_dim != head_dim:
+            raise KvplanError(
+                f"{path}: GGUF key {key('attention.value_length')} {value_dim} differs from "
+                f"key_length {head_dim}: kvplan's model spec holds one head_dim"
+            )
+        document["layers"] = _layer_plan(path, arch, fields, key, layers)
+    experts = fields.get(key("expert_count"))
+    if experts:
+        document["moe"] = _moe(path, fields, key)
+    try:
+        return ModelSpec.model_validate(document)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise KvplanError(
+            f"{path}: the GGUF header gives an invalid {where}: {first['msg']}"
+        ) from None
+
+
+def _layer_plan(path: Path, arch: str, fields: dict[str, Any], key, layers: int) -> dict[str, Any]:
+    window = fields.get(key("attention.sliding_window"))
+    pattern = fields.get(key("attention.sliding_window_pattern"))
+    if not window:
+        return {"pattern": ["full"]}
+    window = _count(path, fields, key("attention.sliding_window"))
+    if isinstance(pattern, list):
+        if len(pattern) != layers:
+            raise KvplanError(
+                f"{path}: GGUF key {key('attention.sliding_window_pattern')} has {len(pattern)} "
+                f"entries for {layers} layers"
+            )
+        kinds = ["sliding" if flag else "full" for flag in pattern]
+        return {"kinds": kinds, "sliding_window": window}
+    every = pattern if isinstance(pattern, int) and pattern > 0 else SWA_PATTERN.get(arch)
+    if every is None:  # a window with no pattern: every layer slides (Mistral v0.1 style)
+        return {"pattern": ["sliding"], "sliding_window": window}
+    kinds = ["sliding" if i % every < every - 1 else "full" for i in range(layers)]
+    if "full" not in kinds[:layers]:
+        kinds = ["sliding"] * layers
+    return {"kinds": kinds, "sliding_window": window}
+
+
+def _mla(path: Path, fields: dict[str, Any], key, key_length: int, value_length: int) -> dict:
+    """DeepSeek-V2/V3 latent geometry; re-converted files (llama.cpp PR #12801) keep the
+    per-head sizes in key_length_mla / value_length_mla."""
+    rope = _count(path, fields, key("rope.dimension_count"))
+    qk_head = _count(path, fields, key("attention.key_length_mla"), key_length)
+    v_head = _count(path, fields, key("attention.value_length_mla"), value_length)
+    mla = {
+        "kv_lora_rank": _count(path, fields, key("attention.kv_lora_rank")),
+        "qk_rope_head_dim": rope,
+        "qk_nope_head_dim": qk_head - rope,
+        "v_head_dim": v_head,
+    }
+    q_lora = fields.get(key("attention.q_lora_rank"))
+    if q_lora:
+        mla["q_lora_rank"] = int(q_lora)
+    return {"mla": mla, "layers": {"pattern": ["mla"]}}
+
+
+def _moe(path: Path, fields: dict[str, Any], key) -> dict[str, Any]:
+    moe: dict[str, Any] = {
+        "num_experts": _count(path, fields, key("expert_count")),
+        "experts_per_token": _count(path, fields, key("expert_used_count")),
+        "expert_intermediate_size": _count(
+            path, fields, key("expert_feed_forward_length"), fields.get(key("feed_forward_length"))
+        ),
+    }
+    shared = fields.get(key("expert_shared_count"))
+    if shared:
+        moe["num_shared_experts"] = int(shared)
+    dense = fields.get(key("leading_dense_block_count"))
+    if dense:
+        moe["dense_layers"] = int(dense)
+    return moe
+
+
+def _other_splits_bytes(path: Path, fields: dict[str, Any]) -> int:
+    """Tensor bytes of the other files of a split GGUF (`-00001-of-00003.gguf`)."""
+    count = int(fields.get("split.count") or 1)
+    match = _SPLIT.match(path.name)
+    if count <= 1 or match is None:
+        return 0
+    total = 0
+    for index in range(1, count + 1):
+        name = f"{match['stem']}-{index:05d}-of-{count:05d}.gguf"
+        if name == path.name:
+            continue
+        _, tensors = _read(path.with_name(name))
+        total += sum(size for _, size in tensors)
+    return total

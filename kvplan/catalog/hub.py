@@ -1,0 +1,209 @@
+"""A model by its Hugging Face Hub id: config.json through the user's HF cache, and the
+safetensors headers (never the weights) through HTTP Range requests.
+
+`huggingface_hub` is imported here only, when a Hub id is used, so catalogue lookups start
+without it. It brings the user's cache (HF_HOME / HF_HUB_CACHE), token (HF_TOKEN or a saved
+login), HF_HUB_OFFLINE, HF_ENDPOINT and its timeouts (HF_HUB_ETAG_TIMEOUT,
+HF_HUB_DOWNLOAD_TIMEOUT, in seconds). The headers it reads are kept in
+$HF_HOME/kvplan/safetensors/<org>--<name>/<commit>.json (or under $KVPLAN_CACHE), so a
+second run, or a run offline, reads the same bytes without the network.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kvplan.catalog.tensor_headers import TensorHeader, parse_header
+from kvplan.errors import KvplanError
+
+HUB_PREFIX = "hf:"
+CACHE_ENV = "KVPLAN_CACHE"
+# Hub repo ids: org/name of letters, digits, '-', '_', '.'; an optional @revision.
+_HUB_ID = re.compile(r"(?P<repo>[A-Za-z0-9][\w.-]{0,95}/[\w.-]{1,96})(@(?P<revision>[\w./-]+))?")
+
+
+@dataclass(frozen=True)
+class HubRef:
+    """A Hub model id and the revision asked for (None: the main branch)."""
+
+    repo_id: str
+    revision: str | None = None
+
+    def __str__(self) -> str:
+        return self.repo_id + (f"@{self.revision}" if self.revision else "")
+
+
+def parse_hub_id(text: str) -> HubRef | None:
+    """`org/name` or `org/name@revision` (an `hf:` prefix allowed), else None."""
+    match = _HUB_ID.fullmatch(text.removeprefix(HUB_PREFIX))
+    if match is None or ".." in match["repo"]:
+        return None
+    return HubRef(match["repo"], match["revision"])
+
+
+@dataclass(frozen=True)
+class HubModel:
+    """What was read of a Hub model: its config, the commit it came from, its tensors."""
+
+    ref: HubRef
+    config: dict[str, Any]
+    config_path: Path  # in the HF cache
+    commit: str
+    tensors: tuple[TensorHeader, ...] | None  # None: no safetensors headers could be read
+    warnings: tuple[str, ...]
+
+    @property
+    def source(self) -> str:
+        """The config.json URL at the exact commit read."""
+        return f"https://huggingface.co/{self.ref.repo_id}/blob/{self.commit}/config.json"
+
+
+def _is_hub_failure(error: Exception) -> bool:
+    """An error of the Hub client or its HTTP stack (the user's to fix), not a bug here."""
+    package = type(error).__module__.split(".")[0]
+    return isinstance(error, OSError) or package in ("huggingface_hub", "httpx", "httpx2")
+
+
+def _hub_error(ref: HubRef, error: Exception, endpoint: str, offline: bool) -> KvplanError:
+    """One line that says what went wrong and what to do, for each way the Hub can fail."""
+    from huggingface_hub import errors
+
+    page = f"{endpoint}/{ref.repo_id}"
+    if isinstance(error, errors.GatedRepoError):
+        return KvplanError(
+            f"{ref}: gated model: accept its licence at {page} and set HF_TOKEN (or run "
+            "`hf auth login`) with a token of the account that accepted it"
+        )
+    if isinstance(error, errors.RepositoryNotFoundError):
+        return KvplanError(
+            f"{ref}: no such model on the Hub (or it is private: set HF_TOKEN to a token that "
+            "can read it); check the id"
+        )
+    if isinstance(error, errors.RevisionNotFoundError):
+        return KvplanError(f"{ref}: no revision {ref.revision!r}; check the branch, tag or commit")
+    if isinstance(error, errors.RemoteEntryNotFoundError):
+        return KvplanError(f"{ref}: the repository has no config.json (not a transformers model)")
+    if offline:
+        return KvplanError(
+            f"{ref}: not in the Hugging Face cache and HF_HUB_OFFLINE is set: run once online "
+            "(or unset HF_HUB_OFFLINE)"
+        )
+    if "Timeout" in type(error).__name__ or isinstance(error, TimeoutError):
+        return KvplanError(
+            f"{ref}: the Hub at {endpoint} did not answer in time (HF_HUB_ETAG_TIMEOUT, "
+            "HF_HUB_DOWNLOAD_TIMEOUT seconds) and the model is not cached: check the network "
+            "(or HF_ENDPOINT), then run again"
+        )
+    if isinstance(error, errors.LocalEntryNotFoundError):
+        return KvplanError(
+            f"{ref}: cannot reach the Hub at {endpoint} and the model is not cached: check the "
+            "network (or HF_ENDPOINT), then run again"
+        )
+    status = getattr(getattr(error, "response", None), "status_code", None)
+    return KvplanError(f"{ref}: the Hub at {endpoint} answered {status or type(error).__name__}")
+
+
+def _cache_file(ref: HubRef, commit: str) -> Path:
+    from huggingface_hub import constants
+
+    root = Path(os.environ.get(CACHE_ENV) or Path(constants.HF_HOME) / "kvplan")
+    return root / "safetensors" / ref.repo_id.replace("/", "--") / f"{commit}.json"
+
+
+def _cached_tensors(path: Path) -> tuple[TensorHeader, ...] | None:
+    try:
+        rows = json.loads(path.read_text(encoding="utf-8"))
+        return tuple(TensorHeader(n, d, tuple(s), b) for n, d, s, b in rows)
+    except (OSError, ValueError, TypeError):
+        return None  # absent or damaged: read the headers again
+
+
+def _store(path: Path, tensors: tuple[TensorHeader, ...]) -> None:
+    """Write the headers beside the HF cache (temporary name, then rename); a cache that
+    cannot be written is skipped, not an error."""
+    rows = [[t.name, t.dtype, list(t.shape), t.nbytes] for t in tensors]
+    temporary = path.with_name(f".{path.name}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary.write_text(json.dumps(rows, separators=(",", ":")), encoding="utf-8")
+        temporary.replace(path)
+    except OSError:
+        temporary.unlink(missing_ok=True)
+
+
+def _fetch_tensors(ref: HubRef, commit: str) -> tuple[tuple[TensorHeader, ...] | None, str | None]:
+    """Every safetensors header of the checkpoint at `commit` (Range requests), or a warning."""
+    from huggingface_hub import HfApi, constants, errors
+
+    try:
+        metadata = HfApi().get_safetensors_metadata(
+            ref.repo_id, revision=commit, timeout=constants.HF_HUB_DOWNLOAD_TIMEOUT
+        )
+    except errors.NotASafetensorsRepoError:
+        return None, f"{ref} has no safetensors files: weights computed from the config"
+    except Exception as error:
+        if not _is_hub_failure(error):
+            raise
+        return None, (
+            f"{ref}: safetensors headers not read ({type(error).__name__}): weights computed "
+            "from the config; run again for the checkpoint's exact bytes"
+        )
+    tensors = []
+    for filename, file in sorted(metadata.files_metadata.items()):
+        header = {
+            name: {"dtype": t.dtype, "shape": t.shape, "data_offsets": list(t.data_offsets)}
+            for name, t in file.tensors.items()
+        }
+        tensors += parse_header(header, f"{ref} {filename}")
+    return tuple(tensors), None
+
+
+def fetch_hub_model(ref: HubRef) -> HubModel:
+    """config.json of `ref` (downloaded once into the HF cache) and its safetensors headers.
+
+    Raises:
+        KvplanError: one line per failure (gated, private or missing, no such revision,
+            offline and not cached, the Hub unreachable), saying what to do.
+    """
+    from huggingface_hub import constants, hf_hub_download
+    from huggingface_hub.utils import disable_progress_bars, logging
+
+    # The client's own retry warnings and progress bars would break the one-line contract.
+    logging.set_verbosity_error()
+    disable_progress_bars()
+    offline = constants.HF_HUB_OFFLINE
+    try:
+        config_path = Path(
+            hf_hub_download(
+                ref.repo_id,
+                "config.json",
+                revision=ref.revision,
+                etag_timeout=constants.HF_HUB_ETAG_TIMEOUT,
+            )
+        )
+    except Exception as error:
+        if not _is_hub_failure(error):
+            raise
+        raise _hub_error(ref, error, constants.ENDPOINT, offline) from None
+    commit = config_path.parent.name  # the cache keeps files under snapshots/<commit>/
+    try:
+        config = json.loads(config_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise KvplanError(f"{ref}: config.json is not valid JSON ({error})") from None
+    cache = _cache_file(ref, commit)
+    tensors, warning = _cached_tensors(cache), None
+    if tensors is None and offline:
+        warning = (
+            f"{ref}: safetensors headers not cached and HF_HUB_OFFLINE is set: weights computed "
+            "from the config (run once online for the checkpoint's exact bytes)"
+        )
+    elif tensors is None:
+        tensors, warning = _fetch_tensors(ref, commit)
+        if tensors is not None:
+            _store(cache, tensors)
+    return HubModel(ref, config, config_path, commit, tensors, (warning,) if warning else ())

@@ -1,0 +1,180 @@
+"""The `recommend` command: from a target to the cheapest deployment and its launch command."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+
+import typer
+
+from kvplan.cli.common import _catalog, _deployment_of, _format, _model, user_errors
+from kvplan.cli.engine_options import EngineOptions, engine_options
+from kvplan.cli.options import CatalogOpt, FormatOpt, ModelArg, RopeScalingOpt
+from kvplan.errors import KvplanError
+
+_PRICE = re.compile(r"\s*(?P<sku>[^=]+?)\s*=\s*(?P<price>\d+(?:\.\d+)?)\s*/\s*h\s*", re.I)
+
+
+@engine_options
+def recommend(
+    ctx: typer.Context,
+    model: ModelArg,
+    context: Annotated[
+        str | None,
+        typer.Option(
+            "--context",
+            "-c",
+            help="tokens per request, the max_model_len to serve; accepts 8k, 128k, 1M "
+            "(k = 1024); default: the model's context limit (native, or with --rope-scaling)",
+            show_default=False,
+        ),
+    ] = None,
+    concurrency: Annotated[
+        int,
+        typer.Option("--concurrency", "-n", help="requests of --context tokens held at once"),
+    ] = 1,
+    sku: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--sku",
+            "-s",
+            help="SKUs to search: a name, a family such as h100, or a comma-separated list "
+            "(repeatable); default: every SKU in the catalogue",
+            show_default=False,
+        ),
+    ] = None,
+    max_gpus: Annotated[
+        int,
+        typer.Option(
+            "--max-gpus",
+            help="most GPUs one deployment may use (tp × pp × dp); GPU counts tried: 1, 2, 4, "
+            "… up to a node, then whole nodes",
+        ),
+    ] = 64,
+    kv_dtypes: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--kv-dtype",
+            help="KV dtypes allowed (repeatable); default: 16-bit, plus fp8 on GPUs with fp8 "
+            "tensor cores",
+            show_default=False,
+        ),
+    ] = None,
+    no_quantization: Annotated[
+        bool,
+        typer.Option(
+            "--no-quantization",
+            help="only the released weights (default also tries fp8 weights quantised at load, "
+            "`--quantization fp8`, on GPUs with fp8 tensor cores)",
+        ),
+    ] = False,
+    tp: Annotated[
+        int | None,
+        typer.Option("--tp", help="fix the tensor-parallel degree (default: searched)"),
+    ] = None,
+    pp: Annotated[
+        int | None,
+        typer.Option("--pp", help="fix the pipeline-parallel degree (default: searched)"),
+    ] = None,
+    headroom: Annotated[
+        str,
+        typer.Option(
+            "--headroom",
+            help="share of each GPU's KV budget kept unused for bursts and fragmentation: "
+            "10% or 0.1",
+        ),
+    ] = "10%",
+    price: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--price",
+            help="price of one GPU-hour, SKU=PRICE/h (repeatable; a family sets all its SKUs), "
+            "e.g. h100-sxm=2.5/h; overrides price_per_hour in SKU files; kvplan ships none",
+            show_default=False,
+        ),
+    ] = None,
+    rank: Annotated[
+        str | None,
+        typer.Option(
+            "--rank",
+            help="what cheapest means: gpus (GPU count) or price (GPUs × price per GPU-hour); "
+            "default: price when --price is given, else gpus",
+            show_default=False,
+        ),
+    ] = None,
+    top: Annotated[int, typer.Option("--top", help="how many distinct deployments to list")] = 5,
+    rope_scaling: RopeScalingOpt = None,
+    fmt: FormatOpt = "table",
+    catalog_dirs: CatalogOpt = None,
+    *,
+    engine_options: EngineOptions,
+) -> None:
+    """The cheapest deployment that holds --concurrency requests of --context tokens, and how
+    to start it (exit 1 when nothing in the searched space does).
+
+    Searches SKUs, GPUs per instance (tp, pp; dp with expert parallelism for MoE models), KV
+    and weight dtypes, block size, max_num_seqs and the memory fraction; an engine option
+    you set (--utilization 0.9, --block-size, --max-num-seqs, --dp, --ep, ...) is fixed, one
+    you leave unset is searched. Every candidate is sized by the same engine model as
+    `kvplan report`. Ranks by cost, then fewer quantised parts, fewer nodes and stages, more
+    KV, a lower memory fraction. Prints the launch command and the startup log lines to
+    expect. A throughput target (--rate with --slo-ttft/--slo-tpot) needs `kvplan simulate`,
+    which is not in this version; the search takes it as another objective.
+    """
+    with user_errors():
+        from kvplan.api import recommend as recommend_report
+        from kvplan.report.recommend_report import render_recommendation
+
+        output = _format(fmt)
+        catalog = _catalog(catalog_dirs)
+        base = _deployment_of(
+            _model(catalog, model, rope_scaling), engine_options, None, None, tp or 1, pp or 1
+        )
+        result = recommend_report(
+            base,
+            context=context,
+            concurrency=concurrency,
+            skus=_sku_names(sku) if sku else None,
+            max_gpus=max_gpus,
+            kv_dtypes=kv_dtypes,
+            quantization=not no_quantization,
+            tp=tp,
+            pp=pp,
+            dp=base.dp if _given(ctx, "dp") else None,
+            ep=base.ep if _given(ctx, "ep") else None,
+            headroom=headroom,
+            prices=_prices(price or []),
+            rank=rank,
+            top=top,
+            catalog=catalog,
+        )
+        render_recommendation(result, output)
+    if not result.meets:
+        raise typer.Exit(1)
+
+
+def _given(ctx: typer.Context, name: str) -> bool:
+    """Whether the user set option `name` (on the command line, not by its default)."""
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name != "DEFAULT"
+
+
+def _sku_names(names: list[str]) -> list[str]:
+    """--sku values: names, families and comma-separated lists, in order."""
+    found = [part.strip() for text in names for part in text.split(",")]
+    if not all(found):
+        raise KvplanError(f"--sku: empty name in {names!r}")
+    return found
+
+
+def _prices(texts: list[str]) -> dict[str, float]:
+    """SKU (or family) -> price of one GPU-hour, from SKU=PRICE/h."""
+    prices: dict[str, float] = {}
+    for text in texts:
+        match = _PRICE.fullmatch(text)
+        if match is None:
+            raise KvplanError(
+                f"--price: {text!r} is not SKU=PRICE/h (e.g. h100-sxm=2.5/h: 2.5 per GPU-hour)"
+            )
+        prices[match["sku"]] = float(match["price"])
+    return prices

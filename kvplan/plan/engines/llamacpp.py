@@ -1,0 +1,396 @@
+"""The llama.cpp profile (and ollama, which runs it): cells that -c and -np allocate.
+
+llama.cpp's KV cache is not carved from free memory: `llama-server -c N -np S` allocates N
+cells (rounded by the build, `llamacpp_cells`) split into S slots, and either it fits beside
+the weights and compute buffers or the server fails to start. So:
+
+- with `--ctx-size` (-c) set, the pool is that allocation: S slots of N / S tokens each, if
+  weights + KV + compute buffers fit the GPU, else nothing;
+- without it, kvplan plans the launch for the question asked: each request of L tokens is one
+  slot of the cells `-c L` gives one sequence, and the GPU holds as many slots as fit beside
+  the weights and compute buffers (`--batch` B then means `-c B·L -np B`).
+
+K and V are sized separately (`--kv-dtype` is -ctk, `--v-dtype` -ctv, each a ggml type with
+its block size), per layer: n_head_kv · row(type, head_dim). Layers not offloaded
+(`--gpu-layers`, -ngl) keep their KV in host memory; `--pp` spreads the offloaded layers over
+GPUs (llama.cpp's default --split-mode layer). Tensor parallelism is refused.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import TYPE_CHECKING
+
+from kvplan.errors import KvplanError
+from kvplan.kvmath import stage_layer_ranges
+from kvplan.plan.engines import llamacpp_cells as cells
+from kvplan.plan.engines.base import (
+    UNLIMITED_REQUESTS,
+    Budget,
+    EngineProfile,
+    KvLayout,
+    KvPool,
+    StageLayout,
+    device_memory,
+    subtract_terms,
+)
+from kvplan.plan.engines.llamacpp_cells import Allocation, CellRules, LayerRow, allocate
+from kvplan.plan.engines.release import parse_build
+from kvplan.specs import DtypeInfo, kv_dtype_info
+
+if TYPE_CHECKING:
+    from kvplan.plan.batch import Batch
+    from kvplan.plan.deployment import Deployment
+    from kvplan.specs import ModelSpec, SkuSpec
+
+OLDEST_BUILD, NEWEST_BUILD = 1, 20_000
+DEFAULT_BUILD = 7900
+# ggml type names for kvplan's KV dtype names (log lines and -ctk/-ctv).
+GGML_NAMES = {"fp32": "f32", "fp16": "f16", "bf16": "bf16"}
+GGML_KV_TYPES = ("fp32", "fp16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl")
+
+
+def ggml_name(kv_dtype: str) -> str:
+    return GGML_NAMES.get(kv_dtype, kv_dtype)
+
+
+def _row(dtype: DtypeInfo, elements: int) -> int:
+    """ggml_row_size: elements / block · block bytes (blocks never straddle a row here)."""
+    return dtype.row_bytes(elements)
+
+
+def layer_rows(
+    model: ModelSpec, k_dtype: DtypeInfo, v_dtype: DtypeInfo, build: int, devices: tuple[str, ...]
+) -> tuple[LayerRow, ...]:
+    """One row per layer: K and V bytes of one cell, the window, the device it lives on."""
+    attention, mla = model.attention, model.mla
+    heads, head_dim = attention.num_kv_heads, attention.head_dim
+    window = model.layers.sliding_window or model.layers.chunk_size or 0
+    rows = []
+    for index, kind in enumerate(model.layer_kinds):
+        device = devices[index]
+        if kind == "mla" and mla is not None:
+            if build < cells.MLA_LATENT_BUILD:  # per-head K and V, as transformers stores them
+                k = attention.num_heads * _row(k_dtype, mla.qk_nope_head_dim + mla.qk_rope_head_dim)
+                v = attention.num_heads * _row(v_dtype, mla.v_head_dim)
+            else:
+                k = _row(k_dtype, mla.kv_lora_rank + mla.qk_rope_head_dim)
+                v = 0 if build >= cells.MLA_NO_V_BUILD else _row(v_dtype, mla.kv_lora_rank)
+            rows.append(LayerRow("full", k, v, device=device))
+        elif kind in ("full", "sliding", "chunked"):
+            k, v = heads * _row(k_dtype, head_dim), heads * _row(v_dtype, head_dim)
+            rows.append(LayerRow(kind, k, v, window if kind != "full" else 0, device=device))
+        elif kind == "state" and model.state is not None:
+            # llama-memory-recurrent keeps conv (r) and ssm (s) states in f32 per sequence.
+            rows.append(
+                LayerRow(
+                    "state", 0, 0, state_bytes=model.state.elements_per_seq() * 4, device=device
+                )
+            )
+        else:
+            rows.append(LayerRow("none", 0, 0, device=device))
+    return tuple(rows)
+
+
+def devices_of(num_layers: int, gpu_layers: int, gpus: int) -> tuple[str, ...]:
+    """The buffer each layer's cache lives in: the last `gpu_layers` layers on CUDA0..N−1
+    (split like --split-mode layer, evenly), the rest on the CPU."""
+    on_gpu = min(gpu_layers, num_layers)
+    first = num_layers - on_gpu
+    devices = ["CPU"] * first
+    if on_gpu:
+        for gpu, layers in enumerate(stage_layer_ranges(on_gpu, min(gpus, on_gpu))):
+            devices += [f"CUDA{gpu}"] * len(layers)
+    return tuple(devices)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything a llama.cpp launch allocates from: rows, rules and the fixed -c / -np."""
+
+    rows: tuple[LayerRow, ...]
+    rules: CellRules
+    type_k: str
+    type_v: str
+    context_size_tokens: int | None  # -c; None: planned per request
+    parallel: int  # -np (fixed plans)
+    gpus: int
+
+    def allocation(self, n_ctx: int, n_seq: int) -> Allocation:
+        return allocate(self.rows, self.rules, n_ctx, n_seq)
+
+    def slot_bytes(self, tokens: int, device: str) -> int:
+        """Bytes one slot sized for `tokens` (-c tokens -np 1) takes on `device`."""
+        return self.allocation(tokens, 1).bytes_on(device)
+
+    @property
+    def fixed(self) -> Allocation | None:
+        if self.context_size_tokens is None:
+            return None
+        return self.allocation(self.context_size_tokens, self.parallel)
+
+
+@dataclass(frozen=True)
+class SlotCharge:
+    """A request is one slot: its cells on one GPU (planned), or one of the fixed slots."""
+
+    plan: Plan
+    device: str
+    kind: str = "full"
+
+    def blocks_per_request(self, tokens: int) -> int:
+        fixed = self.plan.fixed
+        if fixed is None:
+            return self.plan.slot_bytes(tokens, self.device)  # blocks are bytes
+        return 1
+
+
+@dataclass(frozen=True)
+class LlamaCppLayout(KvLayout):
+    plan: Plan | None = None
+
+
+@dataclass(frozen=True)
+class SlotPool(KvPool):
+    """A pool whose requests cannot exceed one slot's context (fixed -c / -np)."""
+
+    max_request_tokens: int = UNLIMITED_REQUESTS
+
+    def requests_at(self, tokens: int) -> int:
+        return 0 if tokens > self.max_request_tokens else super().requests_at(tokens)
+
+    def holds(self, batch: Batch) -> bool:
+        return batch.longest <= self.max_request_tokens and super().holds(batch)
+
+    def concurrency_at(self, tokens: int) -> float:
+        return 0.0 if tokens > self.max_request_tokens else super().concurrency_at(tokens)
+
+
+class LlamaCppProfile(EngineProfile):
+    name = "llama.cpp"
+    summary = "cells that -c / -np allocate (padded by build, one stream per slot, SWA caches)"
+    default_utilization_text = "1.0 (no fraction: the cache is what -c allocates)"
+    default_kv_dtype = "fp16"
+    engine_label = "llama.cpp"
+
+    def build_of(self, deployment: Deployment) -> int:
+        text = deployment.settings.version
+        if text is None:
+            return DEFAULT_BUILD
+        return parse_build(text, "llama.cpp", OLDEST_BUILD, NEWEST_BUILD)
+
+    def accepts_kv_dtype(self, kv_dtype: str) -> bool:
+        return kv_dtype in GGML_KV_TYPES
+
+    def tp_refusal(self, model: ModelSpec, tp: int) -> str | None:
+        if tp > 1:
+            return (
+                f"{self.name} does not split attention heads over GPUs; it splits layers "
+                "(--split-mode layer): use --pp for several GPUs"
+            )
+        return None
+
+    def check(self, deployment: Deployment) -> None:
+        super().check(deployment)
+        self.build_of(deployment)
+        settings = deployment.settings
+        if deployment.dp > 1 or deployment.ep:
+            raise KvplanError(f"--dp/--ep: {self.name} runs one model instance; drop them")
+        v_dtype = self.v_dtype(deployment)
+        if not self.accepts_kv_dtype(v_dtype):
+            raise KvplanError(
+                f"--v-dtype: {v_dtype} is not a ggml KV type ({', '.join(GGML_KV_TYPES)})"
+            )
+        if kv_dtype_info(v_dtype).is_quantised and not self.flash_attention(deployment):
+            raise KvplanError(
+                f"--v-dtype: a quantised V cache ({ggml_name(v_dtype)}) needs flash attention "
+                "(llama.cpp: 'V cache quantization requires flash_attn'); add --flash-attn"
+            )
+        if settings.parallel and settings.context_size_tokens is None:
+            raise KvplanError("--parallel: give --ctx-size with it (the cells the slots share)")
+
+    def v_dtype(self, deployment: Deployment) -> str:
+        v = deployment.settings.v_dtype
+        return kv_dtype_info(v).name if v else deployment.kv_dtype
+
+    def flash_attention(self, deployment: Deployment) -> bool:
+        """-fa as set; else on from the -fa auto builds (CUDA supports it), off before."""
+        given = deployment.settings.flash_attention
+        if given is not None:
+            return given
+        return self.build_of(deployment) >= cells.FLASH_AUTO_BUILD
+
+    def gpu_layers(self, deployment: Deployment) -> int:
+        given = deployment.settings.gpu_layers
+        return (
+            deployment.model.num_layers
+            if given is None
+            else min(given, deployment.model.num_layers)
+        )
+
+    def plan(self, deployment: Deployment) -> Plan:
+        return _plan(self, deployment)
+
+    def layout(self, deployment: Deployment, sku: SkuSpec | None) -> KvLayout:
+        return _layout(self, deployment)
+
+    def budget(
+        self, deployment: Deployment, sku: SkuSpec, max_model_len: int | None = None
+    ) -> Budget:
+        """GPU memory − weights of the offloaded layers − compute buffers (utilization 1)."""
+        total, basis = device_memory(sku)
+        weights = deployment.weights().per_gpu_bytes
+        offloaded = self.gpu_layers(deployment)
+        weights = weights * offloaded // deployment.model.num_layers
+        context = max_model_len or deployment.model.max_context
+
+        def estimate() -> tuple[int, int, int, int]:
+            compute = compute_buffer_bytes(
+                deployment.model,
+                self.flash_attention(deployment),
+                self.plan(deployment).rules.ubatch_tokens,
+                context,
+            )
+            return compute, 0, 0, compute // 4
+
+        return subtract_terms(
+            total, basis, 1.0, weights if offloaded else 0, deployment.settings, estimate
+        )
+
+    def pool(self, layout: KvLayout, budget: Budget) -> KvPool:
+        """Planned: the bytes left hold slots; fixed: all S slots if they fit, else none."""
+        plan = layout.plan if isinstance(layout, LlamaCppLayout) else None
+        fixed = plan.fixed if plan else None
+        if fixed is None:
+            return SlotPool(layout, max(budget.kv_bytes, 0))
+        needed = max(fixed.bytes_on(f"CUDA{g}") for g in range(plan.gpus))
+        slots = fixed.n_seq if budget.kv_bytes >= needed or budget.fixed else 0
+        return SlotPool(layout, slots, fixed.n_ctx_seq)
+
+    def capacity_tokens(self, pool: KvPool, max_model_len: int) -> int:
+        """Cells of the full-attention layers: n_ctx (fixed), or what the bytes left buy."""
+        plan = pool.layout.plan if isinstance(pool.layout, LlamaCppLayout) else None
+        if plan is not None and plan.fixed is not None:
+            return plan.fixed.n_ctx if pool.num_blocks else 0
+        return super().capacity_tokens(pool, max_model_len)
+
+    def log_lines(self, budget: Budget, pool: KvPool, max_model_len: int) -> list[str]:
+        from kvplan.plan.engines.llamacpp_log import startup_lines
+
+        plan = pool.layout.plan if isinstance(pool.layout, LlamaCppLayout) else None
+        if plan is None:
+            return []
+        allocation = plan.fixed or launch_allocation(plan, pool, max_model_len)
+        return startup_lines(plan, allocation) if allocation else []
+
+    def notes(self, deployment: Deployment, sku: SkuSpec | None) -> list[str]:
+        notes = super().notes(deployment, sku)
+        settings = deployment.settings
+        if settings.context_size_tokens is None:
+            notes.append(
+                f"{self.engine_label}: no --ctx-size given, so each request is one slot of the "
+                "cells -c L gives it (B requests = -c B·L -np B); the GPU holds the slots that fit"
+            )
+        else:
+            notes.append(
+                f"{self.engine_label} allocates -c {settings.context_size_tokens} "
+                f"-np {settings.parallel or 1} up front: requests fit only within a slot"
+            )
+        offloaded = self.gpu_layers(deployment)
+        if offloaded < deployment.model.num_layers:
+            notes.append(
+                f"-ngl {offloaded}: the KV and weights of "
+                f"{deployment.model.num_layers - offloaded} layers stay in host memory "
+                "(weights on the GPU scaled by the layers offloaded)"
+            )
+        if sku is not None and settings.activation_bytes is None:
+            notes.append(
+                "compute buffers are an estimate (logits of one ubatch, plus the KQ matrix "
+                "without flash attention); the CUDA context is not counted"
+            )
+        return notes
+
+    def launch_command(
+        self, deployment: Deployment, sku: SkuSpec | None, context_tokens: int
+    ) -> str:
+        from kvplan.plan.engines.llamacpp_log import server_command
+
+        settings = deployment.settings
+        n_ctx, n_seq = settings.context_size_tokens, settings.parallel or 1
+        if n_ctx is None:
+            n_seq = 1
+            if sku is not None:
+                layout = self.layout(deployment, sku)
+                pool = self.pool(layout, self.budget(deployment, sku, context_tokens))
+                n_seq = max(pool.requests_at(context_tokens), 1)
+            n_ctx = n_seq * context_tokens
+        return server_command(self, deployment, n_ctx, n_seq)
+
+
+def launch_allocation(plan: Plan, pool: KvPool, context_tokens: int) -> Allocation | None:
+    """The allocation of `-c S·L -np S` for the slots S of length L the pool holds."""
+    slots = pool.requests_at(context_tokens)
+    if slots < 1:
+        return None
+    return plan.allocation(slots * context_tokens, slots)
+
+
+def compute_buffer_bytes(model: ModelSpec, flash_attention: bool, ubatch: int, context: int) -> int:
+    """An estimate of llama.cpp's compute buffer on the GPU, in bytes.
+
+    The graph's largest live tensors for one ubatch: the f32 logits (n_vocab · ubatch · 4 B),
+    and without flash attention the KQ scores and their softmax (2 · ubatch · cells · heads ·
+    4 B). A Llama-3 8B with flash attention logs 258.50 MiB (logits 250.5 MiB).
+    """
+    logits = model.vocab_size * ubatch * 4
+    scores = 0 if flash_attention else 2 * ubatch * context * model.attention.num_heads * 4
+    return max(logits, scores) + 8 * 2**20
+
+
+@lru_cache(maxsize=1024)
+def _plan(profile: LlamaCppProfile, deployment: Deployment) -> Plan:
+    settings = deployment.settings
+    build = profile.build_of(deployment)
+    rules = CellRules(
+        build,
+        profile.flash_attention(deployment),
+        bool(settings.kv_unified),
+        settings.swa_full,
+        settings.ubatch_tokens or cells.DEFAULT_UBATCH_TOKENS,
+    )
+    devices = devices_of(deployment.model.num_layers, profile.gpu_layers(deployment), deployment.pp)
+    k_dtype, v_dtype = (
+        kv_dtype_info(deployment.kv_dtype),
+        kv_dtype_info(profile.v_dtype(deployment)),
+    )
+    rows = layer_rows(deployment.model, k_dtype, v_dtype, build, devices)
+    return Plan(
+        rows,
+        rules,
+        ggml_name(k_dtype.name),
+        ggml_name(v_dtype.name),
+        settings.context_size_tokens,
+        settings.parallel or 1,
+        deployment.pp,
+    )
+
+
+@lru_cache(maxsize=1024)
+def _layout(profile: LlamaCppProfile, deployment: Deployment) -> LlamaCppLayout:
+    plan = profile.plan(deployment)
+    fixed = plan.fixed
+    stages = []
+    for gpu in range(deployment.pp):
+        device = f"CUDA{gpu}"
+        # Planned: blocks are bytes. Fixed: a block is one of the -np slots.
+        per_block = 1 if fixed is None else max(-(-fixed.bytes_on(device) // fixed.n_seq), 1)
+        stages.append(StageLayout(per_block, (SlotCharge(plan, device),)))
+    per_token = max(
+        sum(r.k_bytes + r.v_bytes for r in plan.rows if r.device == f"CUDA{g}")
+        for g in range(deployment.pp)
+    )
+    return LlamaCppLayout(tuple(stages), 1, per_token, plan=plan)
+
+
+LLAMA_CPP = LlamaCppProfile()

@@ -1,0 +1,70 @@
+"""The ollama profile: llama.cpp's cells, reached through ollama's environment settings.
+
+ollama (`envconfig/config.go`, `llm/server.go`, `server/sched.go`) starts its llama.cpp runner
+with `--ctx-size num_ctx × OLLAMA_NUM_PARALLEL --parallel OLLAMA_NUM_PARALLEL` and one
+`--kv-cache-type` (OLLAMA_KV_CACHE_TYPE: f16, q8_0 or q4_0) for both K and V, quantised only
+with OLLAMA_FLASH_ATTENTION=1 (otherwise it falls back to f16). So kvplan's options map as:
+`--context` = OLLAMA_CONTEXT_LENGTH / num_ctx (tokens per request), `--ctx-size` = num_ctx ×
+OLLAMA_NUM_PARALLEL, `--parallel` = OLLAMA_NUM_PARALLEL, `--kv-dtype` = OLLAMA_KV_CACHE_TYPE,
+`--flash-attn` = OLLAMA_FLASH_ATTENTION, `--gpu-layers` = num_gpu.
+
+`--engine-version` is ollama's release; the llama.cpp build it vendored decides the rules
+(kvplan's reading of ollama's release dates; approximate): ≤ 0.5 → b4000 era (padded cells,
+per-head DeepSeek cache), 0.6 → b4800, 0.7 – 0.9 → b5500 (MLA latent, SWA caches),
+0.10 – 0.12 → b6100 (streams), ≥ 0.13 → b7000. Models served by ollama's own Go engine
+(`ollamarunner`: gemma3, llama4, gpt-oss, …) follow its `kvcache` package instead: not modelled.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kvplan.errors import KvplanError
+from kvplan.plan.engines.llamacpp import LlamaCppProfile
+from kvplan.plan.engines.release import parse_release
+
+if TYPE_CHECKING:
+    from kvplan.plan.deployment import Deployment
+
+OLDEST, NEWEST = (0, 1, 0), (0, 99, 99)
+DEFAULT_RELEASE_TEXT = "0.13.0"
+# ollama release (major, minor) from which a vendored llama.cpp build applies.
+VENDORED_BUILDS = (((0, 13), 7000), ((0, 10), 6100), ((0, 7), 5500), ((0, 6), 4400), ((0, 0), 4000))
+OLLAMA_KV_TYPES = ("fp16", "q8_0", "q4_0")
+
+
+class OllamaProfile(LlamaCppProfile):
+    name = "ollama"
+    summary = "llama.cpp's cells via ollama's settings (num_ctx × OLLAMA_NUM_PARALLEL cells)"
+    engine_label = "ollama"
+
+    def release(self, deployment: Deployment) -> tuple[int, int, int]:
+        text = deployment.settings.version or DEFAULT_RELEASE_TEXT
+        return parse_release(text, "ollama", OLDEST, NEWEST)
+
+    def build_of(self, deployment: Deployment) -> int:
+        release = self.release(deployment)[:2]
+        return next(build for start, build in VENDORED_BUILDS if release >= start)
+
+    def flash_attention(self, deployment: Deployment) -> bool:
+        """OLLAMA_FLASH_ATTENTION as set; off by default."""
+        return bool(deployment.settings.flash_attention)
+
+    def check(self, deployment: Deployment) -> None:
+        super().check(deployment)
+        settings = deployment.settings
+        if settings.v_dtype and settings.v_dtype != deployment.kv_dtype:
+            raise KvplanError("--v-dtype: ollama sets one OLLAMA_KV_CACHE_TYPE for K and V")
+        if deployment.kv_dtype not in OLLAMA_KV_TYPES:
+            raise KvplanError(
+                f"--kv-dtype: OLLAMA_KV_CACHE_TYPE accepts f16, q8_0 and q4_0, not "
+                f"{deployment.kv_dtype}"
+            )
+        if deployment.kv_dtype != "fp16" and not self.flash_attention(deployment):
+            raise KvplanError(
+                f"--kv-dtype: ollama falls back to f16 for {deployment.kv_dtype} unless "
+                "OLLAMA_FLASH_ATTENTION=1; add --flash-attn or use --kv-dtype f16"
+            )
+
+
+OLLAMA = OllamaProfile()

@@ -1,0 +1,299 @@
+"""The TensorRT-LLM profile: blocks from a fraction of the memory free after the engine loads.
+
+Read from NVIDIA/TensorRT-LLM:
+
+- TensorRT-engine path (C++ executor, Triton `tensorrtllm_backend`, < 1.0):
+  `cpp/tensorrt_llm/batch_manager/kvCacheManager.cpp` `calculateMaxNumBlocks`:
+  max_tokens = int(free_gpu_memory_fraction · free / bytes_per_token), free measured after the
+  engine, its execution context, runtime buffers and decoder are allocated;
+  `min(max_tokens, kv_cache_config.max_tokens)`; blocks = ⌈max_tokens / tokens_per_block⌉ (the
+  pool can exceed the fraction by less than a block).
+- PyTorch backend (`trtllm-serve`, ≥ 1.0): `_torch/pyexecutor/_util.py` `KvCacheCreator` runs a
+  dummy batch, takes its peak (weights + activations + NCCL/CUDA graphs), and gives the KV
+  cache fraction · (total − peak): the same shape, with 32 tokens per block
+  (`llm_args.py` KvCacheConfig.tokens_per_block).
+
+bytes_per_token = kv_factor (2; 1 for MLA) · Σ layers of this pipeline rank · KV heads per TP
+rank · head size · element bytes (`calculateCacheSizePerToken`): kvmath's caches. Windowed
+layers keep the full attention window (max_attention_window) here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import TYPE_CHECKING
+
+from kvplan.kvmath import ceil_div
+from kvplan.plan.engines.base import (
+    UNLIMITED_REQUESTS,
+    BlockCharge,
+    Budget,
+    EngineProfile,
+    KvLayout,
+    KvPool,
+    Scheduler,
+    StageLayout,
+    device_memory,
+    fraction_of_free,
+    model_reference,
+)
+from kvplan.plan.engines.release import parse_release
+from kvplan.units import GIB
+
+if TYPE_CHECKING:
+    from kvplan.plan.deployment import Deployment
+    from kvplan.specs import SkuSpec
+
+Release = tuple[int, int, int]
+OLDEST, NEWEST = (0, 5, 0), (1, 9, 99)
+DEFAULT_RELEASE_TEXT = "1.0.0"
+KV_DTYPES = frozenset({"bf16", "fp16", "fp32", "fp8_e4m3", "nvfp4"})
+MIB = 2**20
+# One public log states every term (docs/source/reference/memory.md, a 7B FP8 engine on an
+# H100, max_num_tokens 8192): execution context (activations) 1134.01 MiB; runtime buffers
+# 43.29 MB + decoder 180.30 MB + 776 MiB the log leaves to CUDA context and cuBLAS
+# (total 79.10 − engine 6695 MiB − the rest − available 70.48 GiB). Activations are scaled by
+# max_num_tokens · hidden_size from there; both are estimates with a ±1 GiB band.
+ACTIVATION_BYTES_PER_TOKEN_HIDDEN = 1134.01 * MIB / (8192 * 4096)
+NON_TORCH_BYTES = int((43.29 + 180.30 + 776) * MIB)
+ESTIMATE_BAND_BYTES = GIB
+MAX_NUM_TOKENS = 8192  # trtllm-build --max_num_tokens and LLM API default
+
+
+def release_of(deployment: Deployment) -> Release:
+    return parse_release(
+        deployment.settings.version or DEFAULT_RELEASE_TEXT, "TensorRT-LLM", OLDEST, NEWEST
+    )
+
+
+def default_fraction(release: Release) -> float:
+    """kv_cache_free_gpu_mem_fraction default: 0.85 in the first batch manager (≈ 0.5 – 0.6,
+    docs/source/memory.md "85%"), 0.9 from ≈ 0.7 (executor.h kDefaultGpuMemFraction)."""
+    return 0.85 if release < (0, 7, 0) else 0.9
+
+
+def default_tokens_per_block(release: Release) -> int:
+    """trtllm-build --tokens_per_block 64 (< 1.0); PyTorch backend KvCacheConfig 32."""
+    return 32 if release >= (1, 0, 0) else 64
+
+
+@dataclass(frozen=True)
+class TrtLayout(KvLayout):
+    """Blocks of every layer, with the release whose log wording applies and the token cap."""
+
+    release: Release = (1, 0, 0)
+    max_tokens: int | None = None  # KvCacheConfig.max_tokens
+
+
+@lru_cache(maxsize=4096)
+def _layout(deployment: Deployment, tokens_per_block: int) -> TrtLayout:
+    caches = deployment.exact_caches(full_reservation=True)
+    stages = []
+    per_token = 0
+    for layers in deployment.stage_ranges():
+        token_bytes = sum(caches[i].token_bytes for i in layers)
+        per_token = max(per_token, token_bytes)
+        stages.append(
+            StageLayout(max(token_bytes * tokens_per_block, 1), (BlockCharge(tokens_per_block),))
+        )
+    return TrtLayout(
+        tuple(stages),
+        tokens_per_block,
+        per_token,
+        release_of(deployment),
+        deployment.settings.max_kv_tokens,
+    )
+
+
+class TrtllmProfile(EngineProfile):
+    name = "trtllm"
+    summary = (
+        "blocks of 64 tokens (32 on the PyTorch backend) from free_gpu_memory_fraction (0.9) "
+        "of the memory free after the engine loads"
+    )
+    default_utilization_text = "0.9 of free memory (0.85 before 0.7)"
+
+    def check(self, deployment: Deployment) -> None:
+        release_of(deployment)
+        super().check(deployment)
+
+    def accepts_kv_dtype(self, kv_dtype: str) -> bool:
+        return kv_dtype in KV_DTYPES
+
+    def scheduler(
+        self, deployment: Deployment, sku: SkuSpec | None, max_model_len: int | None = None
+    ) -> Scheduler:
+        settings = deployment.settings
+        return Scheduler(
+            settings.max_num_batched_tokens or MAX_NUM_TOKENS,
+            settings.max_num_seqs or UNLIMITED_REQUESTS,
+        )
+
+    def layout(self, deployment: Deployment, sku: SkuSpec | None) -> KvLayout:
+        tokens = deployment.settings.tokens_per_block
+        return _layout(deployment, tokens or default_tokens_per_block(release_of(deployment)))
+
+    def budget(
+        self, deployment: Deployment, sku: SkuSpec, max_model_len: int | None = None
+    ) -> Budget:
+        """fraction · (total − weights − activations − runtime buffers and context)."""
+        total, basis = device_memory(sku)
+        settings = deployment.settings
+        tokens = self.scheduler(deployment, sku).max_num_batched_tokens
+        activation = settings.activation_bytes
+        if activation is None:
+            hidden = deployment.model.hidden_size
+            activation = int(ACTIVATION_BYTES_PER_TOKEN_HIDDEN * tokens * hidden)
+        non_torch = (
+            NON_TORCH_BYTES if settings.non_torch_bytes is None else settings.non_torch_bytes
+        )
+        weights = deployment.weights().per_gpu_bytes
+        fraction = settings.utilization or default_fraction(release_of(deployment))
+        free = total - weights - activation - non_torch
+        band = ESTIMATE_BAND_BYTES if settings.activation_bytes is None else 0
+        return fraction_of_free(
+            total,
+            basis,
+            fraction,
+            weights,
+            (activation, non_torch, 0),
+            free,
+            settings,
+            int(band * fraction),
+        )
+
+    def pool(self, layout: KvLayout, budget: Budget) -> KvPool:
+        """⌈min(int(kv / bytes_per_token), max_tokens) / tokens_per_block⌉ blocks, the least
+        over pipeline ranks."""
+        if budget.kv_bytes <= 0:
+            return KvPool(layout, 0)
+        blocks = UNLIMITED_REQUESTS
+        cap = layout.max_tokens if isinstance(layout, TrtLayout) else None
+        for stage in layout.stages:
+            per_token = stage.bytes_per_block // layout.tokens_per_block
+            tokens = budget.kv_bytes // per_token if per_token else UNLIMITED_REQUESTS
+            if cap is not None:
+                tokens = min(tokens, cap)
+            blocks = min(blocks, ceil_div(tokens, layout.tokens_per_block))
+        return KvPool(layout, blocks)
+
+    def capacity_tokens(self, pool: KvPool, max_model_len: int) -> int:
+        """Tokens of the primary pool: blocks × tokens per block."""
+        return pool.num_blocks * pool.layout.tokens_per_block
+
+    def log_lines(self, budget: Budget, pool: KvPool, max_model_len: int) -> list[str]:
+        return startup_lines(budget, pool, max_model_len)
+
+    def notes(self, deployment: Deployment, sku: SkuSpec | None) -> list[str]:
+        notes = super().notes(deployment, sku)
+        if set(deployment.model.layer_kinds) & {"sliding", "chunked"}:
+            notes.append(
+                "TensorRT-LLM sizes every layer for the full attention window here (variable "
+                "windows per layer are not modelled): an upper bound for windowed models"
+            )
+        if sku is not None and deployment.settings.kv_memory_bytes is None:
+            notes.append(
+                "activations (scaled from 1.11 GiB at 8192 tokens × hidden 4096) and runtime "
+                "buffers + CUDA context (0.98 GiB) are estimates from TensorRT-LLM's memory.md "
+                "log; --activation-memory and --non-torch-memory set them"
+            )
+        return notes
+
+    def launch_command(
+        self, deployment: Deployment, sku: SkuSpec | None, context_tokens: int
+    ) -> str:
+        """`trtllm-serve` (≥ 1.0) or `trtllm-build` (TensorRT engines) with this plan's flags."""
+        settings, release = deployment.settings, release_of(deployment)
+        fraction = settings.utilization or default_fraction(release)
+        config = {}
+        if settings.tokens_per_block:
+            config["tokens_per_block"] = settings.tokens_per_block
+        if deployment.kv_dtype in ("fp8_e4m3", "nvfp4"):
+            config["dtype"] = "fp8" if deployment.kv_dtype == "fp8_e4m3" else "nvfp4"
+        if settings.max_kv_tokens:
+            config["max_tokens"] = settings.max_kv_tokens
+        parallel = f"--tp_size {deployment.tp} --pp_size {deployment.pp}"
+        if deployment.ep:
+            parallel += f" --ep_size {deployment.tp}"
+        limits = ""
+        if settings.max_num_batched_tokens:
+            limits += f" --max_num_tokens {settings.max_num_batched_tokens}"
+        if settings.max_num_seqs:
+            limits += f" --max_batch_size {settings.max_num_seqs}"
+        if release >= (1, 0, 0):
+            command = (
+                f"trtllm-serve {model_reference(deployment.model)} {parallel} "
+                f"--max_seq_len {context_tokens} --kv_cache_free_gpu_memory_fraction {fraction:g}"
+                + limits
+            )
+            if config:
+                fields = ", ".join(f"{k}: {v}" for k, v in config.items())
+                command += (
+                    f" --extra_llm_api_options kv.yaml  # kv.yaml: kv_cache_config: {{{fields}}}"
+                )
+            return command
+        tokens = settings.tokens_per_block or default_tokens_per_block(release)
+        return (
+            f"trtllm-build --checkpoint_dir CHECKPOINT --output_dir ENGINE {parallel} "
+            f"--max_seq_len {context_tokens} --tokens_per_block {tokens}{limits}  "
+            f"# then kv_cache_free_gpu_mem_fraction={fraction:g} in the executor or Triton config"
+        )
+
+
+# --- startup log -------------------------------------------------------------------------
+
+PREFIX = "[TensorRT-LLM][INFO] "
+
+
+def startup_lines(budget: Budget, pool: KvPool, max_model_len: int) -> list[str]:
+    """The KV cache lines TensorRT-LLM prints, in that release's wording."""
+    layout = pool.layout
+    if not isinstance(layout, TrtLayout) or budget.kv_bytes <= 0:
+        return []
+    tpb, blocks = layout.tokens_per_block, pool.num_blocks
+    tokens = blocks * tpb
+    pool_bytes = tokens * layout.kv_bytes_per_token
+    release = layout.release
+    if release < (0, 8, 0):  # 0.5.0 logged max_tokens before rounding to blocks
+        max_tokens = budget.kv_bytes // layout.kv_bytes_per_token
+        if layout.max_tokens is not None:
+            max_tokens = min(max_tokens, layout.max_tokens)
+        return [f"{PREFIX}Using {max_tokens} tokens in paged KV cache."]
+    if release < (0, 9, 0):
+        return [
+            f"{PREFIX}Allocate {pool_bytes} bytes for k/v cache.",
+            f"{PREFIX}Using {tokens} tokens in paged KV cache.",
+        ]
+    allocated = (
+        f"{PREFIX}[MemUsageChange] Allocated {pool_bytes / GIB:.2f} GiB for max tokens in paged "
+        f"KV cache ({tokens})."
+    )
+    per_sequence = ceil_div(max_model_len, tpb)
+    if release >= (1, 0, 0):
+        return [
+            f"{PREFIX}Max KV cache blocks per sequence: {per_sequence} "
+            f"[window size={max_model_len}], tokens per block={tpb}, primary blocks={blocks}, "
+            "secondary blocks=0",
+            f"{PREFIX}Number of tokens per block: {tpb}.",
+            allocated,
+        ]
+    lines = []
+    if not budget.fixed and budget.fraction_of_bytes is not None:
+        lines.append(
+            f"{PREFIX}Memory usage when calculating max tokens in paged kv cache: total: "
+            f"{budget.total_bytes / GIB:.2f} GiB, available: "
+            f"{budget.fraction_of_bytes / GIB:.2f} GiB"
+        )
+    return [
+        *lines,
+        f"{PREFIX}Number of blocks in KV cache primary pool: {blocks}",
+        f"{PREFIX}Number of blocks in KV cache secondary pool: 0, onboard blocks to primary "
+        "memory before reuse: true",
+        f"{PREFIX}Max KV cache pages per sequence: {per_sequence}",
+        f"{PREFIX}Number of tokens per block: {tpb}.",
+        allocated,
+    ]
+
+
+TRTLLM = TrtllmProfile()

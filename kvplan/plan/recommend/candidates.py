@@ -1,0 +1,140 @@
+"""Evaluated candidates, how they rank, and why an alternative loses to the first."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from functools import cached_property
+
+from kvplan.plan.capacity import Capacity
+from kvplan.plan.deployment import Deployment
+from kvplan.plan.engines import KvPool
+from kvplan.plan.recommend.objective import Score, usable_pool
+from kvplan.specs import SkuSpec, kv_dtype_info
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One point of the space, evaluated: its capacity, cost and score."""
+
+    capacity: Capacity
+    cost: float
+    score: Score
+    headroom: Fraction
+
+    @cached_property
+    def usable(self) -> KvPool:
+        """The pool less the headroom share of the KV budget."""
+        return usable_pool(self.capacity, self.headroom)
+
+    @property
+    def deployment(self) -> Deployment:
+        return self.capacity.deployment
+
+    @property
+    def sku(self) -> SkuSpec:
+        return self.capacity.sku
+
+    @property
+    def gpus(self) -> int:
+        return self.deployment.gpus
+
+    @property
+    def nodes(self) -> int:
+        """Nodes of `max_gpus_per_node` the deployment needs."""
+        return -(-self.gpus // self.sku.max_gpus_per_node)
+
+    @property
+    def quantised(self) -> tuple[tuple[str, str], ...]:
+        """("weights", dtype) and ("kv", dtype) for what the search quantised."""
+        d = self.deployment
+        parts = []
+        if d.weight_dtype not in (None, d.model.weight_dtype):
+            parts.append(("weights", d.weight_dtype or ""))
+        if kv_dtype_info(d.kv_dtype).is_quantised:
+            parts.append(("kv", d.kv_dtype))
+        return tuple(parts)
+
+    @property
+    def shape(self) -> tuple[str, int, str | None, str]:
+        """What tells alternatives apart: SKU, GPUs, weight and KV dtypes."""
+        d = self.deployment
+        return (self.sku.name, self.gpus, d.weight_dtype, d.kv_dtype)
+
+
+@dataclass(frozen=True)
+class Loss:
+    """One way an alternative is worse than the first: `kind`, its value, the first's."""
+
+    kind: str  # gpus or price (the cost), weights, kv, nodes, pipeline, held, utilization, order
+    value: float | str
+    first: float | str
+
+
+@dataclass(frozen=True)
+class Ranked:
+    candidate: Candidate
+    losses: tuple[Loss, ...]  # empty for the first
+
+
+def _rank_key(c: Candidate) -> tuple:
+    """Cost, then fewer quantised parts, fewer nodes and stages, more KV, a lower fraction."""
+    d = c.deployment
+    return (
+        c.cost,
+        len(c.quantised),
+        c.nodes,
+        d.pp,
+        -c.score.achieved,
+        c.capacity.budget.utilization,
+        c.deployment.settings.tokens_per_block or 0,
+        c.sku.name,
+        d.tp,
+        d.dp,
+    )
+
+
+def _miss_key(c: Candidate) -> tuple:
+    """The closest miss: most achieved, then the largest KV budget, then the cheapest."""
+    return (-c.score.achieved, -c.capacity.budget.kv_bytes, c.cost, _rank_key(c))
+
+
+def closer(candidate: Candidate, miss: Candidate | None) -> Candidate:
+    return candidate if miss is None or _miss_key(candidate) < _miss_key(miss) else miss
+
+
+def rank_candidates(meeting: list[Candidate], top: int, cost_name: str) -> tuple[Ranked, ...]:
+    """The best candidate of each shape, the `top` best shapes, each with its losses."""
+    best: dict[tuple, Candidate] = {}
+    for candidate in sorted(meeting, key=_rank_key):
+        best.setdefault(candidate.shape, candidate)
+    chosen = list(best.values())[:top]
+    if not chosen:
+        return ()
+    first = chosen[0]
+    return tuple(Ranked(c, losses(c, first, cost_name) if c is not first else ()) for c in chosen)
+
+
+def losses(c: Candidate, first: Candidate, cost_name: str) -> tuple[Loss, ...]:
+    """Every way `c` is worse than `first`, in the order the ranking weighs them."""
+    found = []
+    if c.cost > first.cost:
+        found.append(Loss(cost_name, c.cost, first.cost))
+    first_parts = dict(first.quantised)
+    found += [
+        Loss(part, dtype, first_parts.get(part, ""))
+        for part, dtype in c.quantised
+        if first_parts.get(part) != dtype
+    ]
+    if c.nodes > first.nodes:
+        found.append(Loss("nodes", c.nodes, first.nodes))
+    if c.deployment.pp > first.deployment.pp:
+        found.append(Loss("pipeline", c.deployment.pp, first.deployment.pp))
+    if c.score.achieved < first.score.achieved:
+        found.append(Loss("held", c.score.achieved, first.score.achieved))
+    utilization, first_utilization = (x.capacity.budget.utilization for x in (c, first))
+    if utilization > first_utilization:
+        found.append(Loss("utilization", utilization, first_utilization))
+    if not found:
+        found.append(Loss("order", c.sku.name, first.sku.name))
+    return tuple(found)

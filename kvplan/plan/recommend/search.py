@@ -1,0 +1,206 @@
+"""The search: visit points cheapest first, evaluate each through `Capacity`, rank.
+
+Exhaustive over the stated space, yet fast, by two kinds of pruning that never drop a winner:
+
+- Cost bound. Candidates rank by cost first, so points are visited cheapest first, a whole
+  cost level at a time; once `top` distinct shapes meet the target, every costlier point
+  ranks below them and is not evaluated.
+- Dominance, only for objectives that say more KV never hurts (`kv_monotone`): the KV
+  budget grows with the memory fraction, so each point is tried at its highest fraction
+  first (a miss there is a miss everywhere) and then from the lowest up, keeping the lowest
+  that meets; budgets never grow with max_num_seqs (vLLM's sampler peak grows with it), so
+  only the smallest value that admits the target is tried; a block size that is a multiple
+  of another one tried never holds more (charges and pools both round to whole blocks); and
+  for MoE models, dp replicas without expert parallelism hold the same KV as with it on
+  more weight bytes per GPU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from fractions import Fraction
+
+from kvplan.errors import KvplanError
+from kvplan.plan.batch import MAX_BATCH
+from kvplan.plan.capacity import Capacity
+from kvplan.plan.deployment import Deployment
+from kvplan.plan.recommend.candidates import Candidate, Ranked, closer, rank_candidates
+from kvplan.plan.recommend.objective import Cost, GpuCount, Objective
+from kvplan.plan.recommend.space import Point, SearchSpace, points_of
+from kvplan.specs import SkuSpec
+
+DEFAULT_TOP = 5
+# Share of the KV budget kept unused for bursts, fragmentation and estimate error.
+DEFAULT_HEADROOM = Fraction(1, 10)
+
+
+@dataclass(frozen=True)
+class SearchStats:
+    """What the search covered: points of the space, capacities computed, points pruned."""
+
+    skus: int
+    points: int  # (SKU, GPUs layout, dtypes, block) points, before memory fraction and seqs
+    evaluated: int  # capacities computed
+    refused: int  # points the engine refuses to start
+    beyond_bound: int  # points costlier than the top candidates, not evaluated
+    unpriced: tuple[str, ...]  # SKUs left out: no price
+    searched: dict[str, tuple[object, ...]] = field(default_factory=dict)  # values per knob
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """The ranked candidates that meet the objective (best first), or the closest miss."""
+
+    base: Deployment
+    objective: Objective
+    cost: Cost
+    headroom: Fraction
+    ranked: tuple[Ranked, ...]
+    closest_miss: Candidate | None  # when nothing meets the objective
+    # When the first quantises: the closest miss without quantisation, as cheap or cheaper.
+    unquantised_miss: Candidate | None
+    stats: SearchStats
+
+    @property
+    def chosen(self) -> Candidate | None:
+        return self.ranked[0].candidate if self.ranked else None
+
+
+def recommend(
+    base: Deployment,
+    objective: Objective,
+    space: SearchSpace,
+    cost: Cost | None = None,
+    headroom: Fraction = DEFAULT_HEADROOM,
+    top: int = DEFAULT_TOP,
+) -> Recommendation:
+    """The `top` best distinct deployments of `base.model` that meet `objective`, cheapest first.
+
+    `base` carries the engine and every fixed setting; `headroom` is the share (0 ≤ h < 1) of
+    each KV budget kept unused when checking the objective.
+    """
+    if not 0 <= headroom < 1:
+        raise KvplanError(f"--headroom: {float(headroom):g} must be at least 0 and below 1")
+    model = base.model
+    if objective.context_tokens > model.context_limit:
+        which = "native" if model.context_limit == model.max_context else "extended"
+        hint, scaling, extended = "", model.rope_scaling, model.extended_context
+        if scaling is not None and extended and objective.context_tokens <= extended:
+            declared = f"{scaling.rope_type}:{scaling.factor:g}"
+            hint = f"; declare the RoPE scaling: --rope-scaling {declared}"
+        raise KvplanError(
+            f"--context: {objective.context_tokens:,} tokens exceed {model.name}'s {which} "
+            f"limit of {model.context_limit:,} (engines refuse a longer max_model_len){hint}"
+        )
+    cost = cost or GpuCount()
+    points, unpriced, searched = points_of(base, objective, space, cost)
+    points.sort(key=lambda p: p.cost)
+    meeting: list[Candidate] = []
+    miss: Candidate | None = None
+    plain_miss: Candidate | None = None  # the closest miss without quantisation
+    evaluated = refused = visited = 0
+    while visited < len(points):
+        level = points[visited].cost
+        while visited < len(points) and points[visited].cost == level:
+            found, count = _evaluate(points[visited], base, objective, headroom)
+            visited += 1
+            evaluated += count
+            refused += count == 0
+            for candidate in found:
+                if candidate.score.meets:
+                    meeting.append(candidate)
+                else:
+                    miss = closer(candidate, miss)
+                    # Levels come cheapest first: meeting[0] costs what the first will.
+                    if not candidate.quantised and (
+                        not meeting or candidate.cost <= meeting[0].cost
+                    ):
+                        plain_miss = closer(candidate, plain_miss)
+        if len({c.shape for c in meeting}) >= top:
+            break
+    ranked = rank_candidates(meeting, top, cost.name)
+    stats = SearchStats(
+        len(space.skus), len(points), evaluated, refused, len(points) - visited, unpriced, searched
+    )
+    chosen = ranked[0].candidate if ranked else None
+    if chosen is None or not chosen.quantised or plain_miss is None:
+        plain_miss = None
+    return Recommendation(
+        base, objective, cost, headroom, ranked, None if ranked else miss, plain_miss, stats
+    )
+
+
+def _evaluate(
+    point: Point, base: Deployment, objective: Objective, headroom: Fraction
+) -> tuple[list[Candidate], int]:
+    """The candidates one point yields and the capacities computed (0: the engine refuses)."""
+    settings = replace(base.settings, tokens_per_block=point.tokens_per_block)
+    try:
+        deployment = base.replace(
+            kv_dtype=point.kv_dtype,
+            weight_dtype=point.weight_dtype,
+            tp=point.tp,
+            pp=point.pp,
+            dp=point.dp,
+            ep=point.ep,
+            settings=settings,
+            # Another weight dtype than the release's: the checkpoint's bytes no longer apply.
+            exact_weights_bytes=base.exact_weights_bytes if point.weight_dtype is None else None,
+            checkpoint=base.checkpoint if point.weight_dtype is None else None,
+        )
+    except KvplanError:
+        return [], 0
+    sku, profile = point.sku, deployment.engine
+    if settings.max_num_batched_tokens is None:
+        # Pin the scheduler's step to the default this plan was sized with: the default
+        # differs by GPU and version, and the launch command should not depend on either.
+        step = profile.scheduler(deployment, sku, objective.context_tokens)
+        settings = replace(settings, max_num_batched_tokens=step.max_num_batched_tokens)
+        deployment = deployment.replace(settings=settings)
+    # A fixed fraction is kept; a fixed KV budget makes the fraction irrelevant.
+    fractions: tuple[float | None, ...] = (settings.utilization,)
+    if settings.utilization is None and settings.kv_memory_bytes is None:
+        fractions = profile.utilizations(deployment, sku)
+    seqs = _max_num_seqs(deployment, sku, objective)
+    computed = 0
+
+    def at(fraction: float | None, max_num_seqs: int | None) -> Candidate:
+        nonlocal computed
+        computed += 1
+        changed = replace(deployment.settings, utilization=fraction, max_num_seqs=max_num_seqs)
+        capacity = Capacity(
+            deployment.replace(settings=changed),
+            sku,
+            min(objective.running_requests, MAX_BATCH),
+            objective.context_tokens,
+        )
+        return Candidate(capacity, point.cost, objective.score(capacity, headroom), headroom)
+
+    if not objective.kv_monotone:
+        return [at(f, s) for f in fractions for s in seqs], computed
+    highest = at(fractions[-1], seqs[0])
+    if not highest.score.meets:
+        return [highest], computed
+    for fraction in fractions[:-1]:
+        lower = at(fraction, seqs[0])
+        if lower.score.meets:
+            return [lower], computed
+    return [highest], computed
+
+
+def _max_num_seqs(
+    deployment: Deployment, sku: SkuSpec, objective: Objective
+) -> tuple[int | None, ...]:
+    """max_num_seqs values to try: the fixed one, else the smallest that admits the target
+    (per replica), and for objectives that are not KV-monotone every doubling up to the
+    engine's default."""
+    if deployment.settings.max_num_seqs is not None:
+        return (deployment.settings.max_num_seqs,)
+    need = -(-objective.running_requests // deployment.dp)
+    if objective.kv_monotone:
+        return (need,)
+    default = deployment.engine.scheduler(deployment, sku).max_num_seqs
+    values = [need]
+    while values[-1] * 2 < default:
+        values.append(values[-1] * 2)
+    return (*values, default) if default > need else tuple(values)

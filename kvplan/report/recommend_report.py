@@ -1,0 +1,232 @@
+"""`kvplan recommend`: the ranked deployments, why each loses to the first, and how to start it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kvplan.api.results import RecommendCandidate, RecommendLoss, RecommendReport, dump
+from kvplan.report.render import Format, Table, emit, gib
+
+
+def recommendation_payload(result: RecommendReport) -> dict[str, Any]:
+    """The JSON document: the result's numbers, each alternative with why it loses."""
+    payload = dump(result)
+    for record, candidate in zip(payload["ranked"], result.ranked, strict=True):
+        record["why_not_first"] = why(candidate, candidate.loses_by)
+    return payload
+
+
+def render_recommendation(result: RecommendReport, fmt: Format) -> None:
+    """Print the recommendation in `fmt`."""
+    payload = recommendation_payload(result)
+    rows = payload["ranked"] or ([payload["closest_miss"]] if payload["closest_miss"] else [])
+    records = [
+        {k: v for k, v in row.items() if not isinstance(v, (list, dict))}
+        | {"rank": i + 1 if payload["meets"] else 0}
+        for i, row in enumerate(rows)
+    ]
+    emit(fmt, payload, records, lambda: _table(payload))
+
+
+def why(c: RecommendCandidate, losses: list[RecommendLoss]) -> str:
+    """Why `c` loses to the first, e.g. "16 GPUs: 2 nodes; needs fp8 KV"."""
+    words = []
+    kinds = {loss.kind for loss in losses}
+    for loss in losses:
+        if loss.kind == "gpus":
+            gpus, first = int(loss.value), int(loss.first)
+            words.append(
+                f"{gpus} GPUs: {c.nodes} nodes" if c.nodes > 1 else f"{gpus} GPUs, not {first}"
+            )
+        elif loss.kind == "price":
+            words.append(f"costs {float(loss.value) / float(loss.first):.2g}× more")
+        elif loss.kind in ("weights", "kv"):
+            label = "KV" if loss.kind == "kv" else "weights"
+            words.append(f"needs {_dtype_label(str(loss.value))} {label}")
+        elif loss.kind == "nodes" and "gpus" not in kinds:
+            words.append(f"{loss.value} nodes")
+        elif loss.kind == "pipeline":
+            words.append(f"pipeline parallel (pp {loss.value})")
+        elif loss.kind == "held":
+            words.append(f"holds {loss.value:,} vs {loss.first:,}")
+        elif loss.kind == "utilization":
+            words.append(f"needs utilization {loss.value:g}")
+        elif loss.kind == "order":
+            words.append("same figures; listed by SKU name")
+    return "; ".join(words)
+
+
+def _dtype_label(name: str) -> str:
+    """fp8_e4m3 reads as fp8 (what vLLM calls it); other names as they are."""
+    return "fp8" if name == "fp8_e4m3" else name
+
+
+def _table(payload: dict[str, Any]) -> Table:
+    by_price = payload["rank_by"] == "price"
+    concurrency, context = payload["concurrency"], payload["context_tokens"]
+    target = (
+        f"{concurrency:,} requests × {context:,} tokens"
+        if concurrency is not None
+        else f"{context:,}-token requests"
+    )
+    version = f" {payload['engine_version']}" if payload["engine_version"] else ""
+    table = Table(
+        f"{payload['model']} · {target} · engine {payload['engine']}{version} · headroom "
+        f"{payload['headroom_fraction']:.0%} · ranked by {'price' if by_price else 'GPUs'}",
+        [
+            "#",
+            "sku",
+            "GPUs",
+            "tp×pp×dp",
+            "weights",
+            "KV",
+            "util",
+            "max seqs",
+            "block",
+            "KV budget/GPU",
+            "max conc",
+            "within headroom",
+            "price/h",
+            "why not #1",
+        ],
+        [
+            "rank",
+            "sku",
+            "gpus",
+            "layout",
+            "weight_dtype",
+            "kv_dtype",
+            "gpu_memory_utilization",
+            "max_num_seqs",
+            "tokens_per_block",
+            "kv_budget_bytes_per_gpu",
+            "max_concurrency",
+            "concurrency_within_headroom",
+            "cost",
+            "why_not_first",
+        ],
+    )
+    rows = payload["ranked"] or [payload["closest_miss"]]
+    for i, record in enumerate(rows):
+        rank = str(i + 1) if payload["meets"] else "miss"
+        layout = f"{record['tp']}×{record['pp']}×{record['dp']}" + (" ep" if record["ep"] else "")
+        reason = record.get("why_not_first") or ("chosen" if payload["meets"] else _miss(record))
+        cost = record["cost"]
+        table.add(
+            [
+                rank,
+                record["sku"],
+                record["gpus"],
+                layout,
+                record["weight_dtype"],
+                record["kv_dtype"],
+                record["gpu_memory_utilization"],
+                record["max_num_seqs"],
+                record["tokens_per_block"],
+                record["kv_budget_bytes_per_gpu"],
+                record["max_concurrency"],
+                record["concurrency_within_headroom"],
+                cost,
+                reason,
+            ],
+            [
+                rank,
+                record["sku"],
+                str(record["gpus"]),
+                layout,
+                record["weight_dtype"],
+                _dtype_label(record["kv_dtype"]),
+                f"{record['gpu_memory_utilization']:g}",
+                f"{record['max_num_seqs']:,}",
+                str(record["tokens_per_block"]),
+                gib(record["kv_budget_bytes_per_gpu"]),
+                f"{record['max_concurrency']:,}",
+                f"{record['concurrency_within_headroom']:,}",
+                f"{cost:,.2f}",
+                reason,
+            ],
+        )
+    if not by_price:  # the cost is the GPU count, already a column
+        _drop_column(table, "price/h")
+    table.notes += _notes(payload)
+    table.footer += _footer(rows[0], payload["meets"], payload["engine"])
+    return table
+
+
+def _drop_column(table: Table, header: str) -> None:
+    i = table.headers.index(header)
+    for rows in (table.rows, table.display_rows):
+        for row in rows:
+            del row[i]
+    del table.headers[i], table.keys[i]
+
+
+def _miss(record: dict[str, Any]) -> str:
+    return f"closest miss: holds {record['concurrency_within_headroom']:,} within the headroom"
+
+
+def _notes(payload: dict[str, Any]) -> list[str]:
+    search = payload["search"]
+    searched = search["searched"]
+    notes = [
+        f"searched {search['skus']} SKU(s), {search['points']:,} points "
+        f"(tp {_list(searched['tp'])}; "
+        f"pp {_list(searched['pp'])}; dp {_list(searched['dp'])}; KV {_list(searched['kv'])}; "
+        f"weights {_list(searched['weights'])}; block {_list(searched['block'], 'engine default')}"
+        f"): {search['capacities_evaluated']:,} capacities computed, "
+        f"{search['beyond_cost_bound']:,} points costlier than the ranking skipped",
+        "max conc: requests of the context the KV cache holds (what `kvplan report` and vLLM "
+        "print); within headroom: the same with the headroom share of the budget kept unused",
+    ]
+    if search["skus_without_price"]:
+        notes.append(f"left out, no price: {', '.join(search['skus_without_price'])}")
+    plain = payload["unquantised_miss"]
+    if plain:
+        notes.append(
+            f"without quantisation, the closest as cheap as #1 holds "
+            f"{plain['concurrency_within_headroom']:,} within the headroom "
+            f"({plain['max_concurrency']:,} in all) on {plain['gpus']}× {plain['sku']}, "
+            f"tp {plain['tp']} × pp {plain['pp']} × dp {plain['dp']}, utilization "
+            f"{plain['gpu_memory_utilization']:g}"
+        )
+    first = payload["ranked"][0] if payload["ranked"] else payload["closest_miss"]
+    notes += first["notes"]
+    return notes
+
+
+def _list(values: list[Any], none: str = "released") -> str:
+    """Values as text; runs of three or more consecutive integers as a–b."""
+    shown: list[str] = []
+    run: list[int] = []
+    for value in [*values, None]:
+        if (
+            isinstance(value, int)
+            and not isinstance(value, bool)
+            and (not run or value == run[-1] + 1)
+        ):
+            run.append(value)
+            continue
+        if run:
+            shown += [f"{run[0]}–{run[-1]}"] if len(run) >= 3 else [str(v) for v in run]
+            run = [value] if isinstance(value, int) and not isinstance(value, bool) else []
+            if run:
+                continue
+        if value is not None:
+            shown.append(none if value == "released" else _dtype_label(str(value)))
+    return ", ".join(shown) if shown else "—"
+
+
+def _footer(record: dict[str, Any], meets: bool, engine: str) -> list[str]:
+    if not meets:
+        return ["nothing in the searched space meets the target; the closest miss is shown"]
+    command = record["launch_command"]
+    lines = ["launch #1:"]
+    if command:
+        head, *flags = command.split(" --")
+        lines.append("  " + " \\\n    --".join([head, *flags]))
+    else:
+        lines.append(f"  (kvplan cannot write a {engine} command for this deployment yet)")
+    if record["log_lines"]:
+        lines.append(f"{engine} should log at startup (per GPU):")
+        lines += [f"  {line}" for line in record["log_lines"]]
+    return lines

@@ -1,0 +1,150 @@
+"""GGUF headers written with the gguf package's writer are read back into model specs."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import gguf
+import numpy as np
+import pytest
+from gguf_files import gemma3_270m, write_gguf
+from typer.testing import CliRunner
+
+from kvplan.catalog.gguf import read_gguf
+from kvplan.cli import app
+from kvplan.errors import KvplanError
+
+Q8 = gguf.GGMLQuantizationType.Q8_0
+
+
+def _llama(path, **extra):
+    metadata = {
+        "{arch}.block_count": 4, "{arch}.context_length": 8192, "{arch}.embedding_length": 256,
+        "{arch}.feed_forward_length": 512, "{arch}.attention.head_count": [8, 8, 8, 8],
+        "{arch}.attention.head_count_kv": [2, 2, 2, 2], "{arch}.vocab_size": 1000,
+    } | extra  # fmt: skip
+    tensors = {
+        "token_embd.weight": (np.zeros((10, 64), np.float16), None),  # 640 x 2 B = 1,280 B
+        "output.weight": (np.zeros((1, 68), np.uint8), Q8),  # 64 values of q8_0 = 2 x 34 B
+    }
+    return write_gguf(path, "llama", metadata, tensors)
+
+
+def test_every_field_is_recovered(tmp_path):
+    spec, weights = read_gguf(_llama(tmp_path / "tiny.gguf"))
+    assert (spec.num_layers, spec.hidden_size, spec.vocab_size) == (4, 256, 1000)
+    assert (spec.attention.num_heads, spec.attention.num_kv_heads) == (8, 2)
+    assert spec.attention.head_dim == 256 // 8  # no key_length: n_embd / n_head
+    assert (spec.intermediate_size, spec.max_context) == (512, 8192)
+    assert set(spec.layer_kinds) == {"full"} and not spec.tie_word_embeddings
+    assert weights == 1280 + 68
+
+
+def test_sliding_pattern_by_architecture(tmp_path):
+    spec, _ = read_gguf(gemma3_270m(tmp_path / "g.gguf"))
+    # Gemma 3: layer i slides when i mod 6 < 5 -> full at 5, 11, 17.
+    assert [i for i, k in enumerate(spec.layer_kinds) if k == "full"] == [5, 11, 17]
+    assert spec.layers.sliding_window == 512 and spec.attention.head_dim == 256
+
+
+def test_explicit_pattern_array(tmp_path):
+    path = _llama(
+        tmp_path / "p.gguf",
+        **{
+            "{arch}.attention.sliding_window": 128,
+            "{arch}.attention.sliding_window_pattern": [True, False, True, False],
+        },
+    )
+    spec, _ = read_gguf(path)
+    assert spec.layer_kinds == ("sliding", "full", "sliding", "full")
+
+
+def test_mla_keys(tmp_path):
+    # A re-converted DeepSeek file (llama.cpp PR #12801): key_length 576 / value_length 512 are
+    # the latent; the per-head sizes are key_length_mla 192 and value_length_mla 128.
+    path = write_gguf(tmp_path / "ds.gguf", "deepseek2", {
+        "{arch}.block_count": 2, "{arch}.context_length": 4096, "{arch}.embedding_length": 512,
+        "{arch}.feed_forward_length": 1024, "{arch}.attention.head_count": 16,
+        "{arch}.attention.head_count_kv": 1, "{arch}.attention.key_length": 576,
+        "{arch}.attention.value_length": 512, "{arch}.attention.key_length_mla": 192,
+        "{arch}.attention.value_length_mla": 128, "{arch}.attention.kv_lora_rank": 512,
+        "{arch}.attention.q_lora_rank": 1536, "{arch}.rope.dimension_count": 64,
+        "{arch}.vocab_size": 1000,
+    })  # fmt: skip
+    spec, _ = read_gguf(path)
+    mla = spec.mla
+    assert (mla.kv_lora_rank, mla.qk_rope_head_dim, mla.qk_nope_head_dim, mla.v_head_dim) == (
+        512,
+        64,
+        128,
+        128,
+    )
+    assert mla.q_lora_rank == 1536 and set(spec.layer_kinds) == {"mla"}
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda p: p.write_bytes(b"NOTAGGUF" + bytes(64)), "wrong magic"),
+        (
+            lambda p: p.write_bytes(_llama(p.with_suffix(".x")).read_bytes()[:200]),
+            "cannot read GGUF header",
+        ),
+        (
+            lambda p: write_gguf(p, "rwkv7", {"{arch}.block_count": 2}),
+            "general.architecture 'rwkv7'",
+        ),
+        (
+            lambda p: write_gguf(p, "llama", {"{arch}.block_count": 2}),
+            "llama.embedding_length is missing",
+        ),
+        (
+            lambda p: _llama(p, **{"{arch}.attention.head_count_kv": [2, 0, 2, 0]}),
+            "varies per layer",
+        ),
+    ],
+)
+def test_bad_files_give_one_line(tmp_path, make, message):
+    path = tmp_path / "bad.gguf"
+    make(path)
+    with pytest.raises(KvplanError, match=message) as error:
+        read_gguf(path)
+    assert str(path) in str(error.value) and "\n" not in str(error.value)
+    result = CliRunner().invoke(app, ["size", str(path), "-e", "llama.cpp"])
+    assert result.exit_code == 2 and result.stdout == ""
+
+
+def test_gguf_is_a_model_for_size_and_report(tmp_path):
+    path = str(gemma3_270m(tmp_path / "gemma-3-270m.gguf"))
+    sized = CliRunner().invoke(
+        app, ["size", path, "-e", "llama.cpp", "--sku", "h100-sxm", "--format", "json"]
+    )
+    assert sized.exit_code == 0, sized.output
+    reported = CliRunner().invoke(
+        app,
+        [
+            "report",
+            "-m",
+            path,
+            "-e",
+            "llama.cpp",
+            "--sku",
+            "h100-sxm",
+            "-c",
+            "4k",
+            "--format",
+            "json",
+        ],
+    )
+    assert reported.exit_code == 0, reported.output
+
+
+def test_catalogue_size_does_not_import_gguf():
+    code = (
+        "import sys\nfrom typer.testing import CliRunner\nfrom kvplan.cli import app\n"
+        "CliRunner().invoke(app, ['size', 'llama-3.1-8b'])\n"
+        "print(','.join(m for m in ('gguf', 'numpy') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
