@@ -20,7 +20,7 @@ from pathlib import Path
 
 import fuzz_corpus as corpus
 
-from kvplan import limits
+import kvplan.limits as limits
 
 
 @dataclass

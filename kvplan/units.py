@@ -14,7 +14,7 @@ import re
 import unicodedata
 from fractions import Fraction
 
-from kvplan import limits
+import kvplan.limits as limits
 from kvplan.errors import KvplanError
 
 KIB = 2**10

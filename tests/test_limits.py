@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from kvplan import limits
+import kvplan.limits as limits
 from kvplan.errors import KvplanError
 
 DOC = (Path(__file__).resolve().parent.parent / "docs" / "limits.md").read_text()

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from kvplan import limits
+import kvplan.limits as limits
 from kvplan.catalog import yaml_safe
 from kvplan.errors import KvplanError
 from kvplan.files import read_text

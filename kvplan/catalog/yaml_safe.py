@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from kvplan import limits
+import kvplan.limits as limits
 
 try:  # libyaml's C parser: same safe semantics as yaml.SafeLoader, several times faster
     _Base: type = yaml.CSafeLoader

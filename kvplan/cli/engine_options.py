@@ -16,7 +16,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from kvplan import limits
+import kvplan.limits as limits
 from kvplan.cli.options import count, fraction, name
 
 F = TypeVar("F", bound=Callable[..., Any])

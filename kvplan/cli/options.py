@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from kvplan import limits
+import kvplan.limits as limits
 from kvplan.errors import KvplanError
 from kvplan.report.render import FORMATS
 from kvplan.units import parse_count, parse_fraction

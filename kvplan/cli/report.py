@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from kvplan import limits
+import kvplan.limits as limits
 from kvplan.cli.common import _catalog, _deployment_of, _format, _model, user_errors
 from kvplan.cli.engine_options import EngineOptions, engine_options
 from kvplan.cli.options import (

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from kvplan import limits
+import kvplan.limits as limits
 from kvplan.cli.common import _batch, _catalog, _format, _model, user_errors
 from kvplan.cli.options import (
     BatchOpt,

@@ -21,7 +21,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
-from kvplan import limits
+import kvplan.limits as limits
 from kvplan.catalog.deployments import LoadedDeployments
 from kvplan.catalog.resolve import declare_rope_scaling, parse_rope_scaling
 from kvplan.errors import KvplanError

@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from kvplan import limits
+import kvplan.limits as limits
 
 # --- layer kinds ------------------------------------------------------------
 

@@ -12,7 +12,7 @@ import re
 from decimal import Decimal, localcontext
 from pathlib import Path
 
-from kvplan import limits
+import kvplan.limits as limits
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL_FILES = sorted((ROOT / "model_specs").glob("*.yaml"))

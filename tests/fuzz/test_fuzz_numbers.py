@@ -21,7 +21,7 @@ from fuzz_harness import assert_accepted, assert_refused, cli, fuzz
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from kvplan import limits
+import kvplan.limits as limits
 from kvplan.errors import KvplanError
 from kvplan.units import parse_bytes, parse_count, parse_fraction, parse_tokens
 

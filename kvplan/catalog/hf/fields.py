@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kvplan import limits
+import kvplan.limits as limits
 from kvplan.errors import KvplanError
 
 # torch_dtype / dtype spellings -> weight dtype names.

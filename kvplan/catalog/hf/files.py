@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from kvplan import limits
+import kvplan.limits as limits
 from kvplan.errors import KvplanError
 from kvplan.files import read_text
 
