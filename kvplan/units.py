@@ -162,7 +162,7 @@ def parse_fraction(text: str | float, what: str, *, allow_zero: bool = False) ->
             )
         whole, fraction, _ = match.groups()
         value = Fraction(f"{whole}.{fraction or 0}")
-    low = "0 ≤" if allow_zero else "0 <"
+    interval = "[0, 1]" if allow_zero else "(0, 1]"
     if value > 1 or value < 0 or (value == 0 and not allow_zero):
-        raise KvplanError(f"{what}: {text!r} is outside {low} x ≤ 1")
+        raise KvplanError(f"{what}: {text} must be in {interval}; a fraction, 0.9 = 90 %")
     return float(value)

@@ -96,7 +96,10 @@ def _from_gguf(path: Path) -> ResolvedModel:
 
 
 def _is_local(path: Path) -> bool:
-    return path.suffix == ".json" or path.exists()
+    try:
+        return path.suffix == ".json" or path.exists()
+    except (OSError, ValueError):  # a name too long to be a path, or with a NUL: not a file
+        return False
 
 
 def _from_folder(path: Path) -> ResolvedModel:

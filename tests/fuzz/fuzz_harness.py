@@ -89,7 +89,14 @@ def cli(
     *argv: str, env: dict[str, str | None] | None = None, limit_s: float = CALL_LIMIT_S
 ) -> Outcome:
     """Run `kvplan ARGV...` in a forked child; killed after `limit_s` seconds."""
-    environment = {"KVPLAN_CATALOG": None, "KVPLAN_DEBUG": None, "COLUMNS": "120", **(env or {})}
+    # No network: a name that looks like a Hub id is looked up in the local HF cache only.
+    environment = {
+        "KVPLAN_CATALOG": None,
+        "KVPLAN_DEBUG": None,
+        "COLUMNS": "120",
+        "HF_HUB_OFFLINE": "1",
+        **(env or {}),
+    }
     with tempfile.TemporaryDirectory(prefix="kvplan-fuzz-") as scratch:
         result_path = os.path.join(scratch, "outcome.json")
         sys.stdout.flush()
