@@ -8,12 +8,15 @@ write leaves the old file, or none. Every failure is one KvplanError line naming
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any, BinaryIO
 
+import kvplan.limits as limits
 from kvplan.errors import KvplanError
 
 
@@ -28,6 +31,43 @@ def _label(path: Path | str, what: str) -> str:
     return f"{what} {path}" if what else str(path)
 
 
+def _open_regular(path: Path, label: str) -> int:
+    """A read-only descriptor of the regular file `path`; a one-line KvplanError otherwise."""
+    try:
+        # O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise KvplanError(f"{label}: no such file") from None
+    except (OSError, ValueError) as error:
+        raise KvplanError(f"{label}: cannot read: {_reason(error)}") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        what = "is a folder, not a file" if stat.S_ISDIR(mode) else "not a regular file"
+        raise KvplanError(
+            f"{label}: {what}{'' if stat.S_ISDIR(mode) else ' (a pipe, device or socket)'}"
+        )
+    return fd
+
+
+def open_regular(path: Path, what: str = "") -> BinaryIO:
+    """The regular file `path` opened for binary reading (see `read_text` for what is refused).
+
+    Raises:
+        KvplanError: missing, a folder, not a regular file, or unreadable.
+    """
+    return os.fdopen(_open_regular(path, _label(path, what)), "rb")
+
+
+def check_regular(path: Path, what: str = "") -> None:
+    """Refuse `path` unless it is a readable regular file (for readers that take a path).
+
+    Raises:
+        KvplanError: missing, a folder, not a regular file, or unreadable.
+    """
+    os.close(_open_regular(path, _label(path, what)))
+
+
 def read_text(path: Path, max_bytes: int, what: str = "") -> str:
     """The UTF-8 text of the regular file `path`, at most `max_bytes` bytes long.
 
@@ -40,19 +80,8 @@ def read_text(path: Path, max_bytes: int, what: str = "") -> str:
         KvplanError: missing, a folder, not a regular file, too large, unreadable or not UTF-8.
     """
     label = _label(path, what)
+    fd = _open_regular(path, label)
     try:
-        # O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever.
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
-        raise KvplanError(f"{label}: no such file") from None
-    except (OSError, ValueError) as error:
-        raise KvplanError(f"{label}: cannot read: {_reason(error)}") from None
-    try:
-        mode = os.fstat(fd).st_mode
-        if stat.S_ISDIR(mode):
-            raise KvplanError(f"{label}: is a folder, not a file")
-        if not stat.S_ISREG(mode):
-            raise KvplanError(f"{label}: not a regular file (a pipe, device or socket)")
         data = _read_at_most(fd, max_bytes + 1, label)
     finally:
         os.close(fd)
@@ -62,6 +91,56 @@ def read_text(path: Path, max_bytes: int, what: str = "") -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as error:
         raise KvplanError(f"{label}: not UTF-8 text (byte {error.start:,})") from None
+
+
+class HugeInt(str):
+    """A JSON integer too long to be a real value, kept as its digits (see `parse_json`)."""
+
+    def __repr__(self) -> str:
+        return f"<an integer of {len(self.lstrip('-')):,} digits>"
+
+
+def _int(text: str) -> int | HugeInt:
+    # Python refuses to convert integers over 4,300 digits at all (ValueError); none is real.
+    return int(text) if len(text) <= limits.NUMBER_CHARS else HugeInt(text)
+
+
+def _depth(value: Any) -> int:
+    """Nesting depth of parsed JSON, without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, depth)
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+    return deepest
+
+
+def parse_json(text: str | bytes, where: str) -> Any:
+    """Parsed JSON, nested at most kvplan.limits.NESTING_DEPTH deep.
+
+    An integer longer than kvplan.limits.NUMBER_CHARS digits becomes a `HugeInt` (its digits
+    as a str) instead of a ValueError: harmless where nobody reads it, refused as "not an
+    integer" where someone does.
+
+    Raises:
+        KvplanError: not JSON (line and column), not UTF-8, or nested too deep; naming `where`.
+    """
+    too_deep = f"{where}: JSON nested deeper than {limits.NESTING_DEPTH} levels (kvplan's limit)"
+    try:
+        data = json.loads(text, parse_int=_int)
+    except json.JSONDecodeError as error:
+        raise KvplanError(
+            f"{where}: not valid JSON (line {error.lineno} column {error.colno}: {error.msg})"
+        ) from None
+    except UnicodeDecodeError as error:
+        raise KvplanError(f"{where}: not UTF-8 text (byte {error.start:,})") from None
+    except RecursionError:  # the C decoder stops near Python's recursion limit
+        raise KvplanError(too_deep) from None
+    if _depth(data) > limits.NESTING_DEPTH:
+        raise KvplanError(too_deep)
+    return data
 
 
 def _read_at_most(fd: int, limit_bytes: int, label: str) -> bytes:

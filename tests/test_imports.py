@@ -22,7 +22,7 @@ ALLOWED = {
     "errors": set(),
     "limits": {"errors"},
     "units": {"errors", "limits"},
-    "files": {"errors"},
+    "files": {"errors", "limits"},
     "specs": {"errors", "specs", "limits"},
     "kvmath": {"specs", "errors", "kvmath", "limits"},
     "catalog": {"specs", "catalog", *LEAVES},

@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from kvplan.errors import KvplanError
+from kvplan.files import check_regular
 from kvplan.specs import ModelSpec
 
 # Architectures whose attention kvplan reads from GGUF keys (llama-arch.cpp names).
@@ -58,8 +59,7 @@ def _read(path: Path) -> tuple[dict[str, Any], list[tuple[str, int]]]:
         raise KvplanError(
             f"{path}: reading GGUF needs the gguf package (pip install gguf)"
         ) from None
-    if not path.is_file():
-        raise KvplanError(f"{path}: no such file")
+    check_regular(path)  # a pipe would block the memory map; a name too long is one line
     try:
         reader = GGUFReader(path)
         fields = {name: field.contents() for name, field in reader.fields.items()}

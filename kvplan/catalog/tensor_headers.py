@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from kvplan.errors import KvplanError
+from kvplan.files import open_regular, parse_json
 
 # The safetensors library refuses headers past 100 MB (safetensors/src/tensor.rs MAX_HEADER_SIZE).
 MAX_HEADER_BYTES = 100_000_000
@@ -66,7 +67,7 @@ def read_header(path: Path) -> tuple[TensorHeader, ...]:
         KvplanError: a missing, truncated or malformed file, naming it.
     """
     try:
-        with path.open("rb") as file:
+        with open_regular(path) as file:  # a pipe or /dev/zero is refused, never read
             prefix = file.read(8)
             length = int.from_bytes(prefix, "little") if len(prefix) == 8 else -1
             if not 0 < length <= MAX_HEADER_BYTES:
@@ -79,8 +80,4 @@ def read_header(path: Path) -> tuple[TensorHeader, ...]:
         raise KvplanError(f"{path}: cannot be read ({error.strerror})") from None
     if len(text) != length:
         raise KvplanError(f"{path}: truncated safetensors header ({len(text)} of {length} bytes)")
-    try:
-        header = json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise KvplanError(f"{path}: safetensors header is not valid JSON ({error})") from None
-    return parse_header(header, str(path))
+    return parse_header(parse_json(text, f"{path}: safetensors header"), str(path))

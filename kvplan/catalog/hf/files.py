@@ -3,20 +3,20 @@
 Every failure here is a one-line KvplanError naming the path: a missing file or folder, a file
 that cannot be read (not a regular file, over kvplan.limits.JSON_FILE_BYTES), JSON that does
 not parse or nests deeper than kvplan.limits.NESTING_DEPTH, or a top level that is not a JSON
-object. Integers longer than kvplan.limits.NUMBER_CHARS digits are kept as `HugeInt` text:
-harmless in a key the importer never reads, refused as "not a positive integer" in one it does.
+object. Integers longer than kvplan.limits.NUMBER_CHARS digits are kept as text
+(kvplan.files.parse_json): harmless in a key the importer never reads, refused as "not a
+positive integer" in one it does.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
 
 import kvplan.limits as limits
 from kvplan.errors import KvplanError
-from kvplan.files import read_text
+from kvplan.files import parse_json, read_text
 
 INDEX_FILE = "model.safetensors.index.json"
 CONFIG_FILE = "config.json"
@@ -36,44 +36,8 @@ def _config_path(path: Path) -> Path:
     return path  # read_text refuses what is not a regular file
 
 
-class HugeInt(str):
-    """A JSON integer too long to be a real config value, kept as its digits."""
-
-    def __repr__(self) -> str:
-        return f"<an integer of {len(self.lstrip('-')):,} digits>"
-
-
-def _int(text: str) -> int | HugeInt:
-    # Python refuses to convert integers over 4,300 digits at all (ValueError); none is real.
-    return int(text) if len(text) <= limits.NUMBER_CHARS else HugeInt(text)
-
-
-def _depth(value: Any) -> int:
-    """Nesting depth of parsed JSON, without recursion."""
-    deepest, stack = 0, [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict | list):
-            deepest = max(deepest, depth)
-            children = item.values() if isinstance(item, dict) else item
-            stack.extend((child, depth + 1) for child in children)
-    return deepest
-
-
 def _read_json(path: Path) -> Any:
-    text = read_text(path, limits.JSON_FILE_BYTES)
-    too_deep = f"{path}: JSON nested deeper than {limits.NESTING_DEPTH} levels (kvplan's limit)"
-    try:
-        data = json.loads(text, parse_int=_int)
-    except json.JSONDecodeError as error:
-        raise KvplanError(
-            f"{path}: not valid JSON (line {error.lineno} column {error.colno}: {error.msg})"
-        ) from None
-    except RecursionError:  # the C decoder stops near Python's recursion limit
-        raise KvplanError(too_deep) from None
-    if _depth(data) > limits.NESTING_DEPTH:
-        raise KvplanError(too_deep)
-    return data
+    return parse_json(read_text(path, limits.JSON_FILE_BYTES), str(path))
 
 
 def _json_object(value: Any, where: object) -> dict:
