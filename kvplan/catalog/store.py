@@ -122,11 +122,14 @@ class Catalog:
         problems: list[str] = []
         for path, kind in self._files():
             try:
-                document = read_document(path)
                 shipped = kind is not None
-                kind = kind or _kind_of(document)
-                spec_type = ModelSpec if kind == "model" else SkuSpec
-                spec = spec_from_document(document, spec_type)
+                if shipped:
+                    spec = _shipped_spec(path, kind)
+                else:
+                    document = read_document(path)
+                    kind = _kind_of(document)
+                    spec_type = ModelSpec if kind == "model" else SkuSpec
+                    spec = spec_from_document(document, spec_type)
             except KvplanError as error:
                 problems.extend(str(error).splitlines())
                 continue
@@ -238,6 +241,23 @@ def resolve_sku(name: str, skus: list[SkuSpec]) -> SkuSpec:
     suggestions = sorted({every[c] for c in close})
     hint = f"; did you mean {', '.join(suggestions)}?" if suggestions else ""
     raise KvplanError(f"unknown sku {name!r}{hint} ({len(skus)} known; `kvplan skus` lists them)")
+
+
+# Shipped specs by (file, size, modification time): a process that builds several catalogues
+# (the Python API, a test run) parses the ~130 shipped files once; an edited file is re-read.
+_SHIPPED: dict[tuple[Path, int, int], ModelSpec | SkuSpec] = {}
+
+
+def _shipped_spec(path: Path, kind: str) -> ModelSpec | SkuSpec:
+    """The spec of one shipped file, parsed once per version of the file."""
+    try:
+        info = path.stat()
+    except OSError as error:
+        raise KvplanError(f"{path}: cannot read: {error.strerror}") from None
+    key = (path, info.st_size, info.st_mtime_ns)
+    if key not in _SHIPPED:
+        _SHIPPED[key] = load_spec(path, ModelSpec if kind == "model" else SkuSpec)
+    return _SHIPPED[key]
 
 
 def _kind_of(document: YamlDocument) -> str:
