@@ -159,7 +159,7 @@ class Catalog:
         check_name(name, "model")
         fast = self._shipped_file("model", name)
         if fast is not None:
-            return load_spec(fast, ModelSpec)
+            return _shipped_spec(fast, "model")  # type: ignore[return-value]
         spec = self._model_index.get(name)
         assert isinstance(spec, ModelSpec)
         return spec
@@ -171,7 +171,7 @@ class Catalog:
         check_name(name, "sku")
         fast = self._shipped_file("sku", name)
         if fast is not None:
-            return load_spec(fast, SkuSpec)
+            return _shipped_spec(fast, "sku")  # type: ignore[return-value]
         index = self._sku_index
         if _key(name) in index.by_name:
             spec = index.get(name)
