@@ -14,6 +14,7 @@ from kvplan.report.render import (
     emit,
     gib,
     human_bytes,
+    plural,
 )
 
 
@@ -40,8 +41,8 @@ def formula_lines(sheet: ClaimSheet) -> list[str]:
         kept = max(tokens for tokens, _ in term.tokens_kept)
         tokens = "1 state" if term.kind == "state" else f"{kept:,} tokens kept"
         lines.append(
-            f"{term.kind} × {term.layers} layers: {factors} × {tokens} × "
-            f"{_plural(result.batch.size, 'request')} × {_plural(d.tp, 'GPU')} = "
+            f"{term.kind} × {plural(term.layers, 'layer')}: {factors} × {tokens} × "
+            f"{plural(result.batch.size, 'request')} × {plural(d.tp, 'GPU')} = "
             f"{term.bytes_total:,} B"
         )
     exact = sum(t.bytes_total for t in formula_terms(result))
@@ -58,16 +59,12 @@ def formula_lines(sheet: ClaimSheet) -> list[str]:
     return lines
 
 
-def _plural(count: int, noun: str) -> str:
-    return f"{count:,} {noun}" + ("" if count == 1 else "s")
-
-
 def _batch_question(sheet: ClaimSheet) -> str:
     """Whether the length holds at the batch, or only for a lone request."""
     result, capacity = sheet.size, sheet.capacity
     context, batch = result.context, result.batch.size
     fit = (
-        f"{_plural(capacity.max_concurrency(), 'request')} of {context:,} tokens fit at once, "
+        f"{plural(capacity.max_concurrency(), 'request')} of {context:,} tokens fit at once, "
         f"and the longest context at batch {batch} is {capacity.max_context_tokens:,} tokens"
     )
     if batch == 1:
@@ -136,8 +133,13 @@ def claim_table(sheet: ClaimSheet) -> Table:
     )
 
     def row(
-        label: str, per_gpu: int | None, total: int | None, show: Callable[[int], str] = gib
+        label: str,
+        per_gpu: int | None,
+        total: int | None,
+        keys: tuple[str | None, str | None] = (None, None),
+        show: Callable[[int], str] = gib,
     ) -> None:
+        """One quantity; `keys` are where the JSON holds the per-GPU and whole figures."""
         table.add(
             [label, per_gpu, total],
             [
@@ -145,42 +147,78 @@ def claim_table(sheet: ClaimSheet) -> Table:
                 show(per_gpu) if per_gpu is not None else "—",
                 show(total) if total is not None else "—",
             ],
+            [None, *(f"/{key}" if key else None for key in keys)],
         )
 
-    row("KV per token", result.kv_bytes_per_token_per_gpu, result.kv_bytes_per_token, human_bytes)
+    row(
+        "KV per token",
+        result.kv_bytes_per_token_per_gpu,
+        result.kv_bytes_per_token,
+        ("kv_bytes_per_token_per_gpu", "kv_bytes_per_token"),
+        human_bytes,
+    )
     row(
         f"KV per request ({result.context:,} tokens)",
         sheet.kv_bytes_per_request_per_gpu,
         result.kv_bytes_per_request,
+        ("kv_bytes_per_request_per_gpu", "kv_bytes_per_request"),
     )
     row(
-        f"KV for the batch ({_plural(result.batch.size, 'request')})",
+        f"KV for the batch ({plural(result.batch.size, 'request')})",
         result.kv_bytes_per_gpu,
         result.kv_bytes,
+        ("kv_bytes_batch_per_gpu", "kv_bytes_batch"),
     )
     row(
         f"weights ({result.weights.weight_dtype})",
         result.weights.per_gpu_bytes,
         result.weights.total_bytes,
+        ("weights_bytes_per_gpu", "weights_bytes"),
     )
-    row(f"engine reserve ({d.engine.name})", sheet.reserve_bytes_per_gpu, None)
+    row(
+        f"engine reserve ({d.engine.name})",
+        sheet.reserve_bytes_per_gpu,
+        None,
+        ("engine_reserve_bytes_per_gpu", None),
+    )
     if sheet.reserve_bytes_per_gpu:
         row(
             f"  unused share (1 − utilization {budget.utilization:g})",
             sheet.headroom_bytes_per_gpu,
             None,
+            ("engine_reserve/headroom_bytes", None),
         )
-        row("  activation peak", budget.activation_bytes, None)
-        row("  non-torch (CUDA context, NCCL)", budget.non_torch_bytes, None)
-        row("  CUDA graphs", budget.cudagraph_bytes, None)
-    row("total = weights + KV + reserve", sheet.total_bytes_per_gpu, None)
-    row(f"{capacity.sku.name} memory", sheet.memory_bytes, None)
+        row(
+            "  activation peak",
+            budget.activation_bytes,
+            None,
+            ("engine_reserve/activation_bytes", None),
+        )
+        row(
+            "  non-torch (CUDA context, NCCL)",
+            budget.non_torch_bytes,
+            None,
+            ("engine_reserve/non_torch_bytes", None),
+        )
+        row(
+            "  CUDA graphs", budget.cudagraph_bytes, None, ("engine_reserve/cudagraph_bytes", None)
+        )
+    row(
+        "total = weights + KV + reserve",
+        sheet.total_bytes_per_gpu,
+        None,
+        ("total_bytes_per_gpu", None),
+    )
+    row(f"{capacity.sku.name} memory", sheet.memory_bytes, None, ("memory_bytes", None))
     free = sheet.free_bytes_per_gpu
-    row("free" if free >= 0 else "short by", abs(free), None)
+    if free >= 0:
+        row("free", free, None, ("free_bytes_per_gpu", None))
+    else:
+        row("short by", -free, None)
     verdict = "fits" if sheet.fits else "does NOT fit"
     if not sheet.within_native_limit:
         verdict += "; beyond the native limit"
-    table.add(["fits", sheet.fits, None], ["verdict", verdict, "—"])
+    table.add(["fits", sheet.fits, None], ["verdict", verdict, "—"], [None, "/fits", None])
     table.notes += ["formula: " + line for line in formula_lines(sheet)]
     table.notes.append(
         f"limits: longest context at batch {result.batch.size}: {capacity.max_context_tokens:,} "
@@ -194,5 +232,13 @@ def claim_table(sheet: ClaimSheet) -> Table:
 
 def render_claim(report: ClaimReport, fmt: Format) -> None:
     """Print the claim sheet in `fmt`."""
+    from kvplan.report.figures import claim_figures
+
     record = claim_record(report)
-    emit(fmt, record, [record], lambda: claim_table(report.source))
+    emit(
+        fmt,
+        record,
+        [record],
+        lambda: claim_table(report.source),
+        figures=lambda: claim_figures(report),
+    )

@@ -13,6 +13,7 @@ from kvplan.report.render import (
     emit,
     gib,
     human_bytes,
+    plural,
 )
 
 
@@ -57,7 +58,14 @@ def size_table(result: SizeResult) -> Table:
         ["quantity", "per_gpu", "total"],
     )
 
-    def row(label: str, per_gpu: int | None, total: int | None, exact: bool = False) -> None:
+    def row(
+        label: str,
+        per_gpu: int | None,
+        total: int | None,
+        keys: tuple[str | None, str | None] = (None, None),
+        exact: bool = False,
+    ) -> None:
+        """One quantity; `keys` are where the JSON holds the per-GPU and whole figures."""
         show = human_bytes if exact else gib
         table.add(
             [label, per_gpu, total],
@@ -66,27 +74,51 @@ def size_table(result: SizeResult) -> Table:
                 show(per_gpu) if per_gpu is not None else "—",
                 show(total) if total is not None else "—",
             ],
+            [None, *(f"/{key}" if key else None for key in keys)],
         )
 
     engine = d.engine.name
     charged = engine != "exact"
-    row("KV per token", result.kv_bytes_per_token_per_gpu, result.kv_bytes_per_token, exact=True)
+    row(
+        "KV per token",
+        result.kv_bytes_per_token_per_gpu,
+        result.kv_bytes_per_token,
+        ("kv_bytes_per_token_per_gpu", "kv_bytes_per_token"),
+        exact=True,
+    )
     context = f"{result.context:,} tokens"
     if charged:
         row(
             f"KV per request ({context}, {engine} charge)",
             result.kv_bytes_per_request_per_gpu,
             result.kv_bytes_per_request,
+            ("kv_bytes_per_request_per_gpu", "kv_bytes_per_request"),
         )
-    row("KV for the batch (exact)", result.exact_kv_bytes_per_gpu, result.exact_kv_bytes)
+    row(
+        "KV for the batch (exact)",
+        result.exact_kv_bytes_per_gpu,
+        result.exact_kv_bytes,
+        ("exact_kv_bytes_per_gpu", "exact_kv_bytes"),
+    )
     for kind, count in result.layers.items():
-        row(f"  {kind} layers × {count}", None, result.kv_bytes_by_kind.get(kind, 0))
+        row(
+            f"  {kind} layers × {count}",
+            None,
+            result.kv_bytes_by_kind.get(kind, 0),
+            (None, f"kv_bytes_by_kind/{kind}"),
+        )
     if charged:
-        row(f"KV for the batch ({engine} charge)", result.kv_bytes_per_gpu, result.kv_bytes)
+        row(
+            f"KV for the batch ({engine} charge)",
+            result.kv_bytes_per_gpu,
+            result.kv_bytes,
+            ("kv_bytes_per_gpu", "kv_bytes"),
+        )
     row(
         f"weights ({result.weights.weight_dtype})",
         result.weights.per_gpu_bytes,
         result.weights.total_bytes,
+        ("weights_bytes_per_gpu", "weights_bytes"),
     )
     params = result.weights.params
     table.add(
@@ -111,9 +143,17 @@ def _fit_rows(result: SizeResult, table: Table, row: Callable[..., None]) -> Non
     assert capacity is not None
     budget, sku = capacity.budget, capacity.sku
     band = f" ± {gib(budget.uncertainty_bytes)}" if budget.uncertainty_bytes else ""
-    row(f"KV budget on {sku.name} ({result.deployment.engine.name}){band}", budget.kv_bytes, None)
+    row(
+        f"KV budget on {sku.name} ({result.deployment.engine.name}){band}",
+        budget.kv_bytes,
+        None,
+        ("kv_budget_bytes_per_gpu", None),
+    )
     free = budget.kv_bytes - result.kv_bytes_per_gpu
-    row("KV budget left" if free >= 0 else "KV budget short by", abs(free), None)
+    if free >= 0:
+        row("KV budget left", free, None, ("free_bytes", None))
+    else:
+        row("KV budget short by", -free, None)
     kv_inside = max(0, min(result.kv_bytes_per_gpu, budget.total_bytes - budget.weights_bytes))
     picture = bar(
         [
@@ -165,7 +205,8 @@ def explain_lines(report: SizeReport) -> list[str]:
             tokens = "1 state per sequence"
         else:
             tokens = " + ".join(
-                f"{kept:,} tokens kept × {count:,} sequences" for kept, count in term.tokens_kept
+                f"{kept:,} tokens kept × {plural(count, 'sequence')}"
+                for kept, count in term.tokens_kept
             )
         rule = {
             "full": "all L tokens",
@@ -179,7 +220,8 @@ def explain_lines(report: SizeReport) -> list[str]:
             "cross": "the request's encoder tokens, fixed whatever L",
         }.get(term.kind, term.kind)
         lines.append(
-            f"  {term.kind}: {factors} × ({tokens}; {rule}) × {term.layers} layers × {d.tp} GPUs"
+            f"  {term.kind}: {factors} × ({tokens}; {rule}) × {plural(term.layers, 'layer')} × "
+            f"{plural(d.tp, 'GPU')}"
             f" = {term.bytes_total:,} B ({gib(term.bytes_total)})"
         )
     lines.append(f"  exact total = {result.exact_kv_bytes:,} B")
