@@ -76,7 +76,7 @@ def _table(payload: dict[str, Any]) -> Table:
     by_price = payload["rank_by"] == "price"
     concurrency, context = payload["concurrency"], payload["context_tokens"]
     target = (
-        f"{concurrency:,} requests × {context:,} tokens"
+        f"{plural(concurrency, 'request')} × {context:,} tokens"
         if concurrency is not None
         else f"{context:,}-token requests"
     )
