@@ -19,6 +19,7 @@ from kvplan.plan.perf import (
     Efficiency,
     _stage_weight_bytes_read,
     attended_tokens_sum,
+    batched_step,
     causal_attention_flops,
     decode_step,
     expected_experts_touched,
@@ -463,3 +464,39 @@ def make_sku():
         peak_flop_per_s={"bf16": 10**15},
         source="test factory",
     )
+
+
+# --- one scheduler step: decode tokens and prefill chunks together --------------------
+
+
+def test_tiny_batched_step_by_hand():
+    # make_model(): 9_941_504 parameters (TINY_MATMUL_PARAMS + the 512_000-row embedding),
+    # bf16: 19_883_008 weight bytes, read once per step. KV per token: 4 layers x 2 (K, V)
+    # x 2 KV heads x 64 x 2 B = 2_048 B.
+    deployment = Deployment(make_model(), EXACT)
+    sku = make_sku()  # 1 TB/s, 1 PFLOP/s bf16
+    step = batched_step(deployment, sku, Batch.uniform(100, 2), [(0, 64)], efficiency=NO_LOSS)
+    # Reads: weights + 2 sequences x 100 tokens x 2_048 B = 19_883_008 + 409_600.
+    assert step.bytes_read == 20_292_608
+    assert step.memory_s == pytest.approx(20_292_608 / 10**12, rel=1e-12)
+    # FLOPs: 2 x 9_429_504 x (2 decode + 64 prompt tokens) = 1_244_694_528, plus the chunk's
+    # attention: 4 layers x 2 x 2 x 8 heads x 64 x Σ_{i=1..64} i (= 2_080) = 17_039_360.
+    assert step.flops == 1_244_694_528 + 17_039_360
+    assert step.step_s == step.memory_s  # 20.3 µs of reads against 1.26 µs of compute
+    # A chunk that attends to 100 cached tokens reads them: 100 x 2_048 B more.
+    later = batched_step(deployment, sku, Batch.uniform(100, 2), [(100, 64)], efficiency=NO_LOSS)
+    assert later.bytes_read == 20_292_608 + 204_800
+
+
+def test_long_chunk_makes_the_step_compute_bound():
+    # 8_000 prompt tokens: 2 x 9_429_504 x 8_000 = 150_872_064_000 matmul FLOPs alone, 151 µs
+    # at 1 PFLOP/s, against 20 µs of weight reads.
+    deployment = Deployment(make_model(), EXACT)
+    step = batched_step(deployment, make_sku(), None, [(0, 8000)], efficiency=NO_LOSS)
+    assert step.step_s == step.compute_s > step.memory_s
+    assert step.compute_s == pytest.approx(step.flops / 10**15, rel=1e-12)
+
+
+def test_a_step_needs_something_to_do():
+    with pytest.raises(KvplanError, match="at least one decode sequence or prefill token"):
+        batched_step(Deployment(make_model(), EXACT), make_sku(), None, [])

@@ -78,7 +78,10 @@ def resolve_model(catalog: Catalog, name: str, rope_scaling: str | None = None) 
     if rope_scaling is not None:
         spec = declare_rope_scaling(resolved.spec, rope_scaling)
         resolved = ResolvedModel(
-            spec, resolved.origin, resolved.warnings, resolved.exact_weights_bytes,
+            spec,
+            resolved.origin,
+            resolved.warnings,
+            resolved.exact_weights_bytes,
             resolved.checkpoint,
         )
     return resolved
@@ -156,9 +159,7 @@ def parse_rope_scaling(text: str, where: str = "--rope-scaling") -> tuple[str, f
 
     parts = text.strip().split(":")
     if len(parts) not in (2, 3):
-        raise KvplanError(
-            f"{where}: {text!r}: expected TYPE:FACTOR[:ORIGINAL_TOKENS], e.g. yarn:4"
-        )
+        raise KvplanError(f"{where}: {text!r}: expected TYPE:FACTOR[:ORIGINAL_TOKENS], e.g. yarn:4")
     try:
         factor = float(parts[1])
     except ValueError:

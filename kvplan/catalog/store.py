@@ -198,9 +198,7 @@ def resolve_sku(name: str, skus: list[SkuSpec]) -> SkuSpec:
     if family:
         members = ", ".join(s.name for s in family)
         raise KvplanError(f"sku {name!r} is a family of {len(family)} SKUs: {members}; name one")
-    prefixed = [
-        s for s in skus if any(label.startswith(wanted + "-") for label in labels[s.name])
-    ]
+    prefixed = [s for s in skus if any(label.startswith(wanted + "-") for label in labels[s.name])]
     if len(prefixed) == 1:
         return prefixed[0]
     candidates = prefixed or [s for s in skus if wanted.startswith(_normal(s.family))]
@@ -211,9 +209,7 @@ def resolve_sku(name: str, skus: list[SkuSpec]) -> SkuSpec:
     close = difflib.get_close_matches(wanted, list(every), n=3, cutoff=0.5)
     suggestions = sorted({every[c] for c in close})
     hint = f"; did you mean {', '.join(suggestions)}?" if suggestions else ""
-    raise KvplanError(
-        f"unknown sku {name!r}{hint} ({len(skus)} known; `kvplan skus` lists them)"
-    )
+    raise KvplanError(f"unknown sku {name!r}{hint} ({len(skus)} known; `kvplan skus` lists them)")
 
 
 def _kind_of(path: Path) -> str:

@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from kvplan.cli import catalogue, check, recommend, report, size, verify
+from kvplan.cli import catalogue, check, recommend, report, simulate, size, verify
 from kvplan.cli.common import user_errors, warn
 
 __all__ = ["app", "main", "user_errors", "warn"]
@@ -24,6 +24,7 @@ app = typer.Typer(
     help="Exact KV-cache sizing, per-GPU capacity and on-device verification for LLM serving.",
     context_settings={"help_option_names": ["-h", "--help"]},
 )
+
 
 def _print_version(value: bool) -> None:
     if value:
@@ -57,6 +58,8 @@ app.command()(report.report)
 app.command()(check.check)
 app.command()(check.claim)
 app.command()(recommend.recommend)
+app.command()(simulate.simulate)
+app.command()(simulate.pools)
 app.command()(verify.verify)
 app.command("import-hf")(catalogue.import_hf_command)
 

@@ -136,8 +136,7 @@ _PARAMETERS: dict[str, tuple[Any, Any]] = {
             bool,
             _option(
                 "--no-hybrid-allocator",
-                help="windowed layers reserve full length (vLLM "
-                "--disable-hybrid-kv-cache-manager)",
+                help="windowed layers reserve full length (vLLM --disable-hybrid-kv-cache-manager)",
             ),
         ],
         False,
@@ -319,25 +318,41 @@ class EngineOptions:
 
 def engine_options(command: F) -> F:
     """Add the engine options to `command`; it receives them as `engine_options`."""
-    signature = inspect.signature(command, eval_str=True)
-    kept = [p for p in signature.parameters.values() if p.name != "engine_options"]
-    # Keep --format and --catalog last in --help, after the engine options.
-    tail = [p for p in kept if p.name in ("fmt", "catalog_dirs")]
-    head = [p for p in kept if p not in tail]
-    added = [
-        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=hint)
-        for name, (hint, default) in _PARAMETERS.items()
-    ]
-    keyword_head = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in head]
-    first = [p for p in keyword_head if p.default is inspect.Parameter.empty]
-    rest = [p for p in keyword_head if p.default is not inspect.Parameter.empty]
-    tail = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in tail]
+    return option_group(_PARAMETERS, "engine_options", EngineOptions)(command)
 
-    @functools.wraps(command)
-    def wrapper(**kwargs: Any) -> Any:
-        values = {name: kwargs.pop(name) for name in _PARAMETERS}
-        return command(**kwargs, engine_options=EngineOptions(values))
 
-    wrapper.__signature__ = signature.replace(parameters=first + rest + added + tail)  # type: ignore[attr-defined]
-    wrapper.__annotations__ = {}
-    return wrapper  # type: ignore[return-value]
+def option_group(
+    parameters: dict[str, tuple[Any, Any]], keyword: str, make: Callable[[dict[str, Any]], Any]
+) -> Callable[[F], F]:
+    """A decorator that adds `parameters` (name -> (annotation, default)) to a command.
+
+    The command declares one keyword-only parameter `keyword` and receives
+    `make({name: value})` there. Decorators stack: each keeps the command's own parameters
+    first and --format and --catalog last in --help.
+    """
+
+    def decorate(command: F) -> F:
+        signature = inspect.signature(command, eval_str=True)
+        kept = [p for p in signature.parameters.values() if p.name != keyword]
+        tail = [p for p in kept if p.name in ("fmt", "catalog_dirs")]
+        head = [p for p in kept if p not in tail]
+        keyword_only = inspect.Parameter.KEYWORD_ONLY
+        added = [
+            inspect.Parameter(name, keyword_only, default=default, annotation=hint)
+            for name, (hint, default) in parameters.items()
+        ]
+        keyword_head = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in head]
+        first = [p for p in keyword_head if p.default is inspect.Parameter.empty]
+        rest = [p for p in keyword_head if p.default is not inspect.Parameter.empty]
+        tail = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in tail]
+
+        @functools.wraps(command)
+        def wrapper(**kwargs: Any) -> Any:
+            values = {name: kwargs.pop(name) for name in parameters}
+            return command(**kwargs, **{keyword: make(values)})
+
+        wrapper.__signature__ = signature.replace(parameters=first + rest + added + tail)  # type: ignore[attr-defined]
+        wrapper.__annotations__ = {}
+        return wrapper  # type: ignore[return-value]
+
+    return decorate

@@ -64,11 +64,15 @@ class Capacity:
     def pool(self) -> KvPool:
         return self.deployment.engine.pool(self.layout, self.budget)
 
+    @cached_property
+    def _dp(self) -> int:
+        return self.deployment.dp
+
     @property
     def weights_bytes_per_gpu(self) -> int:
         return self.budget.weights_bytes
 
-    @property
+    @cached_property
     def kv_usable(self) -> bool:
         """The weights fit and something is left for KV."""
         return self.budget.weights_fit and self.budget.kv_bytes > 0
@@ -82,7 +86,7 @@ class Capacity:
         if not self.kv_usable:
             return 0
         per_replica = self.pool.requests_at(tokens or self.context_tokens)
-        return min(per_replica * self.deployment.dp, MAX_BATCH)
+        return min(per_replica * self._dp, MAX_BATCH)
 
     def holds(self, batch: Batch) -> bool:
         """Whether the deployment holds every sequence of `batch` at once."""

@@ -10,6 +10,7 @@ communication is counted; docs/roofline.md gives the formulas and the limits.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -105,10 +106,7 @@ def decode_step(
     # block padding, since masked tail slots are not fetched, and windows honoured even
     # where the engine reserves full length (that changes allocation, not reads).
     stage_caches = stage_cache_counts(deployment)
-    kv = [
-        sum(layers * cache.bytes_per_seq(n) * k for cache, layers in c.items() for n, k in batch)
-        for c in stage_caches
-    ]
+    kv = _stage_kv_bytes_read(deployment, batch)
     bytes_per_step = sum(weights) + sum(kv)
     step_s = bytes_per_step / (sku.bandwidth_bytes_per_s * efficiency.bandwidth_fraction)
     token_bytes = [
@@ -138,6 +136,14 @@ def decode_step(
     )
 
 
+def _stage_kv_bytes_read(deployment: Deployment, batch: Batch) -> list[int]:
+    """KV bytes one GPU of each stage reads to attend over `batch`'s tokens."""
+    return [
+        sum(layers * cache.bytes_per_seq(n) * k for cache, layers in c.items() for n, k in batch)
+        for c in stage_cache_counts(deployment)
+    ]
+
+
 @lru_cache(maxsize=4096)  # one per deployment; a report asks once per SKU row
 def stage_cache_counts(deployment: Deployment) -> tuple[Counter[LayerCache], ...]:
     """Each stage's distinct caches as the engine stores them, with their layer counts.
@@ -146,6 +152,15 @@ def stage_cache_counts(deployment: Deployment) -> tuple[Counter[LayerCache], ...
     """
     caches = deployment.engine.stored_caches(deployment)
     return tuple(Counter(caches[i] for i in r) for r in deployment.stage_ranges())
+
+
+def weight_bytes_read(deployment: Deployment, tokens: int) -> int:
+    """Weight bytes one step reads for `tokens` tokens, summed over one GPU per stage.
+
+    What `decode_step` counts for a batch of `tokens` sequences; a prefill chunk's tokens are
+    routed like decode tokens, so an MoE step touches more experts the more tokens it holds.
+    """
+    return sum(_stage_weight_bytes_read(deployment, tokens))
 
 
 def _stage_weight_bytes_read(deployment: Deployment, batch: int) -> list[int]:
@@ -238,6 +253,7 @@ def prefill(
     )
 
 
+@lru_cache(maxsize=1024)  # a simulation asks once per prefill chunk; specs are frozen
 def matmul_params_per_token(model: ModelSpec) -> int:
     """Parameters one token multiplies through: active params, embedding out, lm_head in.
 
@@ -256,16 +272,25 @@ def causal_attention_flops(model: ModelSpec, prompt_tokens: int) -> int:
     both widths in softmax attention; MLA prefill runs per head with qk_nope + qk_rope
     and v_head_dim. State layers have none beyond their params (counted as matmuls).
     """
+    return sum(
+        2 * width * layers * attended_tokens_sum(cache, prompt_tokens)
+        for cache, width, layers in _attention_terms(model)
+    )
+
+
+@lru_cache(maxsize=1024)  # a simulation asks for every prefill chunk; specs are frozen
+def _attention_terms(model: ModelSpec) -> tuple[tuple[LayerCache, int, int], ...]:
+    """Each distinct layer cache with its qk + v width and its layer count."""
     heads, head_dim, mla = model.attention.num_heads, model.attention.head_dim, model.mla
-    total = 0
+    terms: Counter[tuple[LayerCache, int]] = Counter()
     # Cache objects only give each layer's kind and window; the KV dtype is irrelevant here.
     for cache in layer_caches(model, kv_dtype_info("bf16")):
         if cache.kind == "mla" and mla is not None:
             width = heads * (mla.qk_nope_head_dim + mla.qk_rope_head_dim + mla.v_head_dim)
         else:
             width = heads * 2 * head_dim
-        total += 2 * width * attended_tokens_sum(cache, prompt_tokens)
-    return total
+        terms[(cache, width)] += 1
+    return tuple((cache, width, layers) for (cache, width), layers in terms.items())
 
 
 def attended_tokens_sum(cache: LayerCache, prompt_tokens: int) -> int:
@@ -307,3 +332,126 @@ def _compute_dtype(sku: SkuSpec, dtype: str | None, weight_dtype: str) -> str:
     raise KvplanError(
         f"compute dtype: SKU {sku.name!r} lists no peak FLOP/s for {asked} (it has: {has})"
     )
+
+
+def prefill_chunk_flops(model: ModelSpec, done_tokens: int, chunk_tokens: int) -> int:
+    """FLOPs to prefill `chunk_tokens` more tokens of a prompt whose first `done_tokens` are cached.
+
+    2 · matmul params per token · chunk + attention(done + chunk) − attention(done): the chunks
+    of one prompt add up to `prefill()`'s FLOPs for the whole prompt, whatever the chunking.
+    """
+    return chunk_flops_function(model)(done_tokens, chunk_tokens)
+
+
+@lru_cache(maxsize=1024)
+def chunk_flops_function(model: ModelSpec) -> Callable[[int, int], int]:
+    """`prefill_chunk_flops` for one model as a function of (done, chunk) tokens.
+
+    A simulator asks for every prefill chunk it runs; looking the model up once keeps each
+    call to a few integer operations.
+    """
+    matmul_flops_per_token = 2 * matmul_params_per_token(model)
+    terms = [(2 * width * layers, cache) for cache, width, layers in _attention_terms(model)]
+
+    def flops(done_tokens: int, chunk_tokens: int) -> int:
+        end = done_tokens + chunk_tokens
+        attention = sum(
+            factor * (attended_tokens_sum(cache, end) - attended_tokens_sum(cache, done_tokens))
+            for factor, cache in terms
+        )
+        return matmul_flops_per_token * chunk_tokens + attention
+
+    return flops
+
+
+# --- one scheduler step: decode tokens and prefill chunks together ----------------
+
+
+@dataclass(frozen=True)
+class StepRates:
+    """What one replica reads and computes per second, efficiencies applied.
+
+    A step takes max(bytes read / bytes_per_s, FLOPs / flop_per_s): the roofline. Decode alone
+    is under the memory line, a long prefill under the compute line; a step that mixes them
+    (chunked prefill) overlaps the decode reads with the chunk's matmuls, which is why engines
+    mix them.
+    """
+
+    bytes_per_s: float  # datasheet bandwidth · bandwidth_fraction (one GPU per stage in turn)
+    flop_per_s: float  # tp · dense peak of the compute dtype · compute_fraction
+    dtype: str  # the SKU peak_flop_per_s key used
+
+    def step_s(self, bytes_read: int | float, flops: int | float) -> float:
+        """Seconds for a step that reads `bytes_read` bytes and computes `flops` FLOPs."""
+        return max(bytes_read / self.bytes_per_s, flops / self.flop_per_s)
+
+
+def step_rates(
+    deployment: Deployment,
+    sku: SkuSpec,
+    dtype: str | None = None,
+    efficiency: Efficiency = DEFAULT_EFFICIENCY,
+) -> StepRates:
+    """The memory and compute rates of one replica of `deployment` on `sku`.
+
+    The same figures `decode_step` (bandwidth) and `prefill` (tp · peak) divide by.
+    """
+    model = deployment.model
+    weights_dtype = weight_dtype_info(deployment.weight_dtype or model.weight_dtype).name
+    key = _compute_dtype(sku, dtype, weights_dtype)
+    return StepRates(
+        bytes_per_s=sku.bandwidth_bytes_per_s * efficiency.bandwidth_fraction,
+        flop_per_s=deployment.tp * sku.peak_flop_per_s[key] * efficiency.compute_fraction,
+        dtype=key,
+    )
+
+
+@dataclass(frozen=True)
+class StepEstimate:
+    """One scheduler step of one replica: decode tokens and prefill chunks in one batch."""
+
+    decode_sequences: int
+    prefill_tokens: int
+    bytes_read: int  # weights once for every token, decode KV, each chunk's cached prefix
+    flops: int  # matmuls of every token, attention of the chunks
+    memory_s: float
+    compute_s: float
+    step_s: float  # max(memory_s, compute_s)
+
+
+def batched_step(
+    deployment: Deployment,
+    sku: SkuSpec,
+    decode: Batch | None,
+    prefill_chunks: Sequence[tuple[int, int]] = (),
+    dtype: str | None = None,
+    efficiency: Efficiency = DEFAULT_EFFICIENCY,
+) -> StepEstimate:
+    """Seconds for one step that decodes `decode`'s sequences and prefills `prefill_chunks`.
+
+    Each chunk is (tokens already cached, tokens prefilled now). Bytes read: the weights once
+    for all the step's tokens (`weight_bytes_read`), each decoding sequence's KV (as
+    `decode_step`) and each chunk's cached prefix. FLOPs: 2 · matmul params per token for
+    every token (decode tokens too) plus each chunk's attention (`prefill_chunk_flops`).
+    Decode attention FLOPs are left out: a few per byte read, far under any GPU's ridge point.
+    Alone, a memory-bound decode batch takes `decode_step`'s time and a compute-bound prompt
+    `prefill`'s.
+    """
+    model = deployment.model
+    sequences = decode.size if decode is not None else 0
+    chunk_tokens = sum(chunk for _, chunk in prefill_chunks)
+    if sequences + chunk_tokens == 0:
+        raise KvplanError("a step needs at least one decode sequence or prefill token")
+    rates = step_rates(deployment, sku, dtype, efficiency)
+    tokens = sequences + chunk_tokens
+    kv = sum(_stage_kv_bytes_read(deployment, decode)) if decode is not None else 0
+    prefixes = [done for done, _ in prefill_chunks if done > 0]
+    if prefixes:
+        kv += sum(_stage_kv_bytes_read(deployment, Batch.of(prefixes)))
+    bytes_read = weight_bytes_read(deployment, tokens) + kv
+    flops = 2 * matmul_params_per_token(model) * sequences + sum(
+        prefill_chunk_flops(model, done, chunk) for done, chunk in prefill_chunks
+    )
+    memory_s, compute_s = bytes_read / rates.bytes_per_s, flops / rates.flop_per_s
+    step_s = rates.step_s(bytes_read, flops)
+    return StepEstimate(sequences, chunk_tokens, bytes_read, flops, memory_s, compute_s, step_s)

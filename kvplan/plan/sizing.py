@@ -162,7 +162,9 @@ def context_notes(model: ModelSpec, context: int) -> list[str]:
     notes = []
     if extended is not None and rope is not None:
         how = (
-            "applied" if rope.applied else "recommended, not applied: declare it with "
+            "applied"
+            if rope.applied
+            else "recommended, not applied: declare it with "
             f"--rope-scaling {rope.rope_type}:{rope.factor:g}"
         )
         where = f" ({rope.source})" if rope.source else ""

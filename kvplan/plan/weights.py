@@ -39,9 +39,7 @@ class StageWeights:
         """
         routed = round(self.routed_expert_bytes * routed_fraction)
         shards = expert_shards or tp
-        return (
-            ceil_div(self.sharded_bytes, tp) + ceil_div(routed, shards) + self.replicated_bytes
-        )
+        return ceil_div(self.sharded_bytes, tp) + ceil_div(routed, shards) + self.replicated_bytes
 
 
 @dataclass(frozen=True)
@@ -176,8 +174,10 @@ def checkpoint_weight_bytes(
             replicated[stage] += ceil_div(size, kv_heads)  # one whole KV head per rank
         else:
             sharded[stage] += size
-    if model.tie_word_embeddings and pp > 1 and not any(
-        place == LAST and role == "split" for role, place, _ in checkpoint.groups
+    if (
+        model.tie_word_embeddings
+        and pp > 1
+        and not any(place == LAST and role == "split" for role, place, _ in checkpoint.groups)
     ):
         sharded[-1] += sum(
             size for role, place, size in checkpoint.groups if place == FIRST and role == "split"

@@ -12,7 +12,15 @@ LayerKind = Literal[
     "full", "sliding", "chunked", "mla", "state", "shared", "parallel", "cross", "mlp"
 ]
 LAYER_KINDS: tuple[str, ...] = (
-    "full", "sliding", "chunked", "mla", "state", "shared", "parallel", "cross", "mlp"
+    "full",
+    "sliding",
+    "chunked",
+    "mla",
+    "state",
+    "shared",
+    "parallel",
+    "cross",
+    "mlp",
 )
 # Kinds whose layer has an attention mixer caching K and V per token (or per encoder token).
 ATTENTION_KINDS: tuple[str, ...] = ("full", "sliding", "chunked", "parallel", "cross")

@@ -48,6 +48,16 @@ class SkuSpec(_Spec):
         "fp32, fp64"
     )
     interconnect: str | None = Field(None, description="GPU-to-GPU link, e.g. NVLink 4 900 GB/s")
+    interconnect_bytes_per_s: PositiveInt | None = Field(
+        None,
+        description="GPU-to-GPU bandwidth in one direction, bytes/s (half the datasheet's "
+        "bidirectional NVLink figure); what moves KV between instances. null: not stated",
+    )
+    host_link_bytes_per_s: PositiveInt | None = Field(
+        None,
+        description="GPU-to-host bandwidth in one direction, bytes/s (half the datasheet's "
+        "bidirectional PCIe or C2C figure); what swaps KV to CPU memory. null: not stated",
+    )
     max_gpus_per_node: PositiveInt = Field(8, description="largest TP degree in one node")
     sm_count: PositiveInt | None = Field(None, description="SMs / compute units")
     l2_bytes: PositiveInt | None = Field(None, description="last-level on-chip cache, bytes")

@@ -41,8 +41,10 @@ def _quantization(c: _Config, spec: dict[str, Any]) -> None:
     ):
         read = _other_formats(q, method, spec)
         if read is None:
-            c.warn(f"quantization_config {method} scheme not understood: weights counted as "
-                   f"{activation} (a checkpoint's safetensors headers give the exact bytes)")
+            c.warn(
+                f"quantization_config {method} scheme not understood: weights counted as "
+                f"{activation} (a checkpoint's safetensors headers give the exact bytes)"
+            )
             return
     else:
         c.warn(

@@ -211,9 +211,7 @@ def stage_layout(
     )
 
 
-def estimated_max_model_len(
-    stages: tuple[VllmStage, ...], available_bytes: int, upper: int
-) -> int:
+def estimated_max_model_len(stages: tuple[VllmStage, ...], available_bytes: int, upper: int) -> int:
     """The startup check's estimate: the longest length whose reservation fits (binary search)."""
     low, high = 0, upper
     while low < high:

@@ -1,0 +1,279 @@
+"""The workload and serving options `simulate` and `pools` share, declared once.
+
+Two option groups (`cli.engine_options.option_group`): `@workload_options` hands a command
+a `WorkloadOptions`, `@serving_options` a `ServingOptions`; each resolves its values inside
+the command's error handler, so a bad value is one line and exit 2.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from kvplan.cli.engine_options import option_group
+
+
+def _entry(kind: Any, default: Any, decl: str, help: str, shown: bool = False) -> tuple:
+    """One option as (annotation, default) for `option_group`."""
+    return Annotated[kind, typer.Option(decl, help=help, show_default=shown)], default
+
+
+DEFAULT_PROMPT = "lognormal:mean=1024,sigma=1"
+DEFAULT_OUTPUT = "lognormal:mean=256,sigma=1"
+DEFAULT_REQUESTS = 1000
+DISTRIBUTION_HELP = (
+    "a token count (512), fixed:N, uniform:LOW-HIGH, lognormal:mean=M,sigma=S (M the mean "
+    "in tokens, S the standard deviation of ln tokens) or empirical:FILE (one count a line)"
+)
+
+# name -> (annotation, default)
+WORKLOAD_PARAMETERS: dict[str, tuple[Any, Any]] = {
+    "rate": _entry(
+        float | None, None, "--rate", "Poisson arrivals, requests per second (or give --trace)"
+    ),
+    "prompt_tokens": _entry(
+        str, DEFAULT_PROMPT, "--prompt-tokens", f"prompt lengths: {DISTRIBUTION_HELP}", True
+    ),
+    "output_tokens": _entry(
+        str, DEFAULT_OUTPUT, "--output-tokens", "output lengths, written as --prompt-tokens", True
+    ),
+    "trace": _entry(
+        Path | None,
+        None,
+        "--trace",
+        "requests from a CSV or JSONL trace: arrival_s, prompt_tokens, output_tokens, or the "
+        "Azure LLM inference trace's TIMESTAMP, ContextTokens, GeneratedTokens",
+    ),
+    "requests": _entry(
+        int | None,
+        None,
+        "--requests",
+        f"number of requests (default {DEFAULT_REQUESTS:,}; a trace: its first N)",
+    ),
+    "duration": _entry(
+        str | None,
+        None,
+        "--duration",
+        "arrivals during this long instead of --requests (600s, 10min)",
+    ),
+    "seed": _entry(int, 0, "--seed", "random seed of the workload", True),
+}
+
+SERVING_PARAMETERS: dict[str, tuple[Any, Any]] = {
+    "scheduler": _entry(
+        str,
+        "continuous",
+        "--scheduler",
+        "continuous (iteration-level, vLLM) or static (request-level batches that decode "
+        "until their longest request ends)",
+        True,
+    ),
+    "allocator": _entry(
+        str,
+        "paged",
+        "--allocator",
+        "paged (blocks as requests grow), or a contiguous reservation per request placed "
+        "first-fit: reserve-max (the context), reserve-pow2 (prompt + output rounded up to a "
+        "power of 2), reserve-exact (prompt + true output)",
+        True,
+    ),
+    "chunked_prefill": _entry(
+        bool,
+        True,
+        "--chunked-prefill/--no-chunked-prefill",
+        "split long prompts over steps of max_num_batched_tokens",
+        True,
+    ),
+    "preemption": _entry(
+        str,
+        "recompute",
+        "--preemption",
+        "when blocks run out the newest request is preempted by recompute, or by swap to host "
+        "memory over the SKU's host link",
+        True,
+    ),
+    "host_link_bandwidth": _entry(
+        str | None,
+        None,
+        "--host-link-bandwidth",
+        "GPU-to-host bytes/s one way for swap (64GB); default: the SKU's",
+    ),
+    "swap_space": _entry(
+        str, "4GiB", "--swap-space", "host memory per GPU for swapped KV (vLLM --swap-space)", True
+    ),
+    "max_model_len": _entry(
+        str | None,
+        None,
+        "--max-model-len",
+        "longest prompt + output in tokens (8k, 32k); longer requests are rejected; default: "
+        "the model's native context",
+    ),
+    "kv_window": _entry(
+        str | None, None, "--kv-window", "evict all but the last W tokens' KV per request (tokens)"
+    ),
+    "kv_sinks": _entry(
+        int, 0, "--kv-sinks", "... and keep the first S tokens too (attention sinks)", True
+    ),
+    "kv_bytes_factor": _entry(
+        float,
+        1.0,
+        "--kv-bytes-factor",
+        "KV bytes per token × this (a kernel or layout that pads the cache)",
+        True,
+    ),
+    "step_time_factor": _entry(
+        float, 1.0, "--step-time-factor", "every step time × this (0.8: a kernel 20 % faster)", True
+    ),
+    "bandwidth_efficiency": _entry(
+        float,
+        0.85,
+        "--bandwidth-efficiency",
+        "fraction of datasheet bandwidth steps read at (roofline)",
+        True,
+    ),
+    "compute_efficiency": _entry(
+        float,
+        0.5,
+        "--compute-efficiency",
+        "fraction of dense peak FLOP/s steps compute at (roofline)",
+        True,
+    ),
+    "calibrate": _entry(
+        Path | None,
+        None,
+        "--calibrate",
+        "a `kvplan verify` record: its measured bandwidth fraction replaces --bandwidth-efficiency",
+    ),
+    "step_times": _entry(
+        Path | None,
+        None,
+        "--step-times",
+        "measured step times, a CSV grid of batch_size, kv_tokens, prefill_tokens, step_s; "
+        "interpolated in place of the roofline",
+    ),
+    "instances": _entry(int, 1, "--instances", "instances behind the router (× --dp)", True),
+    "router": _entry(
+        str,
+        "round-robin",
+        "--router",
+        "round-robin, or least-loaded (fewest requests queued or running)",
+        True,
+    ),
+    "slo_ttft": _entry(
+        str | None, None, "--slo-ttft", "time-to-first-token target with a unit (2s, 500ms)"
+    ),
+    "slo_tpot": _entry(
+        str | None, None, "--slo-tpot", "time-per-output-token target with a unit (50ms)"
+    ),
+}
+
+
+@dataclass(frozen=True)
+class WorkloadOptions:
+    """The workload options as typed; `build()` makes the workload."""
+
+    values: dict[str, Any]
+
+    def build(self):
+        """The requests: a trace, or Poisson arrivals from the length distributions."""
+        from kvplan.errors import KvplanError
+        from kvplan.simulate import parse_distribution, parse_seconds, poisson_workload, read_trace
+
+        v = self.values
+        duration = parse_seconds(v["duration"], "--duration") if v["duration"] else None
+        requests = v["requests"]
+        if requests is not None and requests < 1:
+            raise KvplanError(f"--requests: {requests} must be at least 1")
+        if v["trace"] is not None:
+            if v["rate"] is not None:
+                raise KvplanError("give --rate or --trace, not both (a trace has its own arrivals)")
+            return read_trace(v["trace"], requests=requests, duration_s=duration)
+        if v["rate"] is None:
+            raise KvplanError("give --rate R (requests per second) or --trace FILE")
+        if requests is not None and duration is not None:
+            raise KvplanError("give --requests or --duration, not both")
+        if requests is None and duration is None:
+            requests = DEFAULT_REQUESTS
+        return poisson_workload(
+            v["rate"],
+            parse_distribution(v["prompt_tokens"], "--prompt-tokens"),
+            parse_distribution(v["output_tokens"], "--output-tokens"),
+            requests=requests,
+            duration_s=duration,
+            seed=v["seed"],
+        )
+
+    def check_fits(self, max_model_len: int) -> None:
+        """Refuse synthetic lengths whose every request is longer than the context."""
+        from kvplan.errors import KvplanError
+        from kvplan.simulate import parse_distribution
+
+        v = self.values
+        if v["trace"] is not None:
+            return  # a trace's long rows are counted as rejected, row by row
+        shortest = parse_distribution(v["prompt_tokens"], "--prompt-tokens").smallest_tokens
+        shortest += parse_distribution(v["output_tokens"], "--output-tokens").smallest_tokens
+        if shortest > max_model_len:
+            raise KvplanError(
+                f"--prompt-tokens/--output-tokens: every request is at least {shortest:,} "
+                f"tokens, longer than max_model_len {max_model_len:,}"
+            )
+
+
+@dataclass(frozen=True)
+class ServingOptions:
+    """The serving options as typed; `config()` makes the simulation's configuration."""
+
+    values: dict[str, Any]
+
+    def resolve(self, sku, label: str = ""):
+        """(SimConfig for `sku`, notes): reads the step-time table and the verify record."""
+        from kvplan.errors import KvplanError
+        from kvplan.plan.perf import Efficiency
+        from kvplan.simulate import SimConfig, Slo, parse_seconds
+        from kvplan.simulate.calibration import calibrated_efficiency
+        from kvplan.simulate.step_table import read_step_table
+        from kvplan.units import parse_bytes, parse_tokens
+
+        v = self.values
+        efficiency = Efficiency(v["bandwidth_efficiency"], v["compute_efficiency"])
+        notes: list[str] = []
+        if v["calibrate"] is not None and v["step_times"] is not None:
+            raise KvplanError("give --calibrate or --step-times, not both: both set step times")
+        if v["calibrate"] is not None:
+            efficiency, notes = calibrated_efficiency(v["calibrate"], efficiency, sku.name)
+        link = v["host_link_bandwidth"]
+        config = SimConfig(
+            scheduler=v["scheduler"],
+            allocator=v["allocator"],
+            chunked_prefill=v["chunked_prefill"],
+            preemption=v["preemption"],
+            max_model_len=parse_tokens(v["max_model_len"], "--max-model-len")
+            if v["max_model_len"]
+            else None,
+            kv_window_tokens=parse_tokens(v["kv_window"], "--kv-window")
+            if v["kv_window"]
+            else None,
+            kv_sink_tokens=v["kv_sinks"],
+            kv_bytes_factor=v["kv_bytes_factor"],
+            step_time_factor=v["step_time_factor"],
+            efficiency=efficiency,
+            step_table=read_step_table(v["step_times"]) if v["step_times"] else None,
+            host_link_bytes_per_s=parse_bytes(link, "--host-link-bandwidth") if link else None,
+            swap_space_bytes=parse_bytes(v["swap_space"], "--swap-space"),
+            instances=v["instances"],
+            router=v["router"],
+            slo=Slo(
+                parse_seconds(v["slo_ttft"], "--slo-ttft") if v["slo_ttft"] else None,
+                parse_seconds(v["slo_tpot"], "--slo-tpot") if v["slo_tpot"] else None,
+            ),
+            label=label,
+        )
+        return config, notes
+
+
+workload_options = option_group(WORKLOAD_PARAMETERS, "workload_options", WorkloadOptions)
+serving_options = option_group(SERVING_PARAMETERS, "serving_options", ServingOptions)

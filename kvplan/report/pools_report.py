@@ -1,0 +1,145 @@
+"""`kvplan pools`: prefill and decode pools against colocated instances, per workload."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kvplan.report.render import Format, Table, emit
+from kvplan.simulate.pools import PoolChoice, PoolsResult
+
+
+def _choice_record(choice: PoolChoice) -> dict[str, Any]:
+    return {
+        "tp": choice.tp,
+        "pp": choice.pp,
+        "instances": choice.instances,
+        "gpus": choice.gpus,
+        "ttft_s": choice.ttft_s,
+        "tpot_s": choice.tpot_s,
+        "met": choice.instances is not None,
+        "tried": [{"tp": tp, "instances": n, "met": met} for tp, n, met in choice.tried],
+    }
+
+
+def _per_gpu(result: PoolsResult, gpus: int | None) -> float | None:
+    return result.offered_requests_per_s / gpus if gpus else None
+
+
+def pools_record(label: str, result: PoolsResult) -> dict[str, Any]:
+    """One workload's pools as the JSON contract (docs/commands/pools.md)."""
+    disaggregated = result.disaggregated_gpus
+    return {
+        "label": label,
+        "workload": result.workload.description,
+        "requests_served": result.served,
+        "requests_rejected": result.rejected,
+        "offered_requests_per_s": result.offered_requests_per_s,
+        "slo_ttft_s": result.slo.ttft_s,
+        "slo_tpot_s": result.slo.tpot_s,
+        "slo_percentile": result.percentile,
+        "link_bytes_per_s": result.link_bytes_per_s,
+        "kv_transfer_mean_s": result.transfer_mean_s,
+        "kv_transfer_percentile_s": result.transfer_percentile_s,
+        "prefill": _choice_record(result.prefill),
+        "decode": _choice_record(result.decode),
+        "colocated": _choice_record(result.colocated),
+        "ratio": result.ratio,
+        "disaggregated_gpus": disaggregated,
+        "disaggregated_requests_per_s_per_gpu": _per_gpu(result, disaggregated),
+        "colocated_gpus": result.colocated.gpus,
+        "colocated_requests_per_s_per_gpu": _per_gpu(result, result.colocated.gpus),
+        "notes": list(result.notes),
+    }
+
+
+def _ms(value: float | None) -> str:
+    return "—" if value is None else f"{value * 1000:,.1f} ms"
+
+
+def _count(choice: PoolChoice, limit_note: str) -> str:
+    return f"{choice.instances:,}" if choice.instances is not None else limit_note
+
+
+def pools_table(results: list[tuple[str, PoolsResult]]) -> Table:
+    first = results[0][1]
+    p = first.percentile
+    table = Table(
+        f"kvplan pools · TTFT ≤ {_ms(first.slo.ttft_s)} and TPOT ≤ {_ms(first.slo.tpot_s)} at p{p}",
+        [
+            "workload",
+            "pool",
+            "tp",
+            "instances",
+            "GPUs",
+            f"TTFT p{p}",
+            f"TPOT p{p}",
+            "req/s per GPU",
+        ],
+        ["workload", "pool", "tp", "instances", "gpus", "ttft_s", "tpot_s", "per_gpu"],
+    )
+    for label, result in results:
+        for choice in (result.prefill, result.decode):
+            _add(table, label, choice.role, choice, result)
+        gpus = result.disaggregated_gpus
+        per_gpu = _per_gpu(result, gpus)
+        summary = f"{result.ratio}, {gpus} GPUs" if gpus else "not met"
+        table.add(
+            [label, "disaggregated", None, result.ratio, gpus, None, None, per_gpu],
+            [
+                label,
+                "disaggregated",
+                "",
+                summary,
+                f"{gpus or '—'}",
+                "",
+                "",
+                f"{per_gpu:,.2f}" if per_gpu else "—",
+            ],
+        )
+        _add(table, label, "colocated", result.colocated, result)
+        table.notes.append(
+            f"{label}: {result.served:,} requests at {result.offered_requests_per_s:,.2f} req/s"
+            + (
+                f", {result.rejected:,} longer than max_model_len left out"
+                if result.rejected
+                else ""
+            )
+            + f"; KV copy {_ms(result.transfer_mean_s)} mean, {_ms(result.transfer_percentile_s)}"
+            f" p{p} over {result.link_bytes_per_s / 1e9:,.0f} GB/s links"
+        )
+    table.notes += [n for n in first.notes if n not in table.notes]
+    table.notes.append("—: no instance count up to --max-instances meets the target")
+    return table
+
+
+def _add(table: Table, label: str, role: str, choice: PoolChoice, result: PoolsResult) -> None:
+    per_gpu = _per_gpu(result, choice.gpus) if role == "colocated" else None
+    table.add(
+        [
+            label,
+            role,
+            choice.tp,
+            choice.instances,
+            choice.gpus,
+            choice.ttft_s,
+            choice.tpot_s,
+            per_gpu,
+        ],
+        [
+            label,
+            role,
+            f"{choice.tp}",
+            _count(choice, "—"),
+            f"{choice.gpus:,}" if choice.gpus is not None else "—",
+            _ms(choice.ttft_s),
+            _ms(choice.tpot_s),
+            f"{per_gpu:,.2f}" if per_gpu else "",
+        ],
+    )
+
+
+def render_pools(results: list[tuple[str, PoolsResult]], fmt: Format) -> None:
+    """Print the pools of each workload (the base one, then any surge)."""
+    records = [pools_record(label, result) for label, result in results]
+    flat = [{k: v for k, v in record.items() if k != "notes"} for record in records]
+    emit(fmt, {"pools": records}, flat, lambda: pools_table(results))

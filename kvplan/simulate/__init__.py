@@ -1,0 +1,75 @@
+"""Discrete-event simulation of serving instances over kvplan's engine model and roofline.
+
+    from kvplan.simulate import SimConfig, Slo, goodput, poisson_workload, simulate
+
+`simulate(deployment, sku, workload, config)` runs one configuration and returns a
+`SimulationResult`; `goodput(deployment, sku, workload, slo)` is the single figure an
+optimiser can maximise: requests per second that meet both latency targets. Workloads come
+from `poisson_workload` or `read_trace`; `pools` sizes disaggregated prefill/decode pools.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from kvplan.plan.deployment import Deployment
+from kvplan.simulate.cluster import run_instances
+from kvplan.simulate.config import SimConfig, Slo
+from kvplan.simulate.distributions import TokenDistribution, parse_distribution
+from kvplan.simulate.durations import parse_seconds
+from kvplan.simulate.engine_view import InstanceModel, instance_model
+from kvplan.simulate.results import Latency, RequestRecord, SimulationResult, summarize
+from kvplan.simulate.trace import read_trace
+from kvplan.simulate.workload import RequestSpec, Workload, poisson_workload
+from kvplan.specs import SkuSpec
+
+__all__ = [
+    "InstanceModel",
+    "Latency",
+    "RequestRecord",
+    "RequestSpec",
+    "SimConfig",
+    "SimulationResult",
+    "Slo",
+    "TokenDistribution",
+    "Workload",
+    "goodput",
+    "instance_model",
+    "parse_distribution",
+    "parse_seconds",
+    "poisson_workload",
+    "read_trace",
+    "simulate",
+]
+
+
+def simulate(
+    deployment: Deployment, sku: SkuSpec, workload: Workload, config: SimConfig | None = None
+) -> SimulationResult:
+    """Serve `workload` with `deployment` on `sku`: config.instances × dp instances.
+
+    Raises:
+        KvplanError: the deployment leaves no KV memory on `sku`, or a bad option.
+    """
+    config = config or SimConfig()
+    view = instance_model(deployment, sku, config)
+    count = config.instances * deployment.dp
+    runs = run_instances(view, count, config.router, workload)
+    return summarize(config.label, view, workload, runs)
+
+
+def goodput(
+    deployment: Deployment,
+    sku: SkuSpec,
+    workload: Workload,
+    slo: Slo,
+    config: SimConfig | None = None,
+) -> float:
+    """Requests per second that meet every target of `slo` (TTFT and TPOT), serving `workload`.
+
+    Completed requests with TTFT ≤ slo.ttft_s and TPOT ≤ slo.tpot_s, divided by the time from
+    the first arrival to the last return; rejected requests count as missed. Divide by
+    `deployment.gpus` (× config.instances) for goodput per GPU.
+    """
+    result = simulate(deployment, sku, workload, replace(config or SimConfig(), slo=slo))
+    return result.goodput_requests_per_s or 0.0

@@ -1,0 +1,170 @@
+"""What the simulator reads from the engine model for one instance (one replica).
+
+Everything comes from the deployment's profile, as `size` and `report` get it: the budget and
+pool (`Capacity`), the blocks one request is charged as it grows (`layout()`), the scheduler
+limits (`scheduler()`), and the bytes a request's tokens hold and a step reads (the byte
+layout of the caches as the engine stores them, `byte_layout`). Nothing is recomputed here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from kvplan.errors import KvplanError
+from kvplan.plan.capacity import Capacity, largest_fitting
+from kvplan.plan.deployment import Deployment
+from kvplan.plan.engines import KvLayout
+from kvplan.plan.engines.analytic import byte_layout
+from kvplan.simulate.allocators import reservation_tokens
+from kvplan.simulate.config import SimConfig
+from kvplan.simulate.growth import GrowthProfile, growth_profile
+from kvplan.simulate.step_cost import RooflineCost, StepCost
+from kvplan.simulate.step_table import TableCost
+from kvplan.specs import SkuSpec
+
+EVICTION_CAVEAT = (
+    "--kv-window/--kv-sinks keep only the first S and last W tokens' KV per request: memory "
+    "and step times are modelled, answer quality is not modelled (evicted tokens are no "
+    "longer attended to, as in StreamingLLM)"
+)
+
+
+@dataclass(frozen=True)
+class InstanceModel:
+    """One instance's pool, charges, limits and step times, from the engine model."""
+
+    deployment: Deployment
+    sku: SkuSpec
+    config: SimConfig
+    capacity: Capacity
+    max_model_len: int
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    num_blocks: int
+    bytes_per_block: float  # one block on the binding GPU, × kv_bytes_factor
+    charge: GrowthProfile  # blocks one request is charged at L tokens
+    token_bytes: GrowthProfile  # bytes its tokens hold at L on the binding GPU (× factor later)
+    read_bytes: GrowthProfile  # bytes a decode step reads for it, summed over stages
+    cost: StepCost
+    reserve_tokens: Callable[[int, int], int] | None  # contiguous policies only
+    # The longest request the pool holds at all (llama.cpp with -c: one slot's cells).
+    request_limit_tokens: int
+    host_link_bytes_per_s: float | None
+    notes: tuple[str, ...]
+
+    @property
+    def pool_bytes(self) -> float:
+        return self.num_blocks * self.bytes_per_block
+
+
+def instance_model(deployment: Deployment, sku: SkuSpec, config: SimConfig) -> InstanceModel:
+    """The instance `deployment` runs on `sku` under `config`.
+
+    Raises:
+        KvplanError: the weights leave no KV memory, or --max-model-len is out of range.
+    """
+    model = deployment.model
+    max_model_len = config.max_model_len or model.max_context
+    if not 1 <= max_model_len <= model.max_context:
+        raise KvplanError(
+            f"--max-model-len: {max_model_len:,} must be between 1 and {model.name}'s native "
+            f"context {model.max_context:,} tokens"
+        )
+    capacity = Capacity(deployment, sku, context_tokens=max_model_len, efficiency=config.efficiency)
+    if not capacity.kv_usable:
+        raise KvplanError(
+            f"{model.name} on {sku.name} (tp {deployment.tp}, pp {deployment.pp}): "
+            f"{capacity.verdict}; nothing to simulate (try a larger --tp or another --sku)"
+        )
+    layout, budget = capacity.layout, capacity.budget
+    factor = config.kv_bytes_factor
+    # The engine's own pool for the budget (bytes per block × factor: the budget ÷ factor).
+    scaled = replace(budget, kv_bytes=int(budget.kv_bytes / factor))
+    pool = deployment.engine.pool(layout, scaled)
+    charge, token_bytes, read_bytes = _profiles(deployment, layout, config, max_model_len)
+    scheduler = capacity.scheduler
+    batched_tokens, notes = scheduler.max_num_batched_tokens, _notes(deployment, sku, config)
+    if not config.chunked_prefill and batched_tokens < max_model_len:
+        batched_tokens = max_model_len
+        notes.append(
+            f"chunked prefill off: max_num_batched_tokens raised to max_model_len "
+            f"{max_model_len:,} so any prompt fits one step (vLLM requires it)"
+        )
+    return InstanceModel(
+        deployment=deployment,
+        sku=sku,
+        config=config,
+        capacity=capacity,
+        max_model_len=max_model_len,
+        max_num_seqs=scheduler.max_num_seqs,
+        max_num_batched_tokens=batched_tokens,
+        num_blocks=pool.num_blocks,
+        bytes_per_block=max(stage.bytes_per_block for stage in layout.stages) * factor,
+        charge=charge,
+        token_bytes=token_bytes,
+        read_bytes=read_bytes,
+        cost=_cost(deployment, sku, config),
+        # Reserved tokens are charged like any length: eviction caps them too.
+        reserve_tokens=(
+            None
+            if config.allocator == "paged"
+            else reservation_tokens(config.allocator, max_model_len)
+        ),
+        request_limit_tokens=largest_fitting(lambda n: pool.requests_at(n) > 0, max_model_len),
+        host_link_bytes_per_s=config.host_link_bytes_per_s or sku.host_link_bytes_per_s,
+        notes=tuple(notes),
+    )
+
+
+def _profiles(
+    deployment: Deployment, layout: KvLayout, config: SimConfig, max_model_len: int
+) -> tuple[GrowthProfile, GrowthProfile, GrowthProfile]:
+    """(blocks charged, token bytes held on the binding GPU, bytes read over all stages) as
+    a request of L tokens grows; eviction caps L at sinks + window."""
+    cap = config.kept_tokens_cap
+
+    def kept(tokens: int) -> int:
+        return tokens if cap is None else min(tokens, cap)
+
+    stages = layout.stages
+    stored = byte_layout(deployment.engine.stored_caches(deployment), deployment.stage_ranges())
+    charge = growth_profile(
+        lambda n: max(stage.blocks_per_request(kept(n)) for stage in stages),
+        layout.tokens_per_block,
+        max_model_len,
+    )
+    token_bytes = growth_profile(lambda n: stored.request_bytes(kept(n)), 1, max_model_len)
+    read_bytes = growth_profile(
+        lambda n: stored.request_bytes_all_stages(kept(n)), 1, max_model_len
+    )
+    return charge, token_bytes, read_bytes
+
+
+def _cost(deployment: Deployment, sku: SkuSpec, config: SimConfig) -> StepCost:
+    if config.step_table is not None:
+        return TableCost(config.step_table, config.step_time_factor)
+    return RooflineCost(
+        deployment, sku, config.efficiency, config.kv_bytes_factor, config.step_time_factor
+    )
+
+
+def _notes(deployment: Deployment, sku: SkuSpec, config: SimConfig) -> list[str]:
+    notes = list(deployment.engine.notes(deployment, sku))
+    if config.kv_window_tokens is not None:
+        notes.append(EVICTION_CAVEAT)
+    swaps = config.preemption == "swap" and config.scheduler != "static"
+    if swaps and not (config.host_link_bytes_per_s or sku.host_link_bytes_per_s):
+        raise KvplanError(
+            f"--preemption swap: {sku.name} has no host_link_bytes_per_s in the catalogue; "
+            "give --host-link-bandwidth (bytes/s in one direction, e.g. 64GB)"
+        )
+    if config.scheduler == "static" and config.preemption == "swap":
+        notes.append("static batching preempts by recompute: --preemption swap is not used")
+    if config.scheduler == "static":
+        notes.append(
+            "static batching: a batch is formed when the last one has returned, prompts are "
+            "padded to the longest, every slot decodes until the longest output ends, and each "
+            "request returns with its batch (request-level scheduling, as Orca describes it)"
+        )
+    return notes
