@@ -141,18 +141,12 @@ class Browser:
         session = self.send("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
         for domain in ("Page", "Runtime", "Log", "Network"):
             self.send(f"{domain}.enable", session)
-        self.send(
-            "Emulation.setDeviceMetricsOverride",
-            session,
-            width=width,
-            height=height,
-            deviceScaleFactor=1,
-            mobile=False,
-        )
-        start = len(self.events)
-        self.send("Page.navigate", session, url=path.resolve().as_uri())
+        url = path.resolve().as_uri()
+        page = Page(self, session, len(self.events), url)  # watches what follows
+        page.resize(width, height)
+        self.send("Page.navigate", session, url=url)
         self.wait_for("Page.loadEventFired", session)
-        return Page(self, session, start, path.resolve().as_uri())
+        return page
 
 
 class Page:
@@ -189,9 +183,20 @@ class Page:
                 found.append(f"request: {params['request']['url']}")
         return found
 
-    def emulate_print(self) -> None:
-        """Lay the page out with its print stylesheet."""
-        self.browser.send("Emulation.setEmulatedMedia", self.session, media="print")
+    def resize(self, width: int, height: int) -> None:
+        """The window's size in CSS pixels."""
+        self.browser.send(
+            "Emulation.setDeviceMetricsOverride",
+            self.session,
+            width=width,
+            height=height,
+            deviceScaleFactor=1,
+            mobile=False,
+        )
+
+    def emulate(self, media: str) -> None:
+        """Lay the page out for `media`: "print" (its print stylesheet) or "screen"."""
+        self.browser.send("Emulation.setEmulatedMedia", self.session, media=media)
 
     def screenshot(self, path: Path) -> None:
         """A PNG of the whole page (beyond the window's height)."""

@@ -10,6 +10,8 @@ Commands understood:
 - `echo $?`: the previous kvplan command's exit code.
 - `cat FILE`: the lines after it are FILE's contents, written before the next command.
 
+A command may go on over more lines, each but the last ending in a backslash.
+
 Commands run in a scratch folder that links the checkout's `examples/` and `docs/`, so the
 paths the pages show work as written. A marker, an HTML comment on the line before the fence:
 
@@ -41,6 +43,7 @@ class Step:
 
     command: str
     shown: list[str] = field(default_factory=list)
+    raw: list[str] = field(default_factory=list)  # the page's lines of the command
 
 
 @dataclass
@@ -76,8 +79,13 @@ def examples(page: Path) -> list[Example]:
             marker = MARKER.match(lines[i - 1]) if i > 0 else None
             steps: list[Step] = []
             for text in body:
-                if text.startswith("$ "):
-                    steps.append(Step(text[2:]))
+                last = steps[-1] if steps else None
+                if last is not None and not last.shown and last.raw[-1].endswith("\\"):
+                    # A command continued with a backslash, as a shell reads it.
+                    last.command = last.command[:-1].rstrip() + " " + text.strip()
+                    last.raw.append(text)
+                elif text.startswith("$ "):
+                    steps.append(Step(text[2:], raw=[text]))
                 else:
                     steps[-1].shown.append(text)
             found.append(
@@ -193,7 +201,7 @@ def rewrite(page: Path, folder: Path) -> int:
         session = Session(folder)
         body = []
         for step in example.steps:
-            body += [f"$ {step.command}", *session.run(step).lines]
+            body += [*step.raw, *session.run(step).lines]
         start, end = example.span
         if lines[start:end] != body:
             lines[start:end] = body

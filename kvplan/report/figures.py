@@ -14,7 +14,16 @@ from kvplan.api.results import CapacityRow, CheckReport, ClaimReport, RecommendR
 from kvplan.plan.capacity import Capacity, concurrency_by_context
 from kvplan.report.capacity_report import memory_split
 from kvplan.report.render import gib, tokens_label
-from kvplan.report.svg import Bar, Marker, Segment, Series, bar_chart, contexts_up_to, line_chart
+from kvplan.report.svg import (
+    Bar,
+    Marker,
+    Segment,
+    Series,
+    bar_chart,
+    contexts_up_to,
+    line_chart,
+    time_chart,
+)
 
 # Past these a chart is unreadable (and a whole-catalogue page would be megabytes of SVG).
 MAX_BARS = 60
@@ -27,6 +36,14 @@ MEMORY_LEGEND = [
     ("over", "KV beyond GPU memory"),
     ("memory", "GPU memory"),
 ]
+# The simulated pool's parts (kvplan simulate's JSON keys, less _bytes) and their names.
+SIMULATED_KV = [
+    ("token_states", "token states"),
+    ("partial_blocks", "partial last blocks"),
+    ("reserved_unused", "reserved, not yet used"),
+    ("fragmentation", "external fragmentation"),
+    ("free", "free"),
+]
 CONTEXT_AXIS = "context per request (tokens, log scale)"
 REQUESTS_AXIS = "requests held at once"
 
@@ -37,6 +54,7 @@ def _exact(what: str, value: int) -> str:
 
 def _parts(label: str, split_values: list[tuple[int, str, str | None]]) -> list[Segment]:
     names = {"weights": "weights", "kv": "KV", "free": "free", "over": "beyond memory"}
+    names |= {key.replace("_", "-"): name for key, name in SIMULATED_KV}
     return [
         Segment(value, kind, _exact(f"{label}: {names.get(kind, kind)}", value), path)
         for value, kind, path in split_values
@@ -235,3 +253,34 @@ def recommend_figures(report: RecommendReport) -> list[str]:
         bars.append(Bar(label, segments))
     legend = [("weights", "weights per GPU"), ("kv", "KV budget per GPU")]
     return [bar_chart("Weights and KV budget per GPU", bars, legend)] if bars else []
+
+
+def simulate_figures(records: list[dict]) -> list[str]:
+    """`kvplan simulate`: each run's KV pool per instance, time-averaged, split into its
+    parts; the KV in use over time. Drawn from the JSON records themselves."""
+    bars, lines = [], []
+    for i, record in enumerate(records):
+        label = record["label"] or (f"run {i + 1}" if len(records) > 1 else record["sku"])
+        at = f"/runs/{i}"
+        mean = record["kv_memory_mean"]
+        parts = [
+            (mean[f"{key}_bytes"], key.replace("_", "-"), f"{at}/kv_memory_mean/{key}_bytes")
+            for key, _ in SIMULATED_KV
+        ]
+        pool = Marker(
+            record["kv_pool_bytes"],
+            "memory",
+            _exact("KV pool", record["kv_pool_bytes"]),
+            f"{at}/kv_pool_bytes",
+        )
+        bars.append(Bar(label, _parts(label, parts), [pool]))
+        used = [
+            (point["t_s"], sum(point[f"{key}_bytes"] for key, _ in SIMULATED_KV[:-1]))
+            for point in record["timeline"]
+        ]
+        lines.append((label, used))
+    legend = [(key.replace("_", "-"), name) for key, name in SIMULATED_KV] + [("memory", "KV pool")]
+    figures = [bar_chart("KV pool per instance, time-averaged", bars, legend, "GiB per instance")]
+    if any(line for _, line in lines):
+        figures.append(time_chart("KV in use per instance over time", lines, "GiB in use"))
+    return figures

@@ -58,6 +58,10 @@ rect.kv, .swatch.kv { fill: var(--kv); background: var(--kv); }
 rect.free, .swatch.free { fill: var(--free); background: var(--free); }
 rect.over, .swatch.over { fill: var(--over); background: var(--over); }
 rect.reserve, .swatch.reserve { fill: var(--reserve); background: var(--reserve); }
+rect.token-states, .swatch.token-states { fill: var(--kv); background: var(--kv); }
+rect.partial-blocks, .swatch.partial-blocks { fill: #f2b880; background: #f2b880; }
+rect.reserved-unused, .swatch.reserved-unused { fill: #8172b3; background: #8172b3; }
+rect.fragmentation, .swatch.fragmentation { fill: var(--over); background: var(--over); }
 .swatch.memory { background: var(--ink); height: 12px; width: 3px; }
 .swatch.budget { background: var(--kv); height: 12px; width: 3px; }
 svg .series { fill: none; stroke-width: 1.8; }

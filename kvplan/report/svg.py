@@ -100,7 +100,12 @@ def nice_step(span: float, most: int = 8) -> float:
     return 10 * power
 
 
-def bar_chart(title: str, bars: list[Bar], entries: Sequence[tuple[str, str]]) -> str:
+def bar_chart(
+    title: str,
+    bars: list[Bar],
+    entries: Sequence[tuple[str, str]],
+    axis_label: str = "GiB per GPU",
+) -> str:
     """Stacked horizontal bars in GiB, one per row, with their markers and a GiB axis."""
     label_width = min(260, 12 + CHAR * max((len(b.label) for b in bars), default=0))
     left, right, top = label_width, WIDTH - 16, 8
@@ -147,7 +152,7 @@ def bar_chart(title: str, bars: list[Bar], entries: Sequence[tuple[str, str]]) -
     body += _x_axis(left, right, bottom, scale, step, total, lambda v: f"{v / GIB:,.0f}")
     body.append(
         f'<text class="axis-label" x="{(left + right) / 2:.1f}" y="{bottom + 34}" '
-        'text-anchor="middle">GiB per GPU</text>'
+        f'text-anchor="middle">{escape(axis_label)}</text>'
     )
     return _figure(title, bottom + 42, body, legend(entries))
 
@@ -252,3 +257,40 @@ def contexts_up_to(limit_tokens: int, asked_tokens: int, lowest_tokens: int = 10
         points.add(tokens)
         tokens *= 2
     return sorted(p for p in points if 0 < p <= max(limit_tokens, asked_tokens))
+
+
+def time_chart(title: str, series: list[tuple[str, list[tuple[float, int]]]], y_label: str) -> str:
+    """Bytes (GiB axis) against time in seconds, one line per series, linear axes."""
+    left, right, top, bottom = 64, WIDTH - 16, 10, 220
+    points = [p for _, line in series for p in line] or [(0.0, 0)]
+    end_s = max(max(t for t, _ in points), 1e-9)
+    high = max(max(v for _, v in points), 1)
+    y_step = nice_step(high / GIB, 5) * GIB
+    high = math.ceil(high / y_step) * y_step
+    x_scale, y_scale = (right - left) / end_s, (bottom - top) / high
+    body = _x_axis(left, right, bottom, x_scale, nice_step(end_s), end_s, lambda v: f"{v:g}")
+    tick = 0.0
+    while tick <= high * 1.0001:
+        y = bottom - tick * y_scale
+        body.append(f'<line class="grid" x1="{left}" x2="{right}" y1="{y:.2f}" y2="{y:.2f}"/>')
+        body.append(
+            f'<text class="tick" x="{left - 6}" y="{y + 4:.2f}" text-anchor="end">'
+            f"{tick / GIB:,.3g}</text>"
+        )
+        tick += y_step
+    for i, (label, line) in enumerate(series):
+        drawn = " ".join(f"{left + t * x_scale:.2f},{bottom - v * y_scale:.2f}" for t, v in line)
+        body.append(
+            f'<polyline class="series {_series_class(i)}" points="{drawn}">'
+            f"<title>{escape(label)}</title></polyline>"
+        )
+    body.append(
+        f'<text class="axis-label" x="{(left + right) / 2:.1f}" y="{bottom + 34}" '
+        'text-anchor="middle">time (s)</text>'
+    )
+    body.append(
+        f'<text class="axis-label" transform="translate(14 {(top + bottom) / 2:.1f}) '
+        f'rotate(-90)" text-anchor="middle">{escape(y_label)}</text>'
+    )
+    entries = [(f"line {_series_class(i)}", label) for i, (label, _) in enumerate(series)]
+    return _figure(title, bottom + 42, body, legend(entries))
