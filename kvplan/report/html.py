@@ -127,10 +127,12 @@ def table_html(table: Table, payload: Any) -> str:
     `payload` where their pointer resolves."""
     shown = [i for i, key in enumerate(table.keys) if key not in table.text_pictures]
 
-    def classes(column: int) -> list[str]:
+    def kind(column: int) -> list[str]:
         if table.keys[column] in table.wrap:
             return ["left", "prose"]
         return ["left"] if column == shown[0] or table.is_text(column) else []
+
+    classes = {column: kind(column) for column in shown}.__getitem__  # once per column
 
     head = "".join(
         f'<th class="{" ".join(classes(i))}" scope="col">{escape(table.headers[i])}</th>'
