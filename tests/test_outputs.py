@@ -37,6 +37,11 @@ COMMANDS = {
     "models": ["models"],
     "skus": ["skus"],
     "show": ["show", "gemma-2-9b"],
+    "simulate": ["simulate", "llama-3.1-8b", "-s", "l40s", "--rate", "2", "--requests", "50"],
+    "pools": [
+        "pools", "llama-3.1-8b", "--sku", "h100-sxm", "--rate", "5", "--requests", "100",
+        "--max-model-len", "8k", "--slo-ttft", "1s", "--slo-tpot", "40ms",
+    ],
 }
 
 
@@ -235,3 +240,18 @@ def test_show_prints_units_not_raw_bytes():
     assert f"{bandwidth / 1e9:,.0f} GB/s" in output
     model = run(["show", "llama-3.1-8b"]).stdout
     assert "131,072 tokens" in model and "128.00 KiB (131,072 B)" in model
+
+
+def test_pools_explains_the_dash_only_when_a_row_shows_it():
+    base = ["pools", "llama-3.1-8b", "--sku", "h100-sxm", "--max-model-len", "8k"]
+    easy = [*base, "--rate", "5", "--requests", "100", "--slo-ttft", "1s", "--slo-tpot", "40ms"]
+    # 5 ms per output token cannot be met by an 8B model on one H100: its weights alone,
+    # 16,060,522,496 B read per step at 3.35 TB/s × 0.85 (the roofline's default bandwidth
+    # fraction), take 5.64 ms; so the decode pool is "—".
+    hard = [*base, "--rate", "50", "--requests", "200", "--slo-ttft", "50ms", "--slo-tpot", "5ms"]
+    for args, unmet in ((easy, False), (hard, True)):
+        document = json.loads(run([*args, "--max-instances", "2", "--format", "json"]).stdout)
+        pools = document["pools"][0]
+        assert any(pools[role]["instances"] is None for role in ("prefill", "decode")) is unmet
+        output = run([*args, "--max-instances", "2"]).stdout
+        assert ("—: no instance count" in output) is unmet
