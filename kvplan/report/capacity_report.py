@@ -107,19 +107,7 @@ def capacity_table(rows: list[CapacityRow]) -> Table:
     )
     for row in rows:
         record = dump(row)
-        split = memory_split(row)
-        picture = bar(
-            [
-                (split.weights_bytes, "█"),
-                (split.kv_inside_bytes, "▒"),
-                (split.free_bytes, "░"),
-                (split.overflow_bytes, "!"),
-            ],
-            split.memory_bytes + split.overflow_bytes,
-            width=12,
-        )
-        if split.overflow_bytes:
-            picture += f" +{gib(split.overflow_bytes)}"
+        picture = _bar(row)
         cap_mark = "*" if record["native_limit_binds"] else ""
         tokens_per_s = record["decode_tokens_per_s"]
         per_token = record["kv_bytes_per_token_per_gpu"]
@@ -140,6 +128,28 @@ def capacity_table(rows: list[CapacityRow]) -> Table:
                 picture,
             ],
         )
+    _capacity_notes(table, rows)
+    return table
+
+
+def _bar(row: CapacityRow) -> str:
+    """The row's memory per GPU as 12 text cells: █ weights ▒ KV ░ free, ! beyond memory."""
+    split = memory_split(row)
+    picture = bar(
+        [
+            (split.weights_bytes, "█"),
+            (split.kv_inside_bytes, "▒"),
+            (split.free_bytes, "░"),
+            (split.overflow_bytes, "!"),
+        ],
+        split.memory_bytes + split.overflow_bytes,
+        width=12,
+    )
+    return picture + (f" +{gib(split.overflow_bytes)}" if split.overflow_bytes else "")
+
+
+def _capacity_notes(table: Table, rows: list[CapacityRow]) -> None:
+    """The footnotes of the marked columns and the notes every report carries."""
     if any(r.native_limit_binds for r in rows):
         table.footnotes["max_context_tokens"] = (
             "* the model's native context limit binds, not memory"
@@ -157,7 +167,6 @@ def capacity_table(rows: list[CapacityRow]) -> Table:
     table.footnotes["bar"] = "weights/KV/free: █ weights ▒ KV of the batch ░ free or engine reserve"
     if any(memory_split(r).overflow_bytes for r in rows):
         table.footnotes["bar"] += "; ! and +N GiB: what the batch needs beyond the GPU's memory"
-    return table
 
 
 def _parallel(row: CapacityRow) -> str:

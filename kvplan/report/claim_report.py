@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from kvplan.api.results import ClaimReport, dump
@@ -15,6 +14,7 @@ from kvplan.report.render import (
     gib,
     human_bytes,
     plural,
+    quantity_row,
 )
 
 
@@ -123,7 +123,7 @@ def notes(sheet: ClaimSheet) -> list[str]:
 def claim_table(sheet: ClaimSheet) -> Table:
     """The sheet as rows of quantities: per GPU and whole deployment."""
     result, capacity = sheet.size, sheet.capacity
-    d, budget = result.deployment, capacity.budget
+    d = result.deployment
     table = Table(
         f"{d.model.name} on {d.gpus} × {capacity.sku.name} (tp {d.tp} × pp {d.pp}) · "
         f"{result.batch.size} × {result.context:,} tokens · KV {d.kv_dtype} · "
@@ -131,90 +131,23 @@ def claim_table(sheet: ClaimSheet) -> Table:
         ["quantity", "per GPU", "whole deployment"],
         ["quantity", "per_gpu", "total"],
     )
-
-    def row(
-        label: str,
-        per_gpu: int | None,
-        total: int | None,
-        keys: tuple[str | None, str | None] = (None, None),
-        show: Callable[[int], str] = gib,
-    ) -> None:
-        """One quantity; `keys` are where the JSON holds the per-GPU and whole figures."""
-        table.add(
-            [label, per_gpu, total],
-            [
-                label,
-                show(per_gpu) if per_gpu is not None else "—",
-                show(total) if total is not None else "—",
-            ],
-            [None, *(f"/{key}" if key else None for key in keys)],
-        )
-
-    row(
-        "KV per token",
-        result.kv_bytes_per_token_per_gpu,
-        result.kv_bytes_per_token,
-        ("kv_bytes_per_token_per_gpu", "kv_bytes_per_token"),
-        human_bytes,
-    )
-    row(
-        f"KV per request ({result.context:,} tokens)",
-        sheet.kv_bytes_per_request_per_gpu,
-        result.kv_bytes_per_request,
-        ("kv_bytes_per_request_per_gpu", "kv_bytes_per_request"),
-    )
-    row(
-        f"KV for the batch ({plural(result.batch.size, 'request')})",
-        result.kv_bytes_per_gpu,
-        result.kv_bytes,
-        ("kv_bytes_batch_per_gpu", "kv_bytes_batch"),
-    )
-    row(
-        f"weights ({result.weights.weight_dtype})",
-        result.weights.per_gpu_bytes,
-        result.weights.total_bytes,
-        ("weights_bytes_per_gpu", "weights_bytes"),
-    )
-    row(
-        f"engine reserve ({d.engine.name})",
-        sheet.reserve_bytes_per_gpu,
-        None,
-        ("engine_reserve_bytes_per_gpu", None),
-    )
-    if sheet.reserve_bytes_per_gpu:
-        row(
-            f"  unused share (1 − utilization {budget.utilization:g})",
-            sheet.headroom_bytes_per_gpu,
-            None,
-            ("engine_reserve/headroom_bytes", None),
-        )
-        row(
-            "  activation peak",
-            budget.activation_bytes,
-            None,
-            ("engine_reserve/activation_bytes", None),
-        )
-        row(
-            "  non-torch (CUDA context, NCCL)",
-            budget.non_torch_bytes,
-            None,
-            ("engine_reserve/non_torch_bytes", None),
-        )
-        row(
-            "  CUDA graphs", budget.cudagraph_bytes, None, ("engine_reserve/cudagraph_bytes", None)
-        )
-    row(
+    _kv_and_weights_rows(table, sheet)
+    _reserve_rows(table, sheet)
+    quantity_row(
+        table,
         "total = weights + KV + reserve",
         sheet.total_bytes_per_gpu,
         None,
         ("total_bytes_per_gpu", None),
     )
-    row(f"{capacity.sku.name} memory", sheet.memory_bytes, None, ("memory_bytes", None))
+    quantity_row(
+        table, f"{capacity.sku.name} memory", sheet.memory_bytes, None, ("memory_bytes", None)
+    )
     free = sheet.free_bytes_per_gpu
     if free >= 0:
-        row("free", free, None, ("free_bytes_per_gpu", None))
+        quantity_row(table, "free", free, None, ("free_bytes_per_gpu", None))
     else:
-        row("short by", -free, None)
+        quantity_row(table, "short by", -free, None)
     verdict = "fits" if sheet.fits else "does NOT fit"
     if not sheet.within_native_limit:
         verdict += "; beyond the native limit"
@@ -228,6 +161,65 @@ def claim_table(sheet: ClaimSheet) -> Table:
     table.notes += [f"ask: {q}" for q in vendor_questions(sheet)]
     table.notes += notes(sheet)
     return table
+
+
+def _kv_and_weights_rows(table: Table, sheet: ClaimSheet) -> None:
+    result = sheet.size
+    rows = [
+        (
+            "KV per token",
+            result.kv_bytes_per_token_per_gpu,
+            result.kv_bytes_per_token,
+            "kv_bytes_per_token",
+        ),
+        (
+            f"KV per request ({result.context:,} tokens)",
+            sheet.kv_bytes_per_request_per_gpu,
+            result.kv_bytes_per_request,
+            "kv_bytes_per_request",
+        ),
+        (
+            f"KV for the batch ({plural(result.batch.size, 'request')})",
+            result.kv_bytes_per_gpu,
+            result.kv_bytes,
+            "kv_bytes_batch",
+        ),
+        (
+            f"weights ({result.weights.weight_dtype})",
+            result.weights.per_gpu_bytes,
+            result.weights.total_bytes,
+            "weights_bytes",
+        ),
+    ]
+    for i, (label, per_gpu, total, key) in enumerate(rows):
+        show = human_bytes if i == 0 else gib  # a token's KV is KiB, the rest GiB
+        quantity_row(table, label, per_gpu, total, (f"{key}_per_gpu", key), show)
+
+
+def _reserve_rows(table: Table, sheet: ClaimSheet) -> None:
+    """The engine's reserve per GPU and, when it has one, its terms."""
+    d, budget = sheet.size.deployment, sheet.capacity.budget
+    quantity_row(
+        table,
+        f"engine reserve ({d.engine.name})",
+        sheet.reserve_bytes_per_gpu,
+        None,
+        ("engine_reserve_bytes_per_gpu", None),
+    )
+    if not sheet.reserve_bytes_per_gpu:
+        return
+    terms = [
+        (
+            f"  unused share (1 − utilization {budget.utilization:g})",
+            sheet.headroom_bytes_per_gpu,
+            "headroom_bytes",
+        ),
+        ("  activation peak", budget.activation_bytes, "activation_bytes"),
+        ("  non-torch (CUDA context, NCCL)", budget.non_torch_bytes, "non_torch_bytes"),
+        ("  CUDA graphs", budget.cudagraph_bytes, "cudagraph_bytes"),
+    ]
+    for label, value, key in terms:
+        quantity_row(table, label, value, None, (f"engine_reserve/{key}", None))
 
 
 def render_claim(report: ClaimReport, fmt: Format) -> None:

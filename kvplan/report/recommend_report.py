@@ -123,51 +123,54 @@ def _table(payload: dict[str, Any]) -> Table:
     )
     rows = payload["ranked"] or [payload["closest_miss"]]
     for i, record in enumerate(rows):
-        rank = str(i + 1) if payload["meets"] else "miss"
-        where = f"/ranked/{i}/" if payload["ranked"] else "/closest_miss/"
-        layout = f"{record['tp']}×{record['pp']}×{record['dp']}" + (" ep" if record["ep"] else "")
-        reason = record.get("why_not_first") or ("chosen" if payload["meets"] else _miss(record))
-        cost = record["cost"]
-        table.add(
-            [
-                rank,
-                record["sku"],
-                record["gpus"],
-                layout,
-                record["weight_dtype"],
-                record["kv_dtype"],
-                record["gpu_memory_utilization"],
-                record["max_num_seqs"],
-                record["tokens_per_block"],
-                record["kv_budget_bytes_per_gpu"],
-                record["max_concurrency"],
-                record["concurrency_within_headroom"],
-                cost,
-                reason,
-            ],
-            [
-                rank,
-                record["sku"],
-                str(record["gpus"]),
-                layout,
-                record["weight_dtype"],
-                _dtype_label(record["kv_dtype"]),
-                f"{record['gpu_memory_utilization']:g}",
-                f"{record['max_num_seqs']:,}",
-                str(record["tokens_per_block"]),
-                gib(record["kv_budget_bytes_per_gpu"]),
-                f"{record['max_concurrency']:,}",
-                f"{record['concurrency_within_headroom']:,}",
-                f"{cost:,.2f}",
-                reason,
-            ],
-            _paths(where, table.keys, record),
-        )
+        _add_candidate(table, i, record, payload["meets"], bool(payload["ranked"]))
     if not by_price:  # the cost is the GPU count, already a column
         _drop_column(table, "price/h")
     table.notes += _notes(payload)
     table.footer += _footer(rows[0], payload["meets"], payload["engine"])
     return table
+
+
+def _add_candidate(table: Table, i: int, record: dict[str, Any], meets: bool, ranked: bool) -> None:
+    """One candidate's row: the exact values, what is shown, and where the JSON holds them."""
+    rank = str(i + 1) if meets else "miss"
+    layout = f"{record['tp']}×{record['pp']}×{record['dp']}" + (" ep" if record["ep"] else "")
+    reason = record.get("why_not_first") or ("chosen" if meets else _miss(record))
+    cost = record["cost"]
+    values = [
+        rank,
+        record["sku"],
+        record["gpus"],
+        layout,
+        record["weight_dtype"],
+        record["kv_dtype"],
+        record["gpu_memory_utilization"],
+        record["max_num_seqs"],
+        record["tokens_per_block"],
+        record["kv_budget_bytes_per_gpu"],
+        record["max_concurrency"],
+        record["concurrency_within_headroom"],
+        cost,
+        reason,
+    ]
+    shown = [
+        rank,
+        record["sku"],
+        str(record["gpus"]),
+        layout,
+        record["weight_dtype"],
+        _dtype_label(record["kv_dtype"]),
+        f"{record['gpu_memory_utilization']:g}",
+        f"{record['max_num_seqs']:,}",
+        str(record["tokens_per_block"]),
+        gib(record["kv_budget_bytes_per_gpu"]),
+        f"{record['max_concurrency']:,}",
+        f"{record['concurrency_within_headroom']:,}",
+        f"{cost:,.2f}",
+        reason,
+    ]
+    where = f"/ranked/{i}/" if ranked else "/closest_miss/"
+    table.add(values, shown, _paths(where, table.keys, record))
 
 
 def _paths(where: str, keys: list[str], record: dict[str, Any]) -> list[str | None]:

@@ -13,7 +13,7 @@ import io
 import json
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from kvplan.errors import KvplanError
@@ -145,22 +145,49 @@ class Table:
                 f"--columns: unknown column {unknown[0]!r} (allowed: {', '.join(self.keys)})"
             )
         picked = [self.keys.index(k) for k in dict.fromkeys(keys)]
-        return Table(
-            self.title,
-            [self.headers[i] for i in picked],
-            [self.keys[i] for i in picked],
-            [[row[i] for i in picked] for row in self.rows],
-            [[row[i] for i in picked] for row in self.display_rows],
-            list(self.notes),
-            list(self.footer),
-            None,  # the user chose these columns: none is hidden
-            min(self.key_columns, len(picked)),
-            self.wrap,
-            None,
-            [[self.cell_path(r, i) for i in picked] for r in range(len(self.rows))],
-            {k: note for k, note in self.footnotes.items() if k in keys},
-            self.text_pictures,
+        return replace(
+            self,
+            headers=[self.headers[i] for i in picked],
+            keys=[self.keys[i] for i in picked],
+            rows=[[row[i] for i in picked] for row in self.rows],
+            display_rows=[[row[i] for i in picked] for row in self.display_rows],
+            notes=list(self.notes),
+            footer=list(self.footer),
+            priority=None,  # the user chose these columns: none is hidden
+            key_columns=min(self.key_columns, len(picked)),
+            rows_at=None,
+            paths=[[self.cell_path(r, i) for i in picked] for r in range(len(self.rows))],
+            footnotes={k: note for k, note in self.footnotes.items() if k in keys},
         )
+
+
+def quantity_row(
+    table: Table,
+    label: str,
+    per_gpu: int | None,
+    total: int | None,
+    keys: tuple[str | None, str | None] = (None, None),
+    show: Callable[[int], str] = gib,
+) -> None:
+    """One row of a quantity table (`size`, `claim`): per GPU and whole deployment, in bytes.
+
+    Args:
+        table: the table to add to.
+        label: what the row is.
+        per_gpu: bytes on one GPU, or None.
+        total: bytes in the whole deployment, or None.
+        keys: where the command's JSON holds the two figures (top-level keys or a/b paths).
+        show: how bytes are written (GiB with two decimals by default).
+    """
+    table.add(
+        [label, per_gpu, total],
+        [
+            label,
+            show(per_gpu) if per_gpu is not None else "—",
+            show(total) if total is not None else "—",
+        ],
+        [None, *(f"/{key}" if key else None for key in keys)],
+    )
 
 
 def write_json(payload: Any) -> None:

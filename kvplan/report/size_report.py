@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from kvplan.api.results import SizeReport, dump
 from kvplan.plan.sizing import SizeResult, formula_terms
 from kvplan.report.render import (
@@ -14,6 +12,7 @@ from kvplan.report.render import (
     gib,
     human_bytes,
     plural,
+    quantity_row,
 )
 
 
@@ -51,70 +50,14 @@ def _title(result: SizeResult) -> str:
 
 def size_table(result: SizeResult) -> Table:
     """Rows a capacity planner reads: per token, per request, batch, weights, comparisons."""
-    d = result.deployment
     table = Table(
         _title(result),
         ["quantity", "per GPU", "whole deployment"],
         ["quantity", "per_gpu", "total"],
     )
-
-    def row(
-        label: str,
-        per_gpu: int | None,
-        total: int | None,
-        keys: tuple[str | None, str | None] = (None, None),
-        exact: bool = False,
-    ) -> None:
-        """One quantity; `keys` are where the JSON holds the per-GPU and whole figures."""
-        show = human_bytes if exact else gib
-        table.add(
-            [label, per_gpu, total],
-            [
-                label,
-                show(per_gpu) if per_gpu is not None else "—",
-                show(total) if total is not None else "—",
-            ],
-            [None, *(f"/{key}" if key else None for key in keys)],
-        )
-
-    engine = d.engine.name
-    charged = engine != "exact"
-    row(
-        "KV per token",
-        result.kv_bytes_per_token_per_gpu,
-        result.kv_bytes_per_token,
-        ("kv_bytes_per_token_per_gpu", "kv_bytes_per_token"),
-        exact=True,
-    )
-    context = f"{result.context:,} tokens"
-    if charged:
-        row(
-            f"KV per request ({context}, {engine} charge)",
-            result.kv_bytes_per_request_per_gpu,
-            result.kv_bytes_per_request,
-            ("kv_bytes_per_request_per_gpu", "kv_bytes_per_request"),
-        )
-    row(
-        "KV for the batch (exact)",
-        result.exact_kv_bytes_per_gpu,
-        result.exact_kv_bytes,
-        ("exact_kv_bytes_per_gpu", "exact_kv_bytes"),
-    )
-    for kind, count in result.layers.items():
-        row(
-            f"  {kind} layers × {count}",
-            None,
-            result.kv_bytes_by_kind.get(kind, 0),
-            (None, f"kv_bytes_by_kind/{kind}"),
-        )
-    if charged:
-        row(
-            f"KV for the batch ({engine} charge)",
-            result.kv_bytes_per_gpu,
-            result.kv_bytes,
-            ("kv_bytes_per_gpu", "kv_bytes"),
-        )
-    row(
+    _kv_rows(result, table)
+    quantity_row(
+        table,
         f"weights ({result.weights.weight_dtype})",
         result.weights.per_gpu_bytes,
         result.weights.total_bytes,
@@ -131,19 +74,62 @@ def size_table(result: SizeResult) -> Table:
         ],
     )
     if result.capacity is not None:
-        _fit_rows(result, table, row)
+        _fit_rows(result, table)
     _comparison_notes(result, table)
     table.notes += list(result.notes)
     return table
 
 
-def _fit_rows(result: SizeResult, table: Table, row: Callable[..., None]) -> None:
+def _kv_rows(result: SizeResult, table: Table) -> None:
+    """KV per token, per request and for the batch: exact, by layer kind, and as charged."""
+    engine = result.deployment.engine.name
+    charged = engine != "exact"
+    quantity_row(
+        table,
+        "KV per token",
+        result.kv_bytes_per_token_per_gpu,
+        result.kv_bytes_per_token,
+        ("kv_bytes_per_token_per_gpu", "kv_bytes_per_token"),
+        human_bytes,
+    )
+    if charged:
+        quantity_row(
+            table,
+            f"KV per request ({result.context:,} tokens, {engine} charge)",
+            result.kv_bytes_per_request_per_gpu,
+            result.kv_bytes_per_request,
+            ("kv_bytes_per_request_per_gpu", "kv_bytes_per_request"),
+        )
+    quantity_row(
+        table,
+        "KV for the batch (exact)",
+        result.exact_kv_bytes_per_gpu,
+        result.exact_kv_bytes,
+        ("exact_kv_bytes_per_gpu", "exact_kv_bytes"),
+    )
+    for kind, count in result.layers.items():
+        total = result.kv_bytes_by_kind.get(kind, 0)
+        quantity_row(
+            table, f"  {kind} layers × {count}", None, total, (None, f"kv_bytes_by_kind/{kind}")
+        )
+    if charged:
+        quantity_row(
+            table,
+            f"KV for the batch ({engine} charge)",
+            result.kv_bytes_per_gpu,
+            result.kv_bytes,
+            ("kv_bytes_per_gpu", "kv_bytes"),
+        )
+
+
+def _fit_rows(result: SizeResult, table: Table) -> None:
     """The engine's budget on the SKU, what the batch leaves, and the verdict with a bar."""
     capacity = result.capacity
     assert capacity is not None
     budget, sku = capacity.budget, capacity.sku
     band = f" ± {gib(budget.uncertainty_bytes)}" if budget.uncertainty_bytes else ""
-    row(
+    quantity_row(
+        table,
         f"KV budget on {sku.name} ({result.deployment.engine.name}){band}",
         budget.kv_bytes,
         None,
@@ -151,9 +137,9 @@ def _fit_rows(result: SizeResult, table: Table, row: Callable[..., None]) -> Non
     )
     free = budget.kv_bytes - result.kv_bytes_per_gpu
     if free >= 0:
-        row("KV budget left", free, None, ("free_bytes", None))
+        quantity_row(table, "KV budget left", free, None, ("free_bytes", None))
     else:
-        row("KV budget short by", -free, None)
+        quantity_row(table, "KV budget short by", -free, None)
     kv_inside = max(0, min(result.kv_bytes_per_gpu, budget.total_bytes - budget.weights_bytes))
     picture = bar(
         [

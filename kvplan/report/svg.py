@@ -183,6 +183,36 @@ def _series_class(index: int) -> str:
     return f"s{index % SERIES_CLASSES}" + (" dashed" if index >= SERIES_CLASSES else "")
 
 
+def _log_axes(
+    box: tuple[float, float, float, float],
+    x_powers: tuple[int, int],
+    y_powers: int,
+    px: Callable[[int], float],
+    py: Callable[[int], float],
+) -> list[str]:
+    """Axes and grid of a log-log chart: powers of two of tokens across, powers of ten of
+    requests up, and 0 on the bottom line."""
+    left, right, top, bottom = box
+    body = [f'<line class="axis" x1="{left}" x2="{right}" y1="{bottom}" y2="{bottom}"/>']
+    body.append(f'<line class="axis" x1="{left}" x2="{left}" y1="{top}" y2="{bottom}"/>')
+    for power in range(x_powers[0], x_powers[1] + 1):
+        x = px(2**power)
+        body.append(f'<line class="grid" x1="{x:.2f}" x2="{x:.2f}" y1="{top}" y2="{bottom}"/>')
+        body.append(
+            f'<text class="tick" x="{x:.2f}" y="{bottom + 16}" text-anchor="middle">'
+            f"{tokens_label(2**power)}</text>"
+        )
+    for power in range(y_powers + 1):
+        y = py(10**power)
+        body.append(f'<line class="grid" x1="{left}" x2="{right}" y1="{y:.2f}" y2="{y:.2f}"/>')
+        body.append(
+            f'<text class="tick" x="{left - 6}" y="{y + 4:.2f}" text-anchor="end">'
+            f"{10**power:,}</text>"
+        )
+    body.append(f'<text class="tick" x="{left - 6}" y="{bottom + 4}" text-anchor="end">0</text>')
+    return body
+
+
 def line_chart(title: str, series: list[Series], x_label: str, y_label: str) -> str:
     """Requests held (log10 axis; 0 on the bottom line) against context (log2 axis)."""
     left, right, top, bottom = 64, WIDTH - 16, 10, 250
@@ -201,23 +231,7 @@ def line_chart(title: str, series: list[Series], x_label: str, y_label: str) -> 
             return bottom
         return bottom - zero_band - math.log10(requests) / high_y * (bottom - zero_band - top)
 
-    body = [f'<line class="axis" x1="{left}" x2="{right}" y1="{bottom}" y2="{bottom}"/>']
-    body.append(f'<line class="axis" x1="{left}" x2="{left}" y1="{top}" y2="{bottom}"/>')
-    for power in range(low_x, high_x + 1):
-        x = px(2**power)
-        body.append(f'<line class="grid" x1="{x:.2f}" x2="{x:.2f}" y1="{top}" y2="{bottom}"/>')
-        body.append(
-            f'<text class="tick" x="{x:.2f}" y="{bottom + 16}" text-anchor="middle">'
-            f"{tokens_label(2**power)}</text>"
-        )
-    for power in range(high_y + 1):
-        y = py(10**power)
-        body.append(f'<line class="grid" x1="{left}" x2="{right}" y1="{y:.2f}" y2="{y:.2f}"/>')
-        body.append(
-            f'<text class="tick" x="{left - 6}" y="{y + 4:.2f}" text-anchor="end">'
-            f"{10**power:,}</text>"
-        )
-    body.append(f'<text class="tick" x="{left - 6}" y="{bottom + 4}" text-anchor="end">0</text>')
+    body = _log_axes((left, right, top, bottom), (low_x, high_x), high_y, px, py)
     for i, line in enumerate(series):
         kind = _series_class(i)
         points = " ".join(f"{px(x):.2f},{py(y):.2f}" for x, y in line.points)
