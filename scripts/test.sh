@@ -6,6 +6,15 @@
 # compile must pass under both, so an API difference shows here before the first GPU run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The HTML report's tests drive a real headless Chromium: Debian's package, installed once
+# (quietly; skipped where it is already there). Without apt or root the tests that need it
+# skip themselves and say why.
+if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 \
+    && [ "$(id -u)" = 0 ]; then
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+        chromium chromium-driver; } >/dev/null 2>&1 \
+        || echo "scripts/test.sh: could not install chromium; the browser tests will skip" >&2
+fi
 python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q "torch==2.13.0" -e ".[test,verify,plot]"

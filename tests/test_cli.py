@@ -14,8 +14,9 @@ from kvplan.cli import app
 runner = CliRunner()
 
 
-def run(*args: str, columns: int = 200):
-    return runner.invoke(app, list(args), env={"COLUMNS": str(columns)})
+def run(*args: str, columns: int | None = None):
+    """Invoke kvplan; without `columns`, as piped output (no terminal width)."""
+    return runner.invoke(app, list(args), env={"COLUMNS": str(columns) if columns else None})
 
 
 def test_size_json_contract_exact_integers_at_40_columns():
@@ -73,7 +74,7 @@ def test_size_table_shows_textbook_and_bar():
     # 2 x 8 KV heads x 256 B rows x 4,096 tokens x 32 sequences x 80 layers = 42,949,672,960 B.
     explained = (
         "2 (K and V) × 8 (kv heads per GPU) × 256 (bytes per head row) × (4,096 tokens kept × "
-        "32 sequences; all L tokens) × 80 layers × 1 GPUs = 42,949,672,960 B"
+        "32 sequences; all L tokens) × 80 layers × 1 GPU = 42,949,672,960 B"
     )
     assert explained in result.stdout
 

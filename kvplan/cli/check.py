@@ -7,11 +7,12 @@ from typing import Annotated
 
 import typer
 
-from kvplan.cli.common import _catalog, _deployment, _format, user_errors
+from kvplan.cli.common import _catalog, _columns, _deployment, _format, user_errors
 from kvplan.cli.engine_options import EngineOptions, engine_options
 from kvplan.cli.options import (
     BatchOpt,
     CatalogOpt,
+    ColumnsOpt,
     ContextOpt,
     FormatOpt,
     KvDtypeOpt,
@@ -33,6 +34,7 @@ def check(
             show_default=False,
         ),
     ],
+    columns: ColumnsOpt = None,
     fmt: FormatOpt = "table",
     catalog_dirs: CatalogOpt = None,
 ) -> None:
@@ -43,7 +45,7 @@ def check(
 
         output = _format(fmt)
         result = check_file(file, catalog=_catalog(catalog_dirs))
-        render_check(result, output)
+        render_check(result, output, _columns(columns))
     # A failed promise is a result, not an error: rendered above, then exit 1 (STYLE).
     if not result.ok:
         raise typer.Exit(1)

@@ -35,6 +35,16 @@ def _format(value: str) -> Format:
     return value  # type: ignore[return-value]
 
 
+def _columns(text: str | None) -> list[str] | None:
+    """--columns KEY,KEY,… as a list of keys (None when not given)."""
+    if text is None:
+        return None
+    keys = [key.strip() for key in text.split(",")]
+    if not all(keys):
+        raise KvplanError(f"--columns: empty column name in {text!r}")
+    return keys
+
+
 def _catalog(dirs: list[Path] | None):
     from kvplan.catalog import Catalog
 

@@ -165,6 +165,16 @@ SkuOpt = Annotated[
 FormatOpt = Annotated[
     str, typer.Option("--format", "-f", help=f"output format: {', '.join(FORMATS)}")
 ]
+ColumnsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--columns",
+        help="the table's columns to show (table, md and html output), as their JSON keys, "
+        "comma-separated, e.g. model,sku,tp,max_concurrency; default: every column, or on a "
+        "narrow terminal the most important that fit (the rest are named below the table)",
+        show_default=False,
+    ),
+]
 CatalogOpt = Annotated[
     list[Path] | None,
     typer.Option(

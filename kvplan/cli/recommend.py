@@ -7,9 +7,9 @@ from typing import Annotated
 
 import typer
 
-from kvplan.cli.common import _catalog, _deployment_of, _format, _model, user_errors
+from kvplan.cli.common import _catalog, _columns, _deployment_of, _format, _model, user_errors
 from kvplan.cli.engine_options import EngineOptions, engine_options
-from kvplan.cli.options import CatalogOpt, FormatOpt, ModelArg, RopeScalingOpt
+from kvplan.cli.options import CatalogOpt, ColumnsOpt, FormatOpt, ModelArg, RopeScalingOpt
 from kvplan.errors import KvplanError
 
 _PRICE = re.compile(r"\s*(?P<sku>[^=]+?)\s*=\s*(?P<price>\d+(?:\.\d+)?)\s*/\s*h\s*", re.I)
@@ -104,6 +104,7 @@ def recommend(
     ] = None,
     top: Annotated[int, typer.Option("--top", help="how many distinct deployments to list")] = 5,
     rope_scaling: RopeScalingOpt = None,
+    columns: ColumnsOpt = None,
     fmt: FormatOpt = "table",
     catalog_dirs: CatalogOpt = None,
     *,
@@ -148,7 +149,7 @@ def recommend(
             top=top,
             catalog=catalog,
         )
-        render_recommendation(result, output)
+        render_recommendation(result, output, _columns(columns))
     if not result.meets:
         raise typer.Exit(1)
 

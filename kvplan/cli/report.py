@@ -9,10 +9,11 @@ from typing import Annotated
 import typer
 
 import kvplan.limits as limits
-from kvplan.cli.common import _catalog, _deployment_of, _format, _model, user_errors
+from kvplan.cli.common import _catalog, _columns, _deployment_of, _format, _model, user_errors
 from kvplan.cli.engine_options import EngineOptions, engine_options
 from kvplan.cli.options import (
     CatalogOpt,
+    ColumnsOpt,
     FormatOpt,
     KvDtypeOpt,
     PpOpt,
@@ -110,6 +111,7 @@ def report(
             show_default=False,
         ),
     ] = None,
+    columns: ColumnsOpt = None,
     fmt: FormatOpt = "table",
     catalog_dirs: CatalogOpt = None,
     *,
@@ -159,7 +161,7 @@ def report(
                 key=lambda r: _sort_key(getattr(r, sort)),
                 reverse=sort not in ("model", "sku", "tp"),
             )
-        render_report(rows, output, log_lines=len(rows) <= 4)
+        render_report(rows, output, log_lines=len(rows) <= 4, columns=_columns(columns))
         if plot is not None:
             from kvplan.report.plot import plot_report
 

@@ -178,3 +178,19 @@ def capacity_grid(
                 deployment = base if tp == base.tp else base.replace(tp=tp)
                 rows.append(Capacity(deployment, sku, batch, context_tokens, efficiency))
     return rows
+
+
+def concurrency_by_context(capacity: Capacity, contexts: list[int]) -> list[tuple[int, int]]:
+    """(L, requests of L tokens that fit at once) for each context L in tokens.
+
+    Each point plans the deployment afresh for max_model_len = L (the engine's budget and
+    scheduler depend on it), so the point at the capacity's own context is its
+    `max_concurrency()` and every point is what `kvplan report --context L` would say.
+    """
+    points = []
+    for tokens in contexts:
+        at = Capacity(
+            capacity.deployment, capacity.sku, capacity.batch, tokens, capacity.efficiency
+        )
+        points.append((tokens, at.max_concurrency()))
+    return points

@@ -82,7 +82,7 @@ def capacity_table(rows: list[CapacityRow]) -> Table:
             "decode tok/s",
             "KV/token",
             "verdict",
-            "weights|KV|free",
+            "weights/KV/free",
         ],
         [
             "model",
@@ -98,22 +98,16 @@ def capacity_table(rows: list[CapacityRow]) -> Table:
             "verdict",
             "bar",
         ],
+        # A narrow terminal keeps which rows these are, then what they hold (STYLE: the
+        # concurrency and context a planner asks about first), the bar last.
+        priority=[0, 0, 0, 5, 4, 6, 2, 1, 7, 8, 3, 9],
+        key_columns=3,
+        rows_at="",
+        text_pictures=("bar",),
     )
     for row in rows:
         record = dump(row)
-        split = memory_split(row)
-        picture = bar(
-            [
-                (split.weights_bytes, "█"),
-                (split.kv_inside_bytes, "▒"),
-                (split.free_bytes, "░"),
-                (split.overflow_bytes, "!"),
-            ],
-            split.memory_bytes + split.overflow_bytes,
-            width=12,
-        )
-        if split.overflow_bytes:
-            picture += f" +{gib(split.overflow_bytes)}"
+        picture = _bar(row)
         cap_mark = "*" if record["native_limit_binds"] else ""
         tokens_per_s = record["decode_tokens_per_s"]
         per_token = record["kv_bytes_per_token_per_gpu"]
@@ -134,9 +128,33 @@ def capacity_table(rows: list[CapacityRow]) -> Table:
                 picture,
             ],
         )
+    _capacity_notes(table, rows)
+    return table
+
+
+def _bar(row: CapacityRow) -> str:
+    """The row's memory per GPU as 12 text cells: █ weights ▒ KV ░ free, ! beyond memory."""
+    split = memory_split(row)
+    picture = bar(
+        [
+            (split.weights_bytes, "█"),
+            (split.kv_inside_bytes, "▒"),
+            (split.free_bytes, "░"),
+            (split.overflow_bytes, "!"),
+        ],
+        split.memory_bytes + split.overflow_bytes,
+        width=12,
+    )
+    return picture + (f" +{gib(split.overflow_bytes)}" if split.overflow_bytes else "")
+
+
+def _capacity_notes(table: Table, rows: list[CapacityRow]) -> None:
+    """The footnotes of the marked columns and the notes every report carries."""
     if any(r.native_limit_binds for r in rows):
-        table.notes.append("* the model's native context limit binds, not memory")
-    table.notes.append(
+        table.footnotes["max_context_tokens"] = (
+            "* the model's native context limit binds, not memory"
+        )
+    table.footnotes["decode_tokens_per_s"] = (
         "decode tok/s: roofline (weights + KV bytes read per step / bandwidth × efficiency) at "
         "the requests that fit, up to the batch above; KV/token is per GPU"
     )
@@ -146,9 +164,9 @@ def capacity_table(rows: list[CapacityRow]) -> Table:
             f"KV budgets carry estimated engine terms (activation peak, non-torch memory): "
             f"± {gib(band)} per GPU; verdicts use the estimate, which errs towards less KV"
         )
+    table.footnotes["bar"] = "weights/KV/free: █ weights ▒ KV of the batch ░ free or engine reserve"
     if any(memory_split(r).overflow_bytes for r in rows):
-        table.notes.append("! and +N GiB: what the requested batch needs beyond the GPU's memory")
-    return table
+        table.footnotes["bar"] += "; ! and +N GiB: what the batch needs beyond the GPU's memory"
 
 
 def _parallel(row: CapacityRow) -> str:
@@ -157,11 +175,32 @@ def _parallel(row: CapacityRow) -> str:
     return text + (f" dp{row.dp}" + ("+ep" if row.ep else "") if row.dp > 1 else "")
 
 
-def render_report(rows: list[CapacityRow], fmt: Format, log_lines: bool) -> None:
-    """Print the report; with `log_lines`, the engine's startup lines for each distinct plan."""
+def render_report(
+    rows: list[CapacityRow],
+    fmt: Format,
+    log_lines: bool,
+    columns: list[str] | None = None,
+) -> None:
+    """Print the report; with `log_lines`, the engine's startup lines for each distinct plan.
+
+    Args:
+        rows: the report's rows.
+        fmt: the output format.
+        log_lines: print the engine's startup lines below the table.
+        columns: the table's keys to show (--columns); all when None.
+    """
+    from kvplan.report.figures import capacity_figures
+
     records = [dump(r) for r in rows]
     flat = [{k: v for k, v in r.items() if not isinstance(v, dict)} for r in records]
-    emit(fmt, records, flat, lambda: _table_with_log_lines(rows, log_lines))
+    emit(
+        fmt,
+        records,
+        flat,
+        lambda: _table_with_log_lines(rows, log_lines),
+        figures=lambda: capacity_figures(rows),
+        columns=columns,
+    )
 
 
 def _table_with_log_lines(rows: list[CapacityRow], log_lines: bool) -> Table:
@@ -175,6 +214,6 @@ def _table_with_log_lines(rows: list[CapacityRow], log_lines: bool) -> Table:
     engine = rows[0].engine
     for lines, labels in seen.items():
         more = f" (+{len(labels) - 3} more)" if len(labels) > 3 else ""
-        table.notes.append(f"{engine} log lines for {', '.join(labels[:3])}{more}:")
-        table.notes += [f"    {line}" for line in lines]
+        table.footer.append(f"{engine} log lines for {', '.join(labels[:3])}{more}:")
+        table.footer += [f"    {line}" for line in lines]
     return table

@@ -12,7 +12,7 @@ from kvplan.report.render import (
     emit,
     gib,
     human_bytes,
-    write_json,
+    plural,
 )
 from kvplan.specs import ModelSpec, SkuSpec
 
@@ -29,7 +29,7 @@ def _kinds(model: ModelSpec) -> str:
 def models_table(models: list[ModelSpec]) -> Table:
     """One row per model: geometry and bf16 KV bytes per token."""
     table = Table(
-        f"{len(models)} models",
+        plural(len(models), "model"),
         [
             "model",
             "family",
@@ -88,7 +88,7 @@ def render_models(models: list[ModelSpec], fmt: Format) -> None:
 def skus_table(skus: list[SkuSpec]) -> Table:
     """One row per SKU: memory, bandwidth, dense bf16/fp8 peaks."""
     table = Table(
-        f"{len(skus)} GPU SKUs",
+        plural(len(skus), "GPU SKU"),
         ["sku", "vendor", "memory", "bandwidth", "bf16 dense", "fp8 dense"],
         [
             "sku",
@@ -128,6 +128,33 @@ def _flatten(prefix: str, value: Any, rows: list[tuple[str, Any]]) -> None:
         rows.append((prefix, value))
 
 
+def field_text(key: str, value: Any) -> str:
+    """One catalogue field as a person reads it: bytes, rates and FLOP/s in units with the
+    exact figure beside them, token counts and large numbers with separators.
+
+    The unit comes from the field's name (STYLE: units in names): `…bytes…`, `…bytes_per_s`,
+    `…flop_per_s`, `…params…`, contexts and windows in tokens.
+    """
+    name = key.rsplit(".", 1)[-1]
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return ", ".join(field_text(key, item) for item in value) or "—"
+    if not isinstance(value, (int, float)):
+        return str(value)
+    if "flop_per_s" in key:
+        return f"{value / 1e12:,.1f} TFLOP/s"
+    if "bytes_per_s" in key:
+        return f"{value / 1e9:,.0f} GB/s"
+    if "bytes" in name and isinstance(value, int):
+        return f"{human_bytes(value)} ({value:,} B)" if value >= 1024 else f"{value:,} B"
+    if name.startswith("params") and isinstance(value, int):
+        return f"{value:,} ({value / 1e9:,.2f} billion)"
+    if isinstance(value, int) and any(w in name for w in ("context", "window", "tokens")):
+        return plural(value, "token")
+    return f"{value:,}" if isinstance(value, int) else f"{value:g}"
+
+
 def render_entry(entry: ModelSpec | SkuSpec, fmt: Format) -> None:
     """Print one catalogue entry: its fields and, for a model, derived numbers."""
     record = entry.model_dump(mode="json", exclude_none=True)
@@ -139,18 +166,12 @@ def render_entry(entry: ModelSpec | SkuSpec, fmt: Format) -> None:
             "params_computed": facts.params,
             "params_active": facts.active_params,
         }
-    if fmt == "json":
-        write_json(record)
-        return
     rows: list[tuple[str, Any]] = []
     _flatten("", record, rows)
-    table = Table(entry.name, ["field", "value"], ["field", "value"])
+    table = Table(entry.name, ["field", "value"], ["field", "value"], wrap=("value",))
     for key, value in rows:
-        table.add(
-            [key, value],
-            [key, ", ".join(map(str, value)) if isinstance(value, list) else str(value)],
-        )
-    _emit(table, fmt)
+        table.add([key, value], [key, field_text(key, value)], [None, "/" + key.replace(".", "/")])
+    emit(fmt, record, table.records(), lambda: table)
 
 
 def spec_yaml(spec: ModelSpec) -> str:

@@ -6,7 +6,7 @@ from typing import Any
 
 from kvplan.api.results import CheckReport, ProductResult, dump
 from kvplan.plan.guardrail import GuardrailResult, ProductCheck
-from kvplan.report.render import Format, Table, emit, gib
+from kvplan.report.render import Format, Table, emit, gib, plural
 from kvplan.specs import ModelSpec
 
 
@@ -17,7 +17,7 @@ def reason(check: ProductCheck) -> str:
     budget = capacity.budget
     where = f"{capacity.sku.name} tp {product.tp}" + (f"×pp {product.pp}" if product.pp > 1 else "")
     longest = (
-        f"at {_requests(promised)} at once the longest context is "
+        f"at {plural(promised, 'request')} at once the longest context is "
         f"{check.supported_context_tokens:,} tokens"
     )
     if check.failure == "weights":
@@ -39,18 +39,15 @@ def reason(check: ProductCheck) -> str:
         )
     if check.failure == "concurrency":
         return (
-            f"{where} holds {_requests(check.supported_concurrency)} of {context:,} tokens "
+            f"{where} holds {plural(check.supported_concurrency, 'request')} of {context:,} tokens "
             f"at once, {promised:,} promised; {longest}"
         )
     capped = " (the model's native limit)" if capacity.native_limit_binds else ""
+    held = plural(check.supported_concurrency, "request")
     return (
-        f"{where} holds {_requests(check.supported_concurrency)} of {context:,} tokens at once, "
+        f"{where} holds {held} of {context:,} tokens at once, "
         f"{promised:,} promised; {longest}{capped}"
     )
-
-
-def _requests(count: int) -> str:
-    return f"{count:,} request" + ("" if count == 1 else "s")
 
 
 def check_record(product: ProductResult) -> dict[str, Any]:
@@ -82,7 +79,7 @@ def check_table(report: CheckReport) -> Table:
     failed = sum(not c.ok for c in result.checks)
     count = len(result.checks)
     table = Table(
-        f"{result.path}: {count} product{'s' if count != 1 else ''}, "
+        f"{result.path}: {plural(count, 'product')}, "
         + (f"{failed} over what the hardware holds" if failed else "every promise holds"),
         [
             "product",
@@ -110,6 +107,9 @@ def check_table(report: CheckReport) -> Table:
             "kv_budget_bytes_per_gpu",
             "ok",
         ],
+        # Narrow terminals keep the product and its result, then the numbers behind it.
+        priority=[0, 8, 7, 9, 10, 3, 2, 4, 5, 6, 1],
+        rows_at="/products",
     )
     for product in report.products:
         record, check = dump(product), product.source
@@ -135,7 +135,17 @@ def check_table(report: CheckReport) -> Table:
     return table
 
 
-def render_check(report: CheckReport, fmt: Format) -> None:
-    """Print the check in `fmt`; the exit code is the CLI's job."""
+def render_check(report: CheckReport, fmt: Format, columns: list[str] | None = None) -> None:
+    """Print the check in `fmt` (--columns: the table's keys to show); the exit code is the
+    CLI's job."""
+    from kvplan.report.figures import check_figures
+
     records = [check_record(p) for p in report.products]
-    emit(fmt, check_payload(report), records, lambda: check_table(report))
+    emit(
+        fmt,
+        check_payload(report),
+        records,
+        lambda: check_table(report),
+        figures=lambda: check_figures(report),
+        columns=columns,
+    )

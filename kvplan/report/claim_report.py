@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from kvplan.api.results import ClaimReport, dump
@@ -14,6 +13,8 @@ from kvplan.report.render import (
     emit,
     gib,
     human_bytes,
+    plural,
+    quantity_row,
 )
 
 
@@ -40,8 +41,8 @@ def formula_lines(sheet: ClaimSheet) -> list[str]:
         kept = max(tokens for tokens, _ in term.tokens_kept)
         tokens = "1 state" if term.kind == "state" else f"{kept:,} tokens kept"
         lines.append(
-            f"{term.kind} × {term.layers} layers: {factors} × {tokens} × "
-            f"{_plural(result.batch.size, 'request')} × {_plural(d.tp, 'GPU')} = "
+            f"{term.kind} × {plural(term.layers, 'layer')}: {factors} × {tokens} × "
+            f"{plural(result.batch.size, 'request')} × {plural(d.tp, 'GPU')} = "
             f"{term.bytes_total:,} B"
         )
     exact = sum(t.bytes_total for t in formula_terms(result))
@@ -58,16 +59,12 @@ def formula_lines(sheet: ClaimSheet) -> list[str]:
     return lines
 
 
-def _plural(count: int, noun: str) -> str:
-    return f"{count:,} {noun}" + ("" if count == 1 else "s")
-
-
 def _batch_question(sheet: ClaimSheet) -> str:
     """Whether the length holds at the batch, or only for a lone request."""
     result, capacity = sheet.size, sheet.capacity
     context, batch = result.context, result.batch.size
     fit = (
-        f"{_plural(capacity.max_concurrency(), 'request')} of {context:,} tokens fit at once, "
+        f"{plural(capacity.max_concurrency(), 'request')} of {context:,} tokens fit at once, "
         f"and the longest context at batch {batch} is {capacity.max_context_tokens:,} tokens"
     )
     if batch == 1:
@@ -126,7 +123,7 @@ def notes(sheet: ClaimSheet) -> list[str]:
 def claim_table(sheet: ClaimSheet) -> Table:
     """The sheet as rows of quantities: per GPU and whole deployment."""
     result, capacity = sheet.size, sheet.capacity
-    d, budget = result.deployment, capacity.budget
+    d = result.deployment
     table = Table(
         f"{d.model.name} on {d.gpus} × {capacity.sku.name} (tp {d.tp} × pp {d.pp}) · "
         f"{result.batch.size} × {result.context:,} tokens · KV {d.kv_dtype} · "
@@ -134,53 +131,27 @@ def claim_table(sheet: ClaimSheet) -> Table:
         ["quantity", "per GPU", "whole deployment"],
         ["quantity", "per_gpu", "total"],
     )
-
-    def row(
-        label: str, per_gpu: int | None, total: int | None, show: Callable[[int], str] = gib
-    ) -> None:
-        table.add(
-            [label, per_gpu, total],
-            [
-                label,
-                show(per_gpu) if per_gpu is not None else "—",
-                show(total) if total is not None else "—",
-            ],
-        )
-
-    row("KV per token", result.kv_bytes_per_token_per_gpu, result.kv_bytes_per_token, human_bytes)
-    row(
-        f"KV per request ({result.context:,} tokens)",
-        sheet.kv_bytes_per_request_per_gpu,
-        result.kv_bytes_per_request,
+    _kv_and_weights_rows(table, sheet)
+    _reserve_rows(table, sheet)
+    quantity_row(
+        table,
+        "total = weights + KV + reserve",
+        sheet.total_bytes_per_gpu,
+        None,
+        ("total_bytes_per_gpu", None),
     )
-    row(
-        f"KV for the batch ({_plural(result.batch.size, 'request')})",
-        result.kv_bytes_per_gpu,
-        result.kv_bytes,
+    quantity_row(
+        table, f"{capacity.sku.name} memory", sheet.memory_bytes, None, ("memory_bytes", None)
     )
-    row(
-        f"weights ({result.weights.weight_dtype})",
-        result.weights.per_gpu_bytes,
-        result.weights.total_bytes,
-    )
-    row(f"engine reserve ({d.engine.name})", sheet.reserve_bytes_per_gpu, None)
-    if sheet.reserve_bytes_per_gpu:
-        row(
-            f"  unused share (1 − utilization {budget.utilization:g})",
-            sheet.headroom_bytes_per_gpu,
-            None,
-        )
-        row("  activation peak", budget.activation_bytes, None)
-        row("  non-torch (CUDA context, NCCL)", budget.non_torch_bytes, None)
-        row("  CUDA graphs", budget.cudagraph_bytes, None)
-    row("total = weights + KV + reserve", sheet.total_bytes_per_gpu, None)
-    row(f"{capacity.sku.name} memory", sheet.memory_bytes, None)
     free = sheet.free_bytes_per_gpu
-    row("free" if free >= 0 else "short by", abs(free), None)
+    if free >= 0:
+        quantity_row(table, "free", free, None, ("free_bytes_per_gpu", None))
+    else:
+        quantity_row(table, "short by", -free, None)
     verdict = "fits" if sheet.fits else "does NOT fit"
     if not sheet.within_native_limit:
         verdict += "; beyond the native limit"
-    table.add(["fits", sheet.fits, None], ["verdict", verdict, "—"])
+    table.add(["fits", sheet.fits, None], ["verdict", verdict, "—"], [None, "/fits", None])
     table.notes += ["formula: " + line for line in formula_lines(sheet)]
     table.notes.append(
         f"limits: longest context at batch {result.batch.size}: {capacity.max_context_tokens:,} "
@@ -192,7 +163,74 @@ def claim_table(sheet: ClaimSheet) -> Table:
     return table
 
 
+def _kv_and_weights_rows(table: Table, sheet: ClaimSheet) -> None:
+    result = sheet.size
+    rows = [
+        (
+            "KV per token",
+            result.kv_bytes_per_token_per_gpu,
+            result.kv_bytes_per_token,
+            "kv_bytes_per_token",
+        ),
+        (
+            f"KV per request ({result.context:,} tokens)",
+            sheet.kv_bytes_per_request_per_gpu,
+            result.kv_bytes_per_request,
+            "kv_bytes_per_request",
+        ),
+        (
+            f"KV for the batch ({plural(result.batch.size, 'request')})",
+            result.kv_bytes_per_gpu,
+            result.kv_bytes,
+            "kv_bytes_batch",
+        ),
+        (
+            f"weights ({result.weights.weight_dtype})",
+            result.weights.per_gpu_bytes,
+            result.weights.total_bytes,
+            "weights_bytes",
+        ),
+    ]
+    for i, (label, per_gpu, total, key) in enumerate(rows):
+        show = human_bytes if i == 0 else gib  # a token's KV is KiB, the rest GiB
+        quantity_row(table, label, per_gpu, total, (f"{key}_per_gpu", key), show)
+
+
+def _reserve_rows(table: Table, sheet: ClaimSheet) -> None:
+    """The engine's reserve per GPU and, when it has one, its terms."""
+    d, budget = sheet.size.deployment, sheet.capacity.budget
+    quantity_row(
+        table,
+        f"engine reserve ({d.engine.name})",
+        sheet.reserve_bytes_per_gpu,
+        None,
+        ("engine_reserve_bytes_per_gpu", None),
+    )
+    if not sheet.reserve_bytes_per_gpu:
+        return
+    terms = [
+        (
+            f"  unused share (1 − utilization {budget.utilization:g})",
+            sheet.headroom_bytes_per_gpu,
+            "headroom_bytes",
+        ),
+        ("  activation peak", budget.activation_bytes, "activation_bytes"),
+        ("  non-torch (CUDA context, NCCL)", budget.non_torch_bytes, "non_torch_bytes"),
+        ("  CUDA graphs", budget.cudagraph_bytes, "cudagraph_bytes"),
+    ]
+    for label, value, key in terms:
+        quantity_row(table, label, value, None, (f"engine_reserve/{key}", None))
+
+
 def render_claim(report: ClaimReport, fmt: Format) -> None:
     """Print the claim sheet in `fmt`."""
+    from kvplan.report.figures import claim_figures
+
     record = claim_record(report)
-    emit(fmt, record, [record], lambda: claim_table(report.source))
+    emit(
+        fmt,
+        record,
+        [record],
+        lambda: claim_table(report.source),
+        figures=lambda: claim_figures(report),
+    )

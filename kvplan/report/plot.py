@@ -17,6 +17,7 @@ from kvplan.api.results import CapacityRow
 from kvplan.errors import KvplanError
 from kvplan.files import write_atomically
 from kvplan.report.capacity_report import memory_split
+from kvplan.report.render import tokens_label
 from kvplan.units import GIB
 
 PLOT_SUFFIXES = (".svg", ".png")
@@ -45,13 +46,6 @@ def _label(row: CapacityRow, many_models: bool) -> str:
     return (f"{row.model} · " if many_models else "") + f"{row.sku} · {parallel}"
 
 
-def _tokens_label(tokens: int) -> str:
-    """1024 → '1k', 2**20 → '1M': the units users type for contexts."""
-    if tokens >= 2**20:
-        return f"{tokens // 2**20}M"
-    return f"{tokens // 1024}k" if tokens >= 1024 else str(tokens)
-
-
 def _context_panel(axes: Any, rows: list[CapacityRow], labels: list[str]) -> None:
     """Horizontal bars of the longest context (log scale), the native limit marked."""
     positions = list(range(len(rows)))
@@ -68,7 +62,7 @@ def _context_panel(axes: Any, rows: list[CapacityRow], labels: list[str]) -> Non
     low_power = max(int(math.log2(min([c for c in contexts if c > 0] + natives))) - 1, 0)
     high_power = int(math.log2(max(natives))) + 1
     ticks = [2**p for p in range(low_power, high_power + 1)]
-    axes.set_xticks(ticks, [_tokens_label(t) for t in ticks])
+    axes.set_xticks(ticks, [tokens_label(t) for t in ticks])
     axes.set_xlim(ticks[0], ticks[-1])
     for position, row in zip(positions, rows, strict=True):
         if row.max_context_tokens <= 0:

@@ -108,7 +108,9 @@ def pools_table(results: list[tuple[str, PoolsResult]]) -> Table:
             f" p{p} over {result.link_bytes_per_s / 1e9:,.0f} GB/s links"
         )
     table.notes += [n for n in first.notes if n not in table.notes]
-    table.notes.append("—: no instance count up to --max-instances meets the target")
+    choices = [c for _, r in results for c in (r.prefill, r.decode, r.colocated)]
+    if any(choice.instances is None for choice in choices):  # the mark is on some row
+        table.notes.append("—: no instance count up to --max-instances meets the target")
     return table
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kvplan.api.results import RecommendCandidate, RecommendLoss, RecommendReport, dump
-from kvplan.report.render import Format, Table, emit, gib
+from kvplan.report.render import Format, Table, emit, gib, plural
 
 
 def recommendation_payload(result: RecommendReport) -> dict[str, Any]:
@@ -16,8 +16,12 @@ def recommendation_payload(result: RecommendReport) -> dict[str, Any]:
     return payload
 
 
-def render_recommendation(result: RecommendReport, fmt: Format) -> None:
-    """Print the recommendation in `fmt`."""
+def render_recommendation(
+    result: RecommendReport, fmt: Format, columns: list[str] | None = None
+) -> None:
+    """Print the recommendation in `fmt` (--columns: the table's keys to show)."""
+    from kvplan.report.figures import recommend_figures
+
     payload = recommendation_payload(result)
     rows = payload["ranked"] or ([payload["closest_miss"]] if payload["closest_miss"] else [])
     records = [
@@ -25,7 +29,14 @@ def render_recommendation(result: RecommendReport, fmt: Format) -> None:
         | {"rank": i + 1 if payload["meets"] else 0}
         for i, row in enumerate(rows)
     ]
-    emit(fmt, payload, records, lambda: _table(payload))
+    emit(
+        fmt,
+        payload,
+        records,
+        lambda: _table(payload),
+        figures=lambda: recommend_figures(result),
+        columns=columns,
+    )
 
 
 def why(c: RecommendCandidate, losses: list[RecommendLoss]) -> str:
@@ -65,7 +76,7 @@ def _table(payload: dict[str, Any]) -> Table:
     by_price = payload["rank_by"] == "price"
     concurrency, context = payload["concurrency"], payload["context_tokens"]
     target = (
-        f"{concurrency:,} requests × {context:,} tokens"
+        f"{plural(concurrency, 'request')} × {context:,} tokens"
         if concurrency is not None
         else f"{context:,}-token requests"
     )
@@ -105,47 +116,14 @@ def _table(payload: dict[str, Any]) -> Table:
             "cost",
             "why_not_first",
         ],
+        # Narrow terminals keep the rank and SKU, then the size and what it holds.
+        priority=[0, 0, 1, 2, 6, 5, 9, 11, 12, 10, 3, 4, 7, 8],
+        key_columns=2,
+        wrap=("why_not_first",),
     )
     rows = payload["ranked"] or [payload["closest_miss"]]
     for i, record in enumerate(rows):
-        rank = str(i + 1) if payload["meets"] else "miss"
-        layout = f"{record['tp']}×{record['pp']}×{record['dp']}" + (" ep" if record["ep"] else "")
-        reason = record.get("why_not_first") or ("chosen" if payload["meets"] else _miss(record))
-        cost = record["cost"]
-        table.add(
-            [
-                rank,
-                record["sku"],
-                record["gpus"],
-                layout,
-                record["weight_dtype"],
-                record["kv_dtype"],
-                record["gpu_memory_utilization"],
-                record["max_num_seqs"],
-                record["tokens_per_block"],
-                record["kv_budget_bytes_per_gpu"],
-                record["max_concurrency"],
-                record["concurrency_within_headroom"],
-                cost,
-                reason,
-            ],
-            [
-                rank,
-                record["sku"],
-                str(record["gpus"]),
-                layout,
-                record["weight_dtype"],
-                _dtype_label(record["kv_dtype"]),
-                f"{record['gpu_memory_utilization']:g}",
-                f"{record['max_num_seqs']:,}",
-                str(record["tokens_per_block"]),
-                gib(record["kv_budget_bytes_per_gpu"]),
-                f"{record['max_concurrency']:,}",
-                f"{record['concurrency_within_headroom']:,}",
-                f"{cost:,.2f}",
-                reason,
-            ],
-        )
+        _add_candidate(table, i, record, payload["meets"], bool(payload["ranked"]))
     if not by_price:  # the cost is the GPU count, already a column
         _drop_column(table, "price/h")
     table.notes += _notes(payload)
@@ -153,12 +131,63 @@ def _table(payload: dict[str, Any]) -> Table:
     return table
 
 
+def _add_candidate(table: Table, i: int, record: dict[str, Any], meets: bool, ranked: bool) -> None:
+    """One candidate's row: the exact values, what is shown, and where the JSON holds them."""
+    rank = str(i + 1) if meets else "miss"
+    layout = f"{record['tp']}×{record['pp']}×{record['dp']}" + (" ep" if record["ep"] else "")
+    reason = record.get("why_not_first") or ("chosen" if meets else _miss(record))
+    cost = record["cost"]
+    values = [
+        rank,
+        record["sku"],
+        record["gpus"],
+        layout,
+        record["weight_dtype"],
+        record["kv_dtype"],
+        record["gpu_memory_utilization"],
+        record["max_num_seqs"],
+        record["tokens_per_block"],
+        record["kv_budget_bytes_per_gpu"],
+        record["max_concurrency"],
+        record["concurrency_within_headroom"],
+        cost,
+        reason,
+    ]
+    shown = [
+        rank,
+        record["sku"],
+        str(record["gpus"]),
+        layout,
+        record["weight_dtype"],
+        _dtype_label(record["kv_dtype"]),
+        f"{record['gpu_memory_utilization']:g}",
+        f"{record['max_num_seqs']:,}",
+        str(record["tokens_per_block"]),
+        gib(record["kv_budget_bytes_per_gpu"]),
+        f"{record['max_concurrency']:,}",
+        f"{record['concurrency_within_headroom']:,}",
+        f"{cost:,.2f}",
+        reason,
+    ]
+    where = f"/ranked/{i}/" if ranked else "/closest_miss/"
+    table.add(values, shown, _paths(where, table.keys, record))
+
+
+def _paths(where: str, keys: list[str], record: dict[str, Any]) -> list[str | None]:
+    """Where the JSON holds each shown value: not the rank and layout (not in the JSON), the
+    KV dtype (shown as vLLM names it) or the reason of a row that has none in the JSON."""
+    hidden = {"rank", "layout", "kv_dtype"} | ({"why_not_first"} - {k for k in record if record[k]})
+    return [None if key in hidden else where + key for key in keys]
+
+
 def _drop_column(table: Table, header: str) -> None:
     i = table.headers.index(header)
-    for rows in (table.rows, table.display_rows):
+    for rows in (table.rows, table.display_rows, table.paths):
         for row in rows:
             del row[i]
     del table.headers[i], table.keys[i]
+    if table.priority is not None:
+        del table.priority[i]
 
 
 def _miss(record: dict[str, Any]) -> str:
@@ -169,12 +198,12 @@ def _notes(payload: dict[str, Any]) -> list[str]:
     search = payload["search"]
     searched = search["searched"]
     notes = [
-        f"searched {search['skus']} SKU(s), {search['points']:,} points "
+        f"searched {plural(search['skus'], 'SKU')}, {plural(search['points'], 'point')} "
         f"(tp {_list(searched['tp'])}; "
         f"pp {_list(searched['pp'])}; dp {_list(searched['dp'])}; KV {_list(searched['kv'])}; "
         f"weights {_list(searched['weights'])}; block {_list(searched['block'], 'engine default')}"
-        f"): {search['capacities_evaluated']:,} capacities computed, "
-        f"{search['beyond_cost_bound']:,} points costlier than the ranking skipped",
+        f"): {plural(search['capacities_evaluated'], 'capacity', 'capacities')} computed, "
+        f"{plural(search['beyond_cost_bound'], 'point')} costlier than the ranking skipped",
         "max conc: requests of the context the KV cache holds (what `kvplan report` and vLLM "
         "print); within headroom: the same with the headroom share of the budget kept unused",
     ]

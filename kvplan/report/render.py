@@ -1,7 +1,9 @@
 """Output formats shared by every command: one place where numbers become text.
 
-JSON and CSV go to stdout with plain writes (never through rich, which wraps long
-lines even inside strings); tables go through rich; Markdown is plain text.
+JSON and CSV go to stdout with plain writes (never through rich, which wraps long lines
+even inside strings); tables go through rich, fitted to the terminal (kvplan.report.terminal);
+Markdown (kvplan.report.markdown) and HTML (kvplan.report.html) are plain text built here.
+Every command renders through `emit`, so a format added here reaches every command.
 """
 
 from __future__ import annotations
@@ -11,13 +13,16 @@ import io
 import json
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from kvplan.errors import KvplanError
 from kvplan.units import GIB, KIB, MIB, TIB
 
-Format = Literal["table", "json", "csv", "md"]
-FORMATS: tuple[str, ...] = ("table", "json", "csv", "md")
+Format = Literal["table", "json", "csv", "md", "html"]
+FORMATS: tuple[str, ...] = ("table", "json", "csv", "md", "html")
+# Formats that show a table's columns; JSON and CSV always carry every field.
+SHOWN_FORMATS = ("table", "md", "html")
 
 
 def gib(value: int | float) -> str:
@@ -32,6 +37,26 @@ def human_bytes(value: int | float) -> str:
         if magnitude >= size:
             return f"{value / size:,.2f} {unit}"
     return f"{value:,} B"
+
+
+def plural(count: int, noun: str, many: str | None = None) -> str:
+    """'1 GPU', '2 GPUs', '1,024 sequences': the count and its noun, agreed.
+
+    Args:
+        count: how many.
+        noun: the singular noun.
+        many: the plural when it is not `noun` + "s" (e.g. "capacities").
+    """
+    return f"{count:,} " + (noun if count == 1 else many or f"{noun}s")
+
+
+def tokens_label(tokens: int) -> str:
+    """1024 → '1k', 2**20 → '1M': a context the way users type it (exact multiples only)."""
+    if tokens >= 2**20 and tokens % 2**20 == 0:
+        return f"{tokens // 2**20}M"
+    if tokens >= 1024 and tokens % 1024 == 0:
+        return f"{tokens // 1024}k"
+    return f"{tokens:,}"
 
 
 def bar(parts: Sequence[tuple[int, str]], total: int, width: int = 40) -> str:
@@ -49,7 +74,18 @@ def bar(parts: Sequence[tuple[int, str]], total: int, width: int = 40) -> str:
 
 @dataclass
 class Table:
-    """Rows of plain values with headers; `key_columns` name the JSON/CSV keys."""
+    """Rows of plain values with headers; `keys` name the columns (the JSON/CSV keys).
+
+    A wide table says how to narrow it: `priority` ranks its columns for a narrow terminal
+    (0: always shown; higher numbers are hidden first), and its command offers --columns.
+    `key_columns` leading columns name a row (the heading of each row in the vertical
+    layout). `wrap` lists keys of prose columns that may wrap onto more lines.
+
+    The HTML page ties every shown number to the JSON output: a cell whose JSON Pointer
+    (RFC 6901) into the command's JSON document is known carries it. Row tables give the
+    list their rows come from (`rows_at`, e.g. "/products": cell (i, key) is
+    /products/i/key); other tables give each cell's pointer in `add(paths=...)`.
+    """
 
     title: str
     headers: list[str]
@@ -58,14 +94,100 @@ class Table:
     display_rows: list[list[str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     footer: list[str] = field(default_factory=list)  # verbatim lines (commands, log lines)
+    priority: list[int] | None = None
+    key_columns: int = 1
+    wrap: tuple[str, ...] = ()
+    rows_at: str | None = None
+    paths: list[list[str | None]] = field(default_factory=list)
+    # A note about one column (what its `*` or `!` marks mean): shown with that column only.
+    footnotes: dict[str, str] = field(default_factory=dict)
+    # Columns that draw a picture with text characters (a bar): the HTML page draws it as a
+    # chart instead and leaves them out.
+    text_pictures: tuple[str, ...] = ()
 
-    def add(self, values: list[Any], shown: list[str]) -> None:
-        """Add one row: exact `values` for JSON/CSV and `shown` strings for table/Markdown."""
+    def add(
+        self, values: list[Any], shown: list[str], paths: list[str | None] | None = None
+    ) -> None:
+        """Add one row: exact `values` for JSON/CSV, `shown` strings for table/Markdown/HTML,
+        and optionally each cell's JSON Pointer (None for a cell with none)."""
         self.rows.append(values)
         self.display_rows.append(shown)
+        self.paths.append(paths if paths is not None else [None] * len(shown))
 
     def records(self) -> list[dict[str, Any]]:
         return [dict(zip(self.keys, row, strict=True)) for row in self.rows]
+
+    def is_text(self, column: int) -> bool:
+        """Whether column `column` holds words, not numbers (aligned left)."""
+        values = [row[column] for row in self.rows if row[column] is not None]
+        return bool(values) and all(isinstance(v, str) for v in values)
+
+    def notes_for(self, keys: Sequence[str]) -> list[str]:
+        """The notes to print under the columns `keys`: their footnotes, then the rest."""
+        return [self.footnotes[k] for k in keys if k in self.footnotes] + self.notes
+
+    def cell_path(self, row: int, column: int) -> str | None:
+        """The JSON Pointer of one cell, or None when it shows no single JSON value."""
+        given = self.paths[row][column] if row < len(self.paths) else None
+        if given is not None or self.rows_at is None:
+            return given
+        return f"{self.rows_at}/{row}/{self.keys[column]}"
+
+    def select(self, keys: Sequence[str]) -> Table:
+        """The same table with only the columns `keys`, in that order.
+
+        Raises:
+            KvplanError: a key that is not one of the table's columns.
+        """
+        unknown = [k for k in keys if k not in self.keys]
+        if unknown:
+            raise KvplanError(
+                f"--columns: unknown column {unknown[0]!r} (allowed: {', '.join(self.keys)})"
+            )
+        picked = [self.keys.index(k) for k in dict.fromkeys(keys)]
+        return replace(
+            self,
+            headers=[self.headers[i] for i in picked],
+            keys=[self.keys[i] for i in picked],
+            rows=[[row[i] for i in picked] for row in self.rows],
+            display_rows=[[row[i] for i in picked] for row in self.display_rows],
+            notes=list(self.notes),
+            footer=list(self.footer),
+            priority=None,  # the user chose these columns: none is hidden
+            key_columns=min(self.key_columns, len(picked)),
+            rows_at=None,
+            paths=[[self.cell_path(r, i) for i in picked] for r in range(len(self.rows))],
+            footnotes={k: note for k, note in self.footnotes.items() if k in keys},
+        )
+
+
+def quantity_row(
+    table: Table,
+    label: str,
+    per_gpu: int | None,
+    total: int | None,
+    keys: tuple[str | None, str | None] = (None, None),
+    show: Callable[[int], str] = gib,
+) -> None:
+    """One row of a quantity table (`size`, `claim`): per GPU and whole deployment, in bytes.
+
+    Args:
+        table: the table to add to.
+        label: what the row is.
+        per_gpu: bytes on one GPU, or None.
+        total: bytes in the whole deployment, or None.
+        keys: where the command's JSON holds the two figures (top-level keys or a/b paths).
+        show: how bytes are written (GiB with two decimals by default).
+    """
+    table.add(
+        [label, per_gpu, total],
+        [
+            label,
+            show(per_gpu) if per_gpu is not None else "—",
+            show(total) if total is not None else "—",
+        ],
+        [None, *(f"/{key}" if key else None for key in keys)],
+    )
 
 
 def write_json(payload: Any) -> None:
@@ -92,58 +214,66 @@ def write_csv(records: list[dict[str, Any]]) -> None:
     writer = csv.DictWriter(buffer, fieldnames=keys, lineterminator="\n")
     writer.writeheader()
     for record in records:
-        writer.writerow({k: _csv_cell(v) for k, v in record.items()})
+        writer.writerow({k: csv_cell(v) for k, v in record.items()})
     sys.stdout.write(buffer.getvalue())
 
 
-def _csv_cell(value: Any) -> Any:
+def csv_cell(value: Any) -> Any:
+    """One CSV cell: booleans as true/false (as JSON writes them), lists joined with ';'."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
     if isinstance(value, (list, tuple)):
-        return ";".join(str(v) for v in value)
+        return ";".join(str(csv_cell(v)) for v in value)
     if isinstance(value, dict):
-        return ";".join(f"{k}={v}" for k, v in value.items())
+        return ";".join(f"{k}={csv_cell(v)}" for k, v in value.items())
     return value
 
 
-def markdown(table: Table) -> str:
-    """A GitHub-flavoured Markdown table with its notes."""
-    lines = [f"### {table.title}", "", "| " + " | ".join(table.headers) + " |"]
-    lines.append("|" + "|".join("---" for _ in table.headers) + "|")
-    lines += ["| " + " | ".join(row) + " |" for row in table.display_rows]
-    lines += [""] + [f"- {note}" for note in table.notes]
-    if table.footer:
-        lines += ["", "```", *table.footer, "```"]
-    return "\n".join(lines) + "\n"
-
-
 def emit(
-    fmt: Format, payload: Any, records: list[dict[str, Any]], table: Callable[[], Table]
+    fmt: Format,
+    payload: Any,
+    records: list[dict[str, Any]],
+    table: Callable[[], Table],
+    *,
+    figures: Callable[[], list[str]] | None = None,
+    columns: Sequence[str] | None = None,
 ) -> None:
-    """Print one result in `fmt`: the JSON `payload`, CSV `records`, or `table()` drawn."""
+    """Print one result in `fmt`: the JSON `payload`, CSV `records`, or `table()` drawn.
+
+    Args:
+        fmt: the output format.
+        payload: the JSON document (its numbers exact).
+        records: the CSV rows.
+        table: builds the table the table, Markdown and HTML formats show.
+        figures: builds the HTML page's inline SVG figures (charts), drawn above the table.
+        columns: the table's keys to show (--columns); every column when None.
+
+    Raises:
+        KvplanError: --columns with JSON or CSV, or an unknown column.
+    """
+    if columns is not None and fmt not in SHOWN_FORMATS:
+        raise KvplanError(
+            f"--columns: picks the columns of {', '.join(SHOWN_FORMATS)} output; "
+            f"--format {fmt} carries every field"
+        )
     if fmt == "json":
         write_json(payload)
-    elif fmt == "csv":
+        return
+    if fmt == "csv":
         write_csv(records)
-    elif fmt == "md":
-        sys.stdout.write(markdown(table()))
+        return
+    drawn = table()
+    if columns is not None:
+        drawn = drawn.select(columns)
+    if fmt == "md":
+        from kvplan.report.markdown import markdown
+
+        sys.stdout.write(markdown(drawn))
+    elif fmt == "html":
+        from kvplan.report.html import html_page
+
+        sys.stdout.write(html_page(drawn, payload, figures() if figures else []))
     else:
-        print_table(table())
+        from kvplan.report.terminal import print_table
 
-
-def print_table(table: Table) -> None:
-    """A rich table on stdout, notes below it."""
-    from rich.console import Console
-    from rich.table import Table as RichTable
-
-    # Piped output has no terminal width; rich would assume 80 columns and fold every cell.
-    console = Console(width=None if sys.stdout.isatty() else 200)
-    console.print(table.title, markup=False, highlight=False, soft_wrap=True)
-    rich_table = RichTable()
-    for i, header in enumerate(table.headers):
-        rich_table.add_column(header, justify="left" if i == 0 else "right", no_wrap=i == 0)
-    for row in table.display_rows:
-        rich_table.add_row(*row)
-    console.print(rich_table)
-    for note in table.notes:
-        console.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
-    for line in table.footer:
-        console.print(line, markup=False, highlight=False, soft_wrap=True)
+        print_table(drawn)

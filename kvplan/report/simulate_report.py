@@ -213,8 +213,16 @@ def simulation_table(results: list[SimulationResult]) -> Table:
 
 def render_simulation(results: list[SimulationResult], fmt: Format) -> None:
     """Print one or more runs."""
+    from kvplan.report.figures import simulate_figures
+
     records = [simulation_record(r) for r in results]
     flat = [
         {k: v for k, v in record.items() if k not in ("timeline", "notes")} for record in records
     ]
-    emit(fmt, {"runs": records}, flat, lambda: simulation_table(results))
+    emit(
+        fmt,
+        {"runs": records},
+        flat,
+        lambda: simulation_table(results),
+        figures=lambda: simulate_figures(records),
+    )

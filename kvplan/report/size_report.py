@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from kvplan.api.results import SizeReport, dump
 from kvplan.plan.sizing import SizeResult, formula_terms
 from kvplan.report.render import (
@@ -13,6 +11,8 @@ from kvplan.report.render import (
     emit,
     gib,
     human_bytes,
+    plural,
+    quantity_row,
 )
 
 
@@ -50,43 +50,18 @@ def _title(result: SizeResult) -> str:
 
 def size_table(result: SizeResult) -> Table:
     """Rows a capacity planner reads: per token, per request, batch, weights, comparisons."""
-    d = result.deployment
     table = Table(
         _title(result),
         ["quantity", "per GPU", "whole deployment"],
         ["quantity", "per_gpu", "total"],
     )
-
-    def row(label: str, per_gpu: int | None, total: int | None, exact: bool = False) -> None:
-        show = human_bytes if exact else gib
-        table.add(
-            [label, per_gpu, total],
-            [
-                label,
-                show(per_gpu) if per_gpu is not None else "—",
-                show(total) if total is not None else "—",
-            ],
-        )
-
-    engine = d.engine.name
-    charged = engine != "exact"
-    row("KV per token", result.kv_bytes_per_token_per_gpu, result.kv_bytes_per_token, exact=True)
-    context = f"{result.context:,} tokens"
-    if charged:
-        row(
-            f"KV per request ({context}, {engine} charge)",
-            result.kv_bytes_per_request_per_gpu,
-            result.kv_bytes_per_request,
-        )
-    row("KV for the batch (exact)", result.exact_kv_bytes_per_gpu, result.exact_kv_bytes)
-    for kind, count in result.layers.items():
-        row(f"  {kind} layers × {count}", None, result.kv_bytes_by_kind.get(kind, 0))
-    if charged:
-        row(f"KV for the batch ({engine} charge)", result.kv_bytes_per_gpu, result.kv_bytes)
-    row(
+    _kv_rows(result, table)
+    quantity_row(
+        table,
         f"weights ({result.weights.weight_dtype})",
         result.weights.per_gpu_bytes,
         result.weights.total_bytes,
+        ("weights_bytes_per_gpu", "weights_bytes"),
     )
     params = result.weights.params
     table.add(
@@ -99,21 +74,72 @@ def size_table(result: SizeResult) -> Table:
         ],
     )
     if result.capacity is not None:
-        _fit_rows(result, table, row)
+        _fit_rows(result, table)
     _comparison_notes(result, table)
     table.notes += list(result.notes)
     return table
 
 
-def _fit_rows(result: SizeResult, table: Table, row: Callable[..., None]) -> None:
+def _kv_rows(result: SizeResult, table: Table) -> None:
+    """KV per token, per request and for the batch: exact, by layer kind, and as charged."""
+    engine = result.deployment.engine.name
+    charged = engine != "exact"
+    quantity_row(
+        table,
+        "KV per token",
+        result.kv_bytes_per_token_per_gpu,
+        result.kv_bytes_per_token,
+        ("kv_bytes_per_token_per_gpu", "kv_bytes_per_token"),
+        human_bytes,
+    )
+    if charged:
+        quantity_row(
+            table,
+            f"KV per request ({result.context:,} tokens, {engine} charge)",
+            result.kv_bytes_per_request_per_gpu,
+            result.kv_bytes_per_request,
+            ("kv_bytes_per_request_per_gpu", "kv_bytes_per_request"),
+        )
+    quantity_row(
+        table,
+        "KV for the batch (exact)",
+        result.exact_kv_bytes_per_gpu,
+        result.exact_kv_bytes,
+        ("exact_kv_bytes_per_gpu", "exact_kv_bytes"),
+    )
+    for kind, count in result.layers.items():
+        total = result.kv_bytes_by_kind.get(kind, 0)
+        quantity_row(
+            table, f"  {kind} layers × {count}", None, total, (None, f"kv_bytes_by_kind/{kind}")
+        )
+    if charged:
+        quantity_row(
+            table,
+            f"KV for the batch ({engine} charge)",
+            result.kv_bytes_per_gpu,
+            result.kv_bytes,
+            ("kv_bytes_per_gpu", "kv_bytes"),
+        )
+
+
+def _fit_rows(result: SizeResult, table: Table) -> None:
     """The engine's budget on the SKU, what the batch leaves, and the verdict with a bar."""
     capacity = result.capacity
     assert capacity is not None
     budget, sku = capacity.budget, capacity.sku
     band = f" ± {gib(budget.uncertainty_bytes)}" if budget.uncertainty_bytes else ""
-    row(f"KV budget on {sku.name} ({result.deployment.engine.name}){band}", budget.kv_bytes, None)
+    quantity_row(
+        table,
+        f"KV budget on {sku.name} ({result.deployment.engine.name}){band}",
+        budget.kv_bytes,
+        None,
+        ("kv_budget_bytes_per_gpu", None),
+    )
     free = budget.kv_bytes - result.kv_bytes_per_gpu
-    row("KV budget left" if free >= 0 else "KV budget short by", abs(free), None)
+    if free >= 0:
+        quantity_row(table, "KV budget left", free, None, ("free_bytes", None))
+    else:
+        quantity_row(table, "KV budget short by", -free, None)
     kv_inside = max(0, min(result.kv_bytes_per_gpu, budget.total_bytes - budget.weights_bytes))
     picture = bar(
         [
@@ -165,7 +191,8 @@ def explain_lines(report: SizeReport) -> list[str]:
             tokens = "1 state per sequence"
         else:
             tokens = " + ".join(
-                f"{kept:,} tokens kept × {count:,} sequences" for kept, count in term.tokens_kept
+                f"{kept:,} tokens kept × {plural(count, 'sequence')}"
+                for kept, count in term.tokens_kept
             )
         rule = {
             "full": "all L tokens",
@@ -179,7 +206,8 @@ def explain_lines(report: SizeReport) -> list[str]:
             "cross": "the request's encoder tokens, fixed whatever L",
         }.get(term.kind, term.kind)
         lines.append(
-            f"  {term.kind}: {factors} × ({tokens}; {rule}) × {term.layers} layers × {d.tp} GPUs"
+            f"  {term.kind}: {factors} × ({tokens}; {rule}) × {plural(term.layers, 'layer')} × "
+            f"{plural(d.tp, 'GPU')}"
             f" = {term.bytes_total:,} B ({gib(term.bytes_total)})"
         )
     lines.append(f"  exact total = {result.exact_kv_bytes:,} B")
