@@ -119,6 +119,9 @@ NUMBER_CHARS = 32  # "1073741824", "51.38GiB": a number longer than this is refu
 NAME_CHARS = 128  # Hugging Face repo ids ("org/name") stay under 100
 YAML_FILE_BYTES = 4 * 2**20  # the largest shipped YAML is ~3 KB; a 5,000-product file ~2 MB
 JSON_FILE_BYTES = 64 * 2**20  # config.json and model.safetensors.index.json (the latter ~10 MB)
+# Simulator tables (traces, token-count samples, step times): 5,000,000 trace rows (the
+# simulator's most) at ~100 bytes a row.
+TABLE_FILE_BYTES = 512 * 2**20
 NESTING_DEPTH = 64  # real catalogue YAML nests 3 deep, config.json 5
 YAML_NODES = 100_000  # values after aliases are expanded; a shipped file has a few hundred
 
@@ -127,6 +130,10 @@ FILES: tuple[tuple[str, str], ...] = (
     ("a model, SKU, product, dtype or engine name", f"{NAME_CHARS} characters"),
     ("a YAML file (catalogue, deployment)", f"{YAML_FILE_BYTES // 2**20} MiB"),
     ("a JSON file (config.json, safetensors index)", f"{JSON_FILE_BYTES // 2**20} MiB"),
+    (
+        "a simulator table (--trace, empirical:FILE, --step-times)",
+        f"{TABLE_FILE_BYTES // 2**20} MiB",
+    ),
     ("nesting of YAML or JSON", f"{NESTING_DEPTH} levels"),
     ("YAML values, aliases expanded", f"{YAML_NODES:,}"),
 )

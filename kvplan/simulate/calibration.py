@@ -7,12 +7,13 @@ in place of the default `bandwidth_fraction`.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import replace
 from pathlib import Path
 
+import kvplan.limits as limits
 from kvplan.errors import KvplanError
+from kvplan.files import parse_json, read_text
 from kvplan.plan.perf import Efficiency
 
 FIELD = "bandwidth.achieved_fraction_of_datasheet"
@@ -29,15 +30,8 @@ def calibrated_efficiency(
     Raises:
         KvplanError: the file cannot be read or is not a JSON object.
     """
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as error:
-        reason = getattr(error, "strerror", None) or "not UTF-8 text"
-        raise KvplanError(f"--calibrate {path}: cannot read: {reason}") from None
-    except json.JSONDecodeError as error:
-        raise KvplanError(
-            f"--calibrate {path}: not JSON: {error.msg} (line {error.lineno})"
-        ) from None
+    text = read_text(path, limits.JSON_FILE_BYTES, "--calibrate")
+    record = parse_json(text, f"--calibrate {path}")
     if not isinstance(record, dict):
         raise KvplanError(f"--calibrate {path}: not a kvplan verify record (a JSON object)")
     bandwidth = record.get("bandwidth")

@@ -12,7 +12,9 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
+import kvplan.limits as limits
 from kvplan.errors import KvplanError
+from kvplan.files import read_text
 from kvplan.units import parse_tokens
 
 KINDS = ("fixed", "uniform", "lognormal", "empirical")
@@ -109,17 +111,14 @@ def _lognormal(text: str, rest: str, option: str) -> TokenDistribution:
 
 
 def _empirical(text: str, path: Path, option: str) -> TokenDistribution:
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as error:
-        reason = getattr(error, "strerror", None) or "not UTF-8 text"
-        raise KvplanError(f"{option}: {path}: cannot read: {reason}") from None
+    lines = read_text(path, limits.TABLE_FILE_BYTES, option).splitlines()
     values = []
     for number, line in enumerate(lines, start=1):
         cell = line.split(",")[0].strip()
-        if not cell or (number == 1 and not cell.isdigit()):
+        digits = cell.isascii() and cell.isdigit() and len(cell) <= limits.NUMBER_CHARS
+        if not cell or (number == 1 and not digits):
             continue  # blank lines and a header
-        if not cell.isdigit() or int(cell) < 1:
+        if not digits or not 1 <= int(cell) <= limits.CONTEXT.maximum:
             raise KvplanError(
                 f"{option}: {path}:{number}: {cell!r} is not a token count (a whole number ≥ 1)"
             )

@@ -17,7 +17,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import kvplan.limits as limits
 from kvplan.errors import KvplanError
+from kvplan.files import read_text
 from kvplan.simulate.step_cost import Piece
 
 COLUMNS = ("batch_size", "kv_tokens", "prefill_tokens", "step_s")
@@ -77,11 +79,14 @@ def read_step_table(path: Path) -> StepTable:
     Raises:
         KvplanError: unreadable file, wrong columns, a bad value, or a grid with holes.
     """
+    lines = read_text(path, limits.TABLE_FILE_BYTES, "--step-times").splitlines()
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as error:
-        reason = getattr(error, "strerror", None) or "not UTF-8 text"
-        raise KvplanError(f"--step-times {path}: cannot read: {reason}") from None
+        return _table(path, lines)
+    except csv.Error as error:  # a cell over the csv module's 128 KiB, a NUL byte
+        raise KvplanError(f"--step-times {path}: not CSV: {error}") from None
+
+
+def _table(path: Path, lines: list[str]) -> StepTable:
     reader = csv.reader(lines)
     header = [name.strip() for name in next(reader, [])]
     if sorted(header) != sorted(COLUMNS):
@@ -115,7 +120,7 @@ def _row(path: Path, line: int, row: dict[str, str]) -> tuple[tuple[int, int, in
     values = []
     for name in COLUMNS[:3]:
         text = row.get(name, "")
-        if not text.isdigit():
+        if not (text.isascii() and text.isdigit() and len(text) <= limits.NUMBER_CHARS):
             raise KvplanError(
                 f"--step-times {path}:{line}: {name} {text!r} is not a whole number ≥ 0"
             )

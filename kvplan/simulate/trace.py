@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import csv
 import itertools
-import json
 import math
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import kvplan.limits as limits
 from kvplan.errors import KvplanError
+from kvplan.files import parse_json, read_text
 from kvplan.simulate.workload import MAX_REQUESTS, RequestSpec, Workload
 
 # field -> the column names accepted for it
@@ -40,11 +41,7 @@ def read_trace(
     Raises:
         KvplanError: unreadable file, no rows, an unknown or missing column, or a bad value.
     """
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        reason = getattr(error, "strerror", None) or "not UTF-8 text"
-        raise KvplanError(f"--trace {path}: cannot read: {reason}") from None
+    text = read_text(path, limits.TABLE_FILE_BYTES, "--trace")
     rows = _jsonl_rows(path, text) if path.suffix in (".jsonl", ".json") else _csv_rows(path, text)
     parsed = [_request(path, line, row) for line, row in rows]
     if not parsed:
@@ -68,6 +65,13 @@ def read_trace(
 
 
 def _csv_rows(path: Path, text: str) -> list[tuple[int, dict[str, Any]]]:
+    try:
+        return _csv_cells(path, text)
+    except csv.Error as error:  # a cell over the csv module's 128 KiB, a NUL byte
+        raise KvplanError(f"--trace {path}: not CSV: {error}") from None
+
+
+def _csv_cells(path: Path, text: str) -> list[tuple[int, dict[str, Any]]]:
     reader = csv.reader(text.splitlines())
     header = next(reader, None)
     if header is None:
@@ -92,10 +96,7 @@ def _jsonl_rows(path: Path, text: str) -> list[tuple[int, dict[str, Any]]]:
     for line, raw in enumerate(text.splitlines(), start=1):
         if not raw.strip():
             continue
-        try:
-            row = json.loads(raw)
-        except json.JSONDecodeError as error:
-            raise KvplanError(f"--trace {path}:{line}: not JSON: {error.msg}") from None
+        row = parse_json(raw, f"--trace {path}:{line}")
         if not isinstance(row, dict):
             raise KvplanError(f"--trace {path}:{line}: each line must be a JSON object")
         _check_columns(path, list(row), line)
@@ -157,8 +158,8 @@ def _arrival(path: Path, line: int, value: Any) -> float:
 
 def _tokens(path: Path, line: int, field: str, value: Any) -> int:
     text = value.strip() if isinstance(value, str) else value
-    if isinstance(text, str) and text.isdigit():
-        text = int(text)
+    if isinstance(text, str) and text.isascii() and text.isdigit():
+        text = int(text) if len(text) <= limits.NUMBER_CHARS else limits.CONTEXT.maximum + 1
     if not isinstance(text, int) or isinstance(text, bool) or text < 0:
         raise KvplanError(f"--trace {path}:{line}: {field} {value!r} is not a token count")
     if text == 0:
@@ -166,4 +167,4 @@ def _tokens(path: Path, line: int, field: str, value: Any) -> int:
         raise KvplanError(
             f"--trace {path}:{line}: {field} is 0; a request must {what} at least one token"
         )
-    return text
+    return limits.CONTEXT.check(text, f"--trace {path}:{line}: {field}")
