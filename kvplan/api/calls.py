@@ -41,6 +41,7 @@ from kvplan.catalog.deployments import load_deployments
 from kvplan.catalog.resolve import ResolvedModel, resolve_model
 from kvplan.catalog.store import Catalog
 from kvplan.errors import KvplanError
+from kvplan.limits import NUMBER_CHARS
 from kvplan.plan.batch import Batch
 from kvplan.plan.capacity import Capacity, capacity_grid
 from kvplan.plan.deployment import Deployment
@@ -333,7 +334,8 @@ def _cost(rank: str | None, prices: tuple[tuple[str, float], ...], skus: tuple) 
     return cost
 
 
-_SHARE = re.compile(r"\s*(?P<number>\d+(?:\.\d+)?)\s*(?P<percent>%?)\s*")
+# ASCII digits only: \d would also read "٣%" as 3 %.
+_SHARE = re.compile(r"\s*(?P<number>\d+(?:\.\d+)?)\s*(?P<percent>%?)\s*", re.ASCII)
 
 
 def _share(value: float | str | Fraction) -> Fraction:
@@ -343,7 +345,7 @@ def _share(value: float | str | Fraction) -> Fraction:
     elif isinstance(value, int | float) and math.isfinite(value):
         share = Fraction(str(value))
     else:
-        match = _SHARE.fullmatch(str(value))
+        match = _SHARE.fullmatch(str(value)) if len(str(value)) <= NUMBER_CHARS else None
         if match is None:
             raise KvplanError(
                 f"--headroom: {value!r} is not a share; use a percentage (10%) or 0.1"

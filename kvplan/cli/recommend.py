@@ -7,9 +7,17 @@ from typing import Annotated
 
 import typer
 
+import kvplan.limits as limits
 from kvplan.cli.common import _catalog, _columns, _deployment_of, _format, _model, user_errors
 from kvplan.cli.engine_options import EngineOptions, engine_options
-from kvplan.cli.options import CatalogOpt, ColumnsOpt, FormatOpt, ModelArg, RopeScalingOpt
+from kvplan.cli.options import (
+    CatalogOpt,
+    ColumnsOpt,
+    FormatOpt,
+    ModelArg,
+    RopeScalingOpt,
+    count,
+)
 from kvplan.errors import KvplanError
 
 _PRICE = re.compile(r"\s*(?P<sku>[^=]+?)\s*=\s*(?P<price>\d+(?:\.\d+)?)\s*/\s*h\s*", re.I)
@@ -31,7 +39,13 @@ def recommend(
     ] = None,
     concurrency: Annotated[
         int,
-        typer.Option("--concurrency", "-n", help="requests of --context tokens held at once"),
+        typer.Option(
+            "--concurrency",
+            "-n",
+            parser=count(limits.BATCH),
+            metavar="N",
+            help="requests of --context tokens held at once",
+        ),
     ] = 1,
     sku: Annotated[
         list[str] | None,
@@ -47,6 +61,8 @@ def recommend(
         int,
         typer.Option(
             "--max-gpus",
+            parser=count(limits.GPUS),
+            metavar="N",
             help="most GPUs one deployment may use (tp × pp × dp); GPU counts tried: 1, 2, 4, "
             "… up to a node, then whole nodes",
         ),
@@ -70,11 +86,21 @@ def recommend(
     ] = False,
     tp: Annotated[
         int | None,
-        typer.Option("--tp", help="fix the tensor-parallel degree (default: searched)"),
+        typer.Option(
+            "--tp",
+            parser=count(limits.GPUS),
+            metavar="N",
+            help="fix the tensor-parallel degree (default: searched)",
+        ),
     ] = None,
     pp: Annotated[
         int | None,
-        typer.Option("--pp", help="fix the pipeline-parallel degree (default: searched)"),
+        typer.Option(
+            "--pp",
+            parser=count(limits.GPUS),
+            metavar="N",
+            help="fix the pipeline-parallel degree (default: searched)",
+        ),
     ] = None,
     headroom: Annotated[
         str,

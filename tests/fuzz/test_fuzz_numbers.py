@@ -194,3 +194,17 @@ def test_empty_values_are_refused_not_ignored(argv):
     # An empty value is a value that went missing (`--context "$CTX"` with CTX unset), never
     # "not given": the default would answer a question nobody asked.
     assert_refused(cli(*argv), argv[-2])
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "fragment"),
+    [
+        ("--max-gpus", "9" * 20, "above kvplan's limit of 4,096 GPUs"),
+        ("--concurrency", "2000000", "above kvplan's limit of 1,048,576 sequences"),
+        ("--headroom", "٣%", "is not a share"),
+        ("--headroom", "9" * 5000 + "%", "is not a share"),
+    ],
+)
+def test_recommend_numbers(option, value, fragment):
+    # A search over 10^20 GPUs would never end; "٣%" is not 3 % (non-ASCII digit).
+    assert_refused(cli("recommend", "gpt2", option, value), f"{option}: ", fragment)
