@@ -56,6 +56,7 @@ def generate(seed: int, scale: float, work: Path) -> list[Case]:
     cases += fuzz_cases.products_cases(rng, work, int(300 * scale))
     cases += fuzz_cases.output_cases(work)
     cases += fuzz_cases.argv_cases(rng, int(300 * scale))
+    cases += fuzz_cases.simulate_cases(random.Random(seed + 1), work, int(150 * scale))
     return cases
 
 

@@ -509,3 +509,56 @@ def argv_cases(rng: random.Random, count: int) -> Iterator[Case]:
         if "--catalog" in argv or "-o" in argv:
             continue  # paths are the other classes' business
         yield Case("argv", argv, "any", "random command line")
+
+
+# --- simulate and recommend (their own random stream: adding them moves no other case) -----
+
+_SIMULATE = ["simulate", "gpt2", "-s", "h100-sxm", "-f", "json"]
+_TRACE_ROWS = (
+    ("0,100,10", "accept"), ("0," + "9" * 22 + ",5", "refuse"), ("0,٣٣,5", "refuse"),
+    ("nan,10,10", "refuse"), ("inf,10,10", "refuse"), ("0,0,5", "refuse"), ("0,-5,5", "refuse"),
+    ("0," + "1" * 200_000 + ",5", "refuse"), ("x,y,z", "refuse"), ("0,10", "refuse"),
+    ("2023-11-16 18:15:46.68,10,10", "accept"), ("0,1\x000,5", "refuse"),
+)  # fmt: skip
+_SIM_OPTIONS = ("--rate", "--requests", "--duration", "--seed", "--instances",
+                "--step-time-factor", "--kv-sinks")  # fmt: skip
+
+
+def simulate_cases(rng: random.Random, work: Path, count: int) -> Iterator[Case]:
+    """Hostile traces, token samples and numbers for `simulate`; numbers for `recommend`."""
+    folder = work / "simulate"
+    folder.mkdir()
+    for index, (row, verdict) in enumerate(_TRACE_ROWS):
+        path = folder / f"trace-{index}.csv"
+        path.write_text("arrival_s,prompt_tokens,output_tokens\n" + row + "\n")
+        yield Case("simulate", [*_SIMULATE, "--trace", str(path)], verdict, f"trace row {index}")
+    deep = folder / "deep.jsonl"
+    deep.write_text("[" * 100_000 + "]" * 100_000 + "\n")
+    os.mkfifo(folder / "pipe.csv")
+    for path in (deep, folder / "pipe.csv", Path("/dev/zero"), folder):
+        yield Case("simulate", [*_SIMULATE, "--trace", str(path)], "refuse", f"trace {path.name}")
+    for index, text in enumerate(("1" * 5000 + "\n", "n\n5\n٣\n", "n\n" + "9" * 40 + "\n")):
+        path = folder / f"sample-{index}.txt"
+        path.write_text(text)
+        yield Case("simulate", [*_SIMULATE, "--rate", "1", "--requests", "5",
+                                "--prompt-tokens", f"empirical:{path}"], "refuse",
+                   f"empirical sample {index}")  # fmt: skip
+    for _ in range(count):
+        option, value = rng.choice(_SIM_OPTIONS), rng.choice(corpus.NUMBER_SPELLINGS)
+        argv = [*_SIMULATE, "--requests", "20", option, value]
+        argv += [] if option == "--rate" else ["--rate", "2"]
+        yield Case("simulate", argv, "any", f"simulate {option}")
+    for _ in range(count // 2):
+        option = rng.choice(["--max-gpus", "--concurrency", "--tp", "--pp", "--headroom"])
+        value = rng.choice([*corpus.NUMBER_SPELLINGS, "10%", "٣%", "9" * 5000 + "%"])
+        expected = expected_count_or_share(option, value)
+        yield Case("simulate", ["recommend", "gpt2", option, value, "-f", "json"], expected,
+                   f"recommend {option}")  # fmt: skip
+
+
+def expected_count_or_share(option: str, value: str) -> str:
+    """The verdict for one `recommend` value: counts are bounded, a headroom is a share."""
+    if option == "--headroom":
+        return "any"
+    limit = limits.BATCH if option == "--concurrency" else limits.GPUS
+    return "refuse" if corpus.expected_count(value, limit) is None else "any"
