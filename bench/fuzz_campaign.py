@@ -39,6 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "tests" / "fuzz"), str(ROOT / "bench")]
 
 import fuzz_cases  # noqa: E402
+import fuzz_cases_files  # noqa: E402
 from fuzz_cases import Case  # noqa: E402
 
 MEMORY_CAP_BYTES = 4 * 2**30  # a runaway case must not take the shared machine down with it
@@ -52,11 +53,11 @@ def generate(seed: int, scale: float, work: Path) -> list[Case]:
     cases += fuzz_cases.number_cases(rng, int(1200 * scale))
     cases += fuzz_cases.name_cases(rng)
     cases += fuzz_cases.catalogue_cases(rng, work, max(1, int(14 * scale)))
-    cases += fuzz_cases.config_cases(rng, work, max(1, int(12 * scale)))
-    cases += fuzz_cases.products_cases(rng, work, int(300 * scale))
-    cases += fuzz_cases.output_cases(work)
-    cases += fuzz_cases.argv_cases(rng, int(300 * scale))
-    cases += fuzz_cases.simulate_cases(random.Random(seed + 1), work, int(150 * scale))
+    cases += fuzz_cases_files.config_cases(rng, work, max(1, int(12 * scale)))
+    cases += fuzz_cases_files.products_cases(rng, work, int(300 * scale))
+    cases += fuzz_cases_files.output_cases(work)
+    cases += fuzz_cases_files.argv_cases(rng, int(300 * scale))
+    cases += fuzz_cases_files.simulate_cases(random.Random(seed + 1), work, int(150 * scale))
     return cases
 
 
