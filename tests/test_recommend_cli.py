@@ -145,7 +145,7 @@ def test_price_ranking():
         (["--context", "200k"], "native limit of 131,072"),
         (["--concurrency", "0"], "--concurrency: 0 must be between 1"),
         (["--kv-dtype", "fp9"], "unknown dtype 'fp9'"),
-        (["--max-gpus", "0"], "--max-gpus: 0 must be at least 1"),
+        (["--max-gpus", "0"], "--max-gpus: 0 must be between 1 and 4,096"),
         (["--top", "0"], "--top: 0 must be at least 1"),
     ],
 )
