@@ -9,16 +9,44 @@ from typing import Any
 
 __version__ = "0.1.0"
 
+# The names kvplan.api exports (a test keeps this equal to kvplan.api.__all__). Listed here so
+# that looking up any other name, such as a submodule during `from kvplan import limits`,
+# never loads the API.
+API_NAMES = frozenset(
+    {
+        "BudgetTerms",
+        "CapacityRow",
+        "CheckReport",
+        "ClaimReport",
+        "KvplanWarning",
+        "ProductResult",
+        "RecommendCandidate",
+        "RecommendReport",
+        "Result",
+        "SizeReport",
+        "WeightsBreakdown",
+        "capacity",
+        "check",
+        "claim",
+        "deployment",
+        "load_model",
+        "load_sku",
+        "models",
+        "recommend",
+        "report",
+        "resolve",
+        "size",
+        "skus",
+    }
+)
+
 
 def __getattr__(name: str) -> Any:
     # Lazy: the CLI imports this package on every start and must not pay for the API.
-    if name.startswith("_"):
-        raise AttributeError(name)
-    api = import_module("kvplan.api")
-    if name in api.__all__:
-        return getattr(api, name)
-    raise AttributeError(f"module 'kvplan' has no attribute {name!r}")
+    if name not in API_NAMES:
+        raise AttributeError(f"module 'kvplan' has no attribute {name!r}")
+    return getattr(import_module("kvplan.api"), name)
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *import_module("kvplan.api").__all__])
+    return sorted([*globals(), *API_NAMES])

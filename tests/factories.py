@@ -1,10 +1,12 @@
-"""Tiny spec factories with defaults (`make_model(num_kv_heads=8)` style)."""
+"""Tiny spec factories with defaults (`make_model(num_kv_heads=8)` style) and pinned pools."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from kvplan.specs import ModelSpec
+from kvplan.plan.engines import EngineSettings
+from kvplan.plan.engines.base import device_memory
+from kvplan.specs import ModelSpec, SkuSpec
 
 
 def make_model(**overrides: Any) -> ModelSpec:
@@ -26,3 +28,9 @@ def make_model(**overrides: Any) -> ModelSpec:
     }
     fields |= overrides
     return ModelSpec.model_validate(fields)
+
+
+def pinned_pool(sku: SkuSpec, **settings: Any) -> EngineSettings:
+    """Engine settings whose pool size a logged token count pins (--max-total-tokens and the
+    like): the whole device is the fixed KV budget, so only the token cap binds."""
+    return EngineSettings(kv_memory_bytes=device_memory(sku)[0], **settings)

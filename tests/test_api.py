@@ -34,9 +34,7 @@ def test_size_is_typed_and_matches_the_cli():
 
 def test_engine_settings_are_keywords():
     # A fixed KV budget of 16 GiB holds exactly one 128k request of 16 GiB.
-    report = kvplan.size(
-        "llama-3.1-8b", context="128k", sku="h100-sxm", kv_memory_bytes=16 * 2**30
-    )
+    report = kvplan.size("llama-3.1-8b", context="128k", sku="h100-sxm", kv_memory_bytes=16 * 2**30)
     assert report.kv_budget_bytes_per_gpu == 16 * 2**30
     assert report.max_concurrency == 1 and report.fits is True
     sglang = kvplan.size("llama-3.1-8b", sku="h100-sxm", engine="sglang", utilization=0.5)
@@ -88,3 +86,9 @@ def test_import_kvplan_is_cheap():
     code = "import sys, kvplan; print(sorted(m for m in sys.modules if m.startswith('kvplan')))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "['kvplan']"
+
+
+def test_the_lazy_names_are_the_apis():
+    import kvplan.api
+
+    assert set(kvplan.api.__all__) == kvplan.API_NAMES

@@ -39,8 +39,20 @@ COMMANDS = {
     "show": ["show", "gemma-2-9b"],
     "simulate": ["simulate", "llama-3.1-8b", "-s", "l40s", "--rate", "2", "--requests", "50"],
     "pools": [
-        "pools", "llama-3.1-8b", "--sku", "h100-sxm", "--rate", "5", "--requests", "100",
-        "--max-model-len", "8k", "--slo-ttft", "1s", "--slo-tpot", "40ms",
+        "pools",
+        "llama-3.1-8b",
+        "--sku",
+        "h100-sxm",
+        "--rate",
+        "5",
+        "--requests",
+        "100",
+        "--max-model-len",
+        "8k",
+        "--slo-ttft",
+        "1s",
+        "--slo-tpot",
+        "40ms",
     ],
 }
 

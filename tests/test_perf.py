@@ -273,7 +273,7 @@ def test_decode_rejects_empty_batch_and_empty_sequence(catalog):
     sku = catalog.sku("h100-sxm")
     with pytest.raises(KvplanError, match=r"^--batch: at least one sequence is needed$"):
         decode_step(deployment, Batch.of([]), sku)
-    with pytest.raises(KvplanError, match=r"^--context: 0 must be between 1 and "):
+    with pytest.raises(KvplanError, match=r"^--context: 0 must be at least 1 token$"):
         decode_step(deployment, Batch.of([5, 0]), sku)
 
 

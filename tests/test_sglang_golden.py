@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from factories import pinned_pool
 
 from kvplan.plan.capacity import Capacity
 from kvplan.plan.deployment import Deployment
@@ -28,24 +29,25 @@ def _case(name: str) -> dict:
 
 
 @pytest.mark.parametrize(
-    ("name", "model", "version"),
+    ("name", "model", "version", "sku"),
     [
         # K = (367,404 + 1) x 1 head x 128 x 94 layers x 2 B = 8.234 GiB -> "8.23 GB".
-        ("qwen3-235b-a22b-fp8-h100-tp4", "qwen3-235b-a22b", "0.4.9"),
+        ("qwen3-235b-a22b-fp8-h100-tp4", "qwen3-235b-a22b", "0.4.9", "h100-sxm"),
         # K = (2,795,207 + 1) x 20,480 B = 53.314 GiB -> "53.31 GB".
-        ("llama-70b-class-h200-tp8-pr11716", "llama-3.3-70b", "0.5.3"),
+        ("llama-70b-class-h200-tp8-pr11716", "llama-3.3-70b", "0.5.3", "h200"),
         # K = (1,106,304 + 1) x 2 heads x 128 x 48 x 2 B = 25.321 GiB; 0.5.6 prints the dtype.
-        ("qwen3-30b-a3b-fp8-musa-s5000-tp2-pr27537", "qwen3-30b-a3b", "0.5.6"),
+        # The MTT S5000 is not catalogued; an 80 GB H100 stands in (K + V = 50.6 GiB fit).
+        ("qwen3-30b-a3b-fp8-musa-s5000-tp2-pr27537", "qwen3-30b-a3b", "0.5.6", "h100-sxm"),
     ],
 )
-def test_kv_cache_line_from_logged_tokens(name, model, version, catalog):
+def test_kv_cache_line_from_logged_tokens(name, model, version, sku, catalog):
     case = _case(name)
-    tokens = case["expected"]["tokens"]
-    settings = EngineSettings(version=version, max_kv_tokens=tokens, kv_memory_bytes=2**50)
+    gpu = catalog.sku(sku)
+    settings = pinned_pool(gpu, version=version, max_kv_tokens=case["expected"]["tokens"])
     deployment = Deployment(
         catalog.model(model), SGLANG, tp=case["inputs"]["tp"], settings=settings
     )
-    lines = Capacity(deployment, catalog.sku("h100-sxm"), 1, 4096).log_lines()
+    lines = Capacity(deployment, gpu, 1, 4096).log_lines()
     kv_line = next(line for line in lines if line.startswith("KV Cache is allocated."))
     assert any(logged.endswith(kv_line) for logged in case["quote"].splitlines()), kv_line
 
@@ -96,11 +98,10 @@ def test_page_rounding_and_rows(catalog):
     # Page 64: tokens floored to a multiple of 64 (--max-total-tokens 1000 -> 960 = 15 pages);
     # each buffer holds 960 + 64 rows. Llama-3.1-8B: K row 32 x 8 x 128 x 2 B = 64 KiB,
     # 1024 rows x 64 KiB = 64 MiB = 0.06 GB.
-    settings = EngineSettings(
-        version="0.5.3", tokens_per_block=64, max_kv_tokens=1000, kv_memory_bytes=2**40
-    )
+    h100 = catalog.sku("h100-sxm")
+    settings = pinned_pool(h100, version="0.5.3", tokens_per_block=64, max_kv_tokens=1000)
     deployment = Deployment(catalog.model("llama-3.1-8b"), SGLANG, settings=settings)
-    capacity = Capacity(deployment, catalog.sku("h100-sxm"), 1, 512)
+    capacity = Capacity(deployment, h100, 1, 512)
     assert capacity.kv_capacity_tokens == 960
     assert capacity.log_lines() == [
         "KV Cache is allocated. #tokens: 960, K size: 0.06 GB, V size: 0.06 GB"

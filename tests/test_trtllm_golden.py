@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import yaml
+from factories import pinned_pool
 
 from kvplan.plan.capacity import Capacity
 from kvplan.plan.deployment import Deployment
@@ -81,20 +82,20 @@ def test_v08_bytes_and_tokens(catalog):
     # 0.8 logs the pool in bytes and tokens after rounding: 2,072 blocks x 64 x 524,288 B
     # = 69,524,783,104 B, 132,608 tokens. The free memory is not logged: the pool is pinned
     # with max_tokens 132,608 (exactly 2,072 blocks).
-    settings = EngineSettings(version="0.8.0", max_kv_tokens=132_608, kv_memory_bytes=2**40)
+    a100 = catalog.sku("a100-80gb")
+    settings = pinned_pool(a100, version="0.8.0", max_kv_tokens=132_608)
     deployment = Deployment(catalog.model("llama-2-7b"), TRTLLM, kv_dtype="fp16", settings=settings)
-    lines = Capacity(deployment, catalog.sku("a100-80gb"), 1, 4096).log_lines()
+    lines = Capacity(deployment, a100, 1, 4096).log_lines()
     quote = _case("llama-2-7b-class-a100-v0.8-issue1400")["quote"]
     assert lines and all(line in quote for line in lines), lines
 
 
 def test_v05_logs_tokens_before_rounding(catalog):
     # 0.5.0 printed max_tokens (10,718) before rounding up to 670 blocks of 16 (10,720 tokens).
-    settings = EngineSettings(
-        version="0.5.0", tokens_per_block=16, max_kv_tokens=10_718, kv_memory_bytes=2**40
-    )
+    a10g = catalog.sku("a10g")
+    settings = pinned_pool(a10g, version="0.5.0", tokens_per_block=16, max_kv_tokens=10_718)
     deployment = Deployment(catalog.model("llama-2-7b"), TRTLLM, kv_dtype="fp16", settings=settings)
-    capacity = Capacity(deployment, catalog.sku("a10g"), 1, 4096)
+    capacity = Capacity(deployment, a10g, 1, 4096)
     assert capacity.log_lines() == ["[TensorRT-LLM][INFO] Using 10718 tokens in paged KV cache."]
     assert capacity.pool.num_blocks == 670 and capacity.kv_capacity_tokens == 10_720
 
@@ -112,9 +113,10 @@ def test_pytorch_backend_lines(tmp_path):
         "{arch}.feed_forward_length": 5632, "{arch}.attention.head_count": 32,
         "{arch}.attention.head_count_kv": 4, "{arch}.vocab_size": 32000,
     }))  # fmt: skip
-    settings = EngineSettings(version="1.0.0", max_kv_tokens=116_617 * 32, kv_memory_bytes=2**40)
+    h200 = Catalog().sku("h200")
+    settings = pinned_pool(h200, version="1.0.0", max_kv_tokens=116_617 * 32)
     deployment = Deployment(model, TRTLLM, settings=settings)
-    lines = Capacity(deployment, Catalog().sku("h200"), 1, 2051).log_lines()
+    lines = Capacity(deployment, h200, 1, 2051).log_lines()
     quote = _case("tinyllama-pytorch-backend-tpb32-triton-tutorials-150")["quote"]
     assert lines and all(line in quote for line in lines), lines
 

@@ -9,13 +9,8 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+import kvplan.limits as limits
 from kvplan.errors import KvplanError
-
-# Far above any real deployment (vLLM's max_num_seqs defaults to 256-1024) and any model's
-# context (10^7 tokens is ten times the longest published window); both keep arithmetic and
-# binary searches small.
-MAX_BATCH = 10**9
-MAX_CONTEXT_TOKENS = 2**40
 
 
 @dataclass(frozen=True)
@@ -28,14 +23,12 @@ class Batch:
         if not self.counts:
             raise KvplanError("--batch: at least one sequence is needed")
         for tokens, count in self.counts:
-            if not 1 <= tokens <= MAX_CONTEXT_TOKENS:
-                raise KvplanError(
-                    f"--context: {tokens} must be between 1 and {MAX_CONTEXT_TOKENS:,} tokens"
-                )
-            if not 1 <= count <= MAX_BATCH:
-                raise KvplanError(f"--batch: {count} must be between 1 and {MAX_BATCH:,}")
-        if self.size > MAX_BATCH:
-            raise KvplanError(f"--batch: {self.size:,} sequences exceed {MAX_BATCH:,}")
+            if tokens < 1:
+                raise KvplanError(f"--context: {tokens} must be at least 1 token")
+            limits.CONTEXT.check(tokens, "--context")
+            if count < 1:
+                raise KvplanError(f"--batch: {count} must be at least 1 sequence")
+        limits.BATCH.check(self.size, "--batch")
 
     @classmethod
     def uniform(cls, tokens: int, count: int = 1) -> Batch:

@@ -11,10 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import cached_property
 
+import kvplan.limits as limits
 from kvplan.errors import KvplanError
-from kvplan.plan.batch import MAX_BATCH, Batch
+from kvplan.plan.batch import Batch
 from kvplan.plan.deployment import Deployment
 from kvplan.plan.engines import Budget, KvLayout, KvPool, Scheduler
+from kvplan.plan.engines.base import UNLIMITED_REQUESTS
 from kvplan.plan.perf import DEFAULT_EFFICIENCY, DecodeEstimate, Efficiency, decode_step
 from kvplan.specs import SkuSpec
 
@@ -45,8 +47,9 @@ class Capacity:
         context_tokens: int | None = None,
         efficiency: Efficiency = DEFAULT_EFFICIENCY,
     ) -> None:
-        if not 1 <= batch <= MAX_BATCH:
-            raise KvplanError(f"--batch: {batch} must be between 1 and {MAX_BATCH:,} sequences")
+        if batch < 1:
+            raise KvplanError(f"--batch: {batch} must be at least 1 sequence")
+        limits.BATCH.check(batch, "--batch")
         self.deployment, self.sku, self.batch = deployment, sku, batch
         self.context_tokens = context_tokens or deployment.model.context_limit
         self.efficiency = efficiency
@@ -86,7 +89,7 @@ class Capacity:
         if not self.kv_usable:
             return 0
         per_replica = self.pool.requests_at(tokens or self.context_tokens)
-        return min(per_replica * self._dp, MAX_BATCH)
+        return min(per_replica * self._dp, UNLIMITED_REQUESTS)
 
     def holds(self, batch: Batch) -> bool:
         """Whether the deployment holds every sequence of `batch` at once."""

@@ -4,16 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import kvplan.limits as limits
 from kvplan.catalog.checkpoint import CheckpointWeights
 from kvplan.errors import KvplanError
 from kvplan.kvmath import LayerCache, layer_caches, stage_layer_ranges
 from kvplan.plan.engines.base import EngineProfile, EngineSettings
 from kvplan.plan.weights import WeightBytes, checkpoint_weight_bytes, weight_bytes
 from kvplan.specs import ModelSpec, kv_dtype_info
-
-# Parallel degrees above these are typing slips, not deployments (the largest public
-# deployments run TP 8-16 per node, DP/EP up to a few hundred GPUs).
-MAX_PARALLEL_DEGREE = 4096
 
 
 @dataclass(frozen=True)
@@ -40,8 +37,9 @@ class Deployment:
 
     def __post_init__(self) -> None:
         for name, value in (("--tp", self.tp), ("--pp", self.pp), ("--dp", self.dp)):
-            if not 1 <= value <= MAX_PARALLEL_DEGREE:
-                raise KvplanError(f"{name}: {value} must be between 1 and {MAX_PARALLEL_DEGREE}")
+            if value < 1:
+                raise KvplanError(f"{name}: {value} must be at least 1")
+            limits.GPUS.check(value, name)
         if self.ep and self.model.moe is None:
             raise KvplanError(
                 f"--ep: {self.model.name} has no routed experts; expert parallelism needs an MoE"

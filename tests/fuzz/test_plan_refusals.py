@@ -3,9 +3,7 @@
 The input layer reads these plans correctly; only the engine model can say they cannot run:
 a TP degree that does not divide the attention heads, a KV budget larger than the GPU, a
 zero-token block. And a batch of a million sequences must be sized from (length, count)
-pairs, not one list entry per sequence. Tests marked xfail(strict=True) fail today; when the
-engine model refuses them they pass, strict xfail turns that into a failure, and the marker
-must be removed.
+pairs, not one list entry per sequence.
 """
 
 from __future__ import annotations
@@ -15,10 +13,6 @@ import json
 import pytest
 from fuzz_corpus import PRODUCTS_FILE
 from fuzz_harness import assert_accepted, assert_refused, cli
-
-PLAN_LEVEL = pytest.mark.xfail(
-    strict=True, reason="plan-level refusal lands with the engine-model refactor"
-)
 
 # vLLM refuses at start-up: "Total number of attention heads (28) must be divisible by tensor
 # parallel size (3)" (vllm/config/model.py, ModelConfig.verify_with_parallel_config).
@@ -69,14 +63,12 @@ def test_block_size_0_in_the_engine_options():
         EngineSettings(tokens_per_block=0)
 
 
-@PLAN_LEVEL
 def test_kv_memory_larger_than_the_gpu():
     # An H100 SXM has 80 GB (85,520,809,984 bytes as nvidia-smi reports it); 1 TiB is 13× that.
     argv = ("report", "--model", "gpt2", "--sku", "h100-sxm", "--tp", "1", "--kv-memory", "1TiB")
     assert_refused(cli(*argv), "--kv-memory")
 
 
-@PLAN_LEVEL
 def test_kv_memory_larger_than_the_gpu_in_a_products_file(tmp_path):
     path = tmp_path / "products.yaml"
     text = PRODUCTS_FILE.read_text().replace("context: 8k\n", "context: 8k\n    kv_memory: 1TiB\n")

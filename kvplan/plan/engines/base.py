@@ -256,6 +256,12 @@ def subtract_terms(
     cudagraph = _override(settings.cudagraph_bytes, cudagraph)
     if settings.kv_memory_bytes is not None:
         fixed = settings.kv_memory_bytes
+        if fixed > total_bytes:
+            # vLLM's --kv-cache-memory cannot allocate more than the device has.
+            raise KvplanError(
+                f"--kv-memory (kv_memory): {fixed:,} bytes is more than the GPU's "
+                f"{total_bytes:,} bytes of device memory"
+            )
         return Budget(total_bytes, total_basis, utilization, weights_bytes, 0, 0, 0, True, fixed)
     kv = int(total_bytes * utilization) - weights_bytes - activation - non_torch - cudagraph
     return Budget(

@@ -15,8 +15,8 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Protocol
 
+import kvplan.limits as limits
 from kvplan.errors import KvplanError
-from kvplan.plan.batch import MAX_BATCH
 from kvplan.plan.capacity import Capacity
 from kvplan.plan.engines import KvPool
 from kvplan.specs import SkuSpec
@@ -72,10 +72,9 @@ class ConcurrencyTarget:
     kv_monotone: bool = True
 
     def __post_init__(self) -> None:
-        if not 1 <= self.concurrency <= MAX_BATCH:
-            raise KvplanError(
-                f"--concurrency: {self.concurrency} must be between 1 and {MAX_BATCH:,} requests"
-            )
+        if self.concurrency < 1:
+            raise KvplanError(f"--concurrency: {self.concurrency} must be at least 1 request")
+        limits.BATCH.check(self.concurrency, "--concurrency")
         if self.context_tokens < 1:
             raise KvplanError(f"--context: {self.context_tokens} must be at least 1 token")
 
@@ -90,7 +89,7 @@ class ConcurrencyTarget:
         if capacity.kv_usable:
             held = usable_pool(capacity, headroom).requests_at(self.context_tokens) * dp
         admitted = capacity.scheduler.max_num_seqs * dp >= self.concurrency
-        return Score(min(held, MAX_BATCH), self.concurrency, admitted)
+        return Score(min(held, limits.BATCH.maximum), self.concurrency, admitted)
 
 
 def usable_pool(capacity: Capacity, headroom: Fraction) -> KvPool:

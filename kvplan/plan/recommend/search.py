@@ -20,8 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
+import kvplan.limits as limits
 from kvplan.errors import KvplanError
-from kvplan.plan.batch import MAX_BATCH
 from kvplan.plan.capacity import Capacity
 from kvplan.plan.deployment import Deployment
 from kvplan.plan.recommend.candidates import Candidate, Ranked, closer, rank_candidates
@@ -171,7 +171,7 @@ def _evaluate(
         capacity = Capacity(
             deployment.replace(settings=changed),
             sku,
-            min(objective.running_requests, MAX_BATCH),
+            min(objective.running_requests, limits.BATCH.maximum),
             objective.context_tokens,
         )
         return Candidate(capacity, point.cost, objective.score(capacity, headroom), headroom)
