@@ -103,6 +103,10 @@ def test_mla_keys(tmp_path):
             lambda p: _llama(p, **{"{arch}.attention.head_count_kv": [2, 0, 2, 0]}),
             "varies per layer",
         ),
+        (
+            lambda p: _llama(p, **{"{arch}.attention.head_count_kv": [2, 2, 2, 2, 2, 2]}),
+            r"head_count_kv has 6 per-layer entries, but llama.block_count is 4",
+        ),
     ],
 )
 def test_bad_files_give_one_line(tmp_path, make, message):

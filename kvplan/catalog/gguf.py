@@ -121,6 +121,14 @@ def _spec(
         return f"{arch}.{name}"
 
     layers = _count(path, fields, key("block_count"))
+    for name in ("attention.head_count", "attention.head_count_kv", "feed_forward_length"):
+        value = fields.get(key(name))
+        if isinstance(value, list) and len(value) != layers:
+            # llama.cpp reads one entry per block; any other length is a broken file.
+            raise KvplanError(
+                f"{path}: GGUF key {key(name)} has {len(value)} per-layer entries, "
+                f"but {key('block_count')} is {layers}"
+            )
     hidden = _count(path, fields, key("embedding_length"))
     heads = _count(path, fields, key("attention.head_count"))
     kv_heads = _count(path, fields, key("attention.head_count_kv"), heads)
