@@ -9,8 +9,8 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-# The names kvplan.api exports (a test keeps this equal to kvplan.api.__all__). Listed here so
-# that looking up any other name, such as a submodule during `from kvplan import limits`,
+# The names kvplan.api exports (its __all__; a test checks each is defined there). Listed here
+# so that looking up any other name, such as a submodule during `from kvplan import limits`,
 # never loads the API.
 API_NAMES = frozenset(
     {

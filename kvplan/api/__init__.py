@@ -8,6 +8,7 @@
 See docs/api.md.
 """
 
+from kvplan import API_NAMES
 from kvplan.api.calls import (
     KvplanWarning,
     capacity,
@@ -36,28 +37,5 @@ from kvplan.api.results import (
     WeightsBreakdown,
 )
 
-__all__ = [
-    "BudgetTerms",
-    "CapacityRow",
-    "CheckReport",
-    "ClaimReport",
-    "KvplanWarning",
-    "ProductResult",
-    "RecommendCandidate",
-    "RecommendReport",
-    "Result",
-    "SizeReport",
-    "WeightsBreakdown",
-    "capacity",
-    "check",
-    "claim",
-    "deployment",
-    "load_model",
-    "load_sku",
-    "models",
-    "recommend",
-    "report",
-    "resolve",
-    "size",
-    "skus",
-]
+# kvplan.API_NAMES lists these names once, so `import kvplan` can serve them lazily.
+__all__ = sorted(API_NAMES)
