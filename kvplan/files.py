@@ -159,29 +159,91 @@ def _read_at_most(fd: int, limit_bytes: int, label: str) -> bytes:
     return b"".join(chunks)
 
 
-def write_atomically(path: Path, content: str | Callable[[Path], None], what: str = "") -> None:
-    """Write `content` to `path` through a temporary file beside it, renamed when complete.
+_KINDS = (
+    (stat.S_ISFIFO, "a named pipe"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
 
-    Args:
-        path: the file to create or replace.
-        content: the text (UTF-8), or a function that writes the file it is given.
-        what: the option that named the file ("-o", "--plot"), put before the path.
+
+def _kind(mode: int) -> str:
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
+def output_target(path: Path, what: str = "") -> Path:
+    """The regular file a write to `path` replaces: `path`, or the file its symlink names.
+
+    Called before a command does any work, so that a bad path is refused with empty stdout,
+    and again by `write_atomically`. Only a regular file (or nothing) is ever replaced: the
+    rename would otherwise put a plain file where a device, a named pipe or a folder was
+    (`-o /dev/null` run as root). A symlink to a regular file is written through, so the
+    link stays; a read-only file is refused rather than silently replaced.
 
     Raises:
-        KvplanError: `path` is empty or a folder, its folder is missing or not a folder, or
-            the write fails (no space, no permission, a name too long); nothing is left behind.
+        KvplanError: an empty name, a folder, a missing or non-folder parent, a broken
+            symlink, something other than a regular file, a read-only file, or a path the
+            system refuses (too long, a symlink loop); naming the path.
     """
     label = _label(path, what)
     if path.name in ("", ".", ".."):
         raise KvplanError(f"{label}: not a file name")
     try:
-        if path.is_dir():
-            raise KvplanError(f"{label}: is a folder; give a file name")
-        fd, temporary_name = tempfile.mkstemp(dir=path.parent, prefix=".kvplan-", suffix=".tmp")
+        info = os.stat(path)  # follows symlinks: what a write would reach
     except FileNotFoundError:
-        raise KvplanError(f"{label}: no folder {path.parent}") from None
+        if os.path.islink(path):
+            raise KvplanError(f"{label}: a symlink to a missing file; kvplan does not follow "
+                              "it") from None  # fmt: skip
+        _check_folder(path.parent, label)
+        return path
     except NotADirectoryError:
         raise KvplanError(f"{label}: {path.parent} is not a folder") from None
+    except (OSError, ValueError) as error:
+        raise KvplanError(f"{label}: cannot write: {_reason(error)}") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise KvplanError(f"{label}: is a folder; give a file name")
+    if not stat.S_ISREG(info.st_mode):
+        raise KvplanError(f"{label}: is {_kind(info.st_mode)}; kvplan writes only regular files")
+    # Root passes os.access whatever the mode: a file nobody may write is refused too.
+    if not info.st_mode & 0o222 or not os.access(path, os.W_OK):
+        raise KvplanError(
+            f"{label}: not writable (mode {stat.S_IMODE(info.st_mode):o}); kvplan does not "
+            "replace a read-only file"
+        )
+    return Path(os.path.realpath(path))
+
+
+def _check_folder(folder: Path, label: str) -> None:
+    try:
+        info = os.stat(folder)
+    except FileNotFoundError:
+        raise KvplanError(f"{label}: no folder {folder}") from None
+    except NotADirectoryError:
+        raise KvplanError(f"{label}: {folder} is not a folder") from None
+    except (OSError, ValueError) as error:
+        raise KvplanError(f"{label}: cannot write: {_reason(error)}") from None
+    if not stat.S_ISDIR(info.st_mode):
+        raise KvplanError(f"{label}: {folder} is not a folder")
+
+
+def write_atomically(path: Path, content: str | Callable[[Path], None], what: str = "") -> None:
+    """Write `content` to `path` through a temporary file beside it, renamed when complete.
+
+    Args:
+        path: the file to create or replace (see `output_target` for what is refused).
+        content: the text (UTF-8), or a function that writes the file it is given.
+        what: the option that named the file ("-o", "--plot"), put before the path.
+
+    Raises:
+        KvplanError: `path` is refused by `output_target`, or the write fails (no space, no
+            permission, a name too long); nothing is left behind.
+    """
+    label = _label(path, what)
+    target = output_target(path, what)
+    existing = target.exists()
+    mode = stat.S_IMODE(target.stat().st_mode) if existing else 0o666 & ~_umask()
+    try:
+        fd, temporary_name = tempfile.mkstemp(dir=target.parent, prefix=".kvplan-", suffix=".tmp")
     except (OSError, ValueError) as error:
         raise KvplanError(f"{label}: cannot write: {_reason(error)}") from None
     temporary = Path(temporary_name)
@@ -191,9 +253,10 @@ def write_atomically(path: Path, content: str | Callable[[Path], None], what: st
                 file.write(content)
         if not isinstance(content, str):
             content(temporary)
-        # mkstemp makes the file private (0600); give it the mode a plain open() would.
-        os.chmod(temporary, 0o666 & ~_umask())
-        os.replace(temporary, path)
+        # mkstemp makes the file private (0600): give it the replaced file's mode, or the
+        # mode a plain open() would.
+        os.chmod(temporary, mode)
+        os.replace(temporary, target)
     except OSError as error:
         temporary.unlink(missing_ok=True)
         raise KvplanError(f"{label}: cannot write: {_reason(error)}") from None

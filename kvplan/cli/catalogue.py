@@ -104,6 +104,10 @@ def import_hf_command(
         from kvplan.report.catalog_report import spec_json, spec_yaml
 
         output_format = _document_format(fmt, "yaml")
+        if output is not None:
+            from kvplan.files import output_target, write_atomically
+
+            output_target(output, "--output")
         imported = import_hf(config, name=name)
         for line in imported.warnings:
             warn(line)
@@ -111,7 +115,5 @@ def import_hf_command(
         if output is None:
             sys.stdout.write(text)
             return
-        from kvplan.files import write_atomically
-
         write_atomically(output, text, "--output")
         sys.stderr.write(f"wrote {output}\n")

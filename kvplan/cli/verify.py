@@ -208,6 +208,10 @@ def verify(
     """Allocate the KV pool the plan predicts on a GPU, run the decode kernel, measure, compare."""
     with user_errors():
         output = _format(fmt)
+        if json_path is not None:  # a bad path is refused before minutes of work, not after
+            from kvplan.files import output_target
+
+            output_target(json_path, "--json")
         catalog = _catalog(catalog_dirs)
         spec = _model(catalog, model).spec
         target = catalog.sku(sku) if sku is not None else None

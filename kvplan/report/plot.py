@@ -15,7 +15,7 @@ from typing import Any
 
 from kvplan.api.results import CapacityRow
 from kvplan.errors import KvplanError
-from kvplan.files import write_atomically
+from kvplan.files import output_target, write_atomically
 from kvplan.report.capacity_report import memory_split
 from kvplan.report.render import tokens_label
 from kvplan.units import GIB
@@ -124,12 +124,13 @@ def _checked_format(path: Path) -> str:
 
 
 def ensure_plot_possible(path: Path) -> None:
-    """Fail early, before any output, on a bad suffix or a missing matplotlib.
+    """Fail early, before any output, on a bad suffix, a bad path or a missing matplotlib.
 
     Raises:
-        KvplanError: the same messages `plot_report` would raise for these two problems.
+        KvplanError: the same messages `plot_report` would raise for these problems.
     """
     _checked_format(path)
+    output_target(path, "--plot")
     _matplotlib()
 
 

@@ -8,6 +8,8 @@ documented number grammar (docs/limits.md) with `decimal.Decimal`, independently
 
 from __future__ import annotations
 
+import os
+
 import re
 from decimal import Decimal, localcontext
 from pathlib import Path
@@ -104,7 +106,19 @@ def bad_output_paths(work: Path) -> list[str]:
     afile = work / "afile"
     afile.write_text("not a folder\n")
     (work / "adir").mkdir(exist_ok=True)
+    # Things a rename would destroy: a named pipe, a read-only file, a dangling symlink.
+    fifo, readonly, dangling = work / "fifo", work / "readonly.yaml", work / "dangling"
+    if not fifo.exists():
+        os.mkfifo(fifo)
+    if not readonly.exists():
+        readonly.write_text("keep\n")
+        readonly.chmod(0o444)
+    if not dangling.is_symlink():
+        dangling.symlink_to(work / "nowhere")
     return [
+        str(fifo),
+        str(readonly),
+        str(dangling),
         "",
         ".",
         "..",

@@ -33,6 +33,56 @@ def test_bad_output_paths_are_one_line(tmp_path):
         assert_refused(outcome, "--output ")
     assert _leftovers(tmp_path) == []
     assert (tmp_path / "afile").read_text() == "not a folder\n"
+    # Nothing was put in place of what the refused paths named.
+    assert stat.S_ISFIFO((tmp_path / "fifo").lstat().st_mode)
+    assert (tmp_path / "readonly.yaml").read_text() == "keep\n"
+    assert (tmp_path / "dangling").is_symlink() and not (tmp_path / "nowhere").exists()
+
+
+@pytest.mark.parametrize(
+    ("make", "fragment"),
+    [
+        (lambda p: os.mkfifo(p), "is a named pipe; kvplan writes only regular files"),
+        (lambda p: (p.write_text("keep\n"), p.chmod(0o444)), "not writable (mode 444)"),
+        (lambda p: p.symlink_to(p.parent / "nowhere"), "a symlink to a missing file"),
+    ],
+    ids=["fifo", "read-only", "dangling-symlink"],
+)
+def test_only_regular_files_are_replaced(tmp_path, make, fragment):
+    target = tmp_path / "m.yaml"
+    make(target)
+    before = target.lstat()
+    assert_refused(cli("import-hf", CONFIG, "-o", str(target)), fragment)
+    after = target.lstat()
+    assert (after.st_ino, after.st_mode) == (before.st_ino, before.st_mode)
+    assert _leftovers(tmp_path) == []
+
+
+def test_a_symlink_is_written_through(tmp_path):
+    real = tmp_path / "real.yaml"
+    real.write_text("old\n")
+    real.chmod(0o640)
+    link = tmp_path / "link.yaml"
+    link.symlink_to(real)
+    assert_accepted(cli("import-hf", CONFIG, "-o", str(link)))
+    assert link.is_symlink()  # the link stays; the file it names gets the YAML, keeping its mode
+    assert real.read_text() == cli("import-hf", CONFIG).stdout
+    assert stat.S_IMODE(real.stat().st_mode) == 0o640
+
+
+def test_the_function_refuses_a_fifo_too(tmp_path):
+    os.mkfifo(tmp_path / "p")
+    with pytest.raises(KvplanError, match="p: is a named pipe"):
+        write_atomically(tmp_path / "p", "x")
+
+
+def test_bad_plot_path_is_refused_before_any_output(tmp_path):
+    (tmp_path / "afile").write_text("")
+    outcome = cli(
+        "report", "--model", "gpt2", "--sku", "h100-sxm", "--plot", str(tmp_path / "afile/x.svg")
+    )
+    assert_refused(outcome, "is not a folder")
+    assert outcome.stdout == ""
 
 
 @pytest.mark.parametrize(
