@@ -10,6 +10,7 @@
 | a bug (any other exception)                          | `internal error: …`             | 2    |
 | Ctrl-C                                               | (nothing)                       | 130  |
 | the reader of stdout went away (`kvplan … | head`)   | (nothing)                       | 141  |
+| stdout cannot be written (closed, disk full)         | `error: cannot write to …`      | 2    |
 
 A bug exits 2 like bad input, because a script cannot tell the two apart any better than the
 user can: the line says "internal error", asks for a report, and `KVPLAN_DEBUG=1` shows the
@@ -18,6 +19,7 @@ traceback. 130 and 141 are the shell's own codes for SIGINT and SIGPIPE.
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 import traceback
@@ -30,6 +32,8 @@ from typer.core import TyperGroup
 from kvplan.errors import KvplanError
 
 DEBUG_ENV = "KVPLAN_DEBUG"
+# What a write to a full, failing or closed output says (EPIPE has its own exit, 141).
+_WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.EBADF})
 EXIT_INTERRUPTED = 130  # 128 + SIGINT
 EXIT_PIPE_CLOSED = 141  # 128 + SIGPIPE
 
@@ -75,17 +79,41 @@ def _silence_stdout() -> None:
     devnull = os.open(os.devnull, os.O_WRONLY)
     try:
         os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):  # not a real file (a test's captured stream)
+    except (OSError, ValueError, AttributeError):  # a test's captured stream, or no stdout
         pass
     finally:
         os.close(devnull)
 
 
+def _stdout_problem() -> str | None:
+    """Why stdout cannot take output (closed, or a flush fails), or None when it can."""
+    if sys.stdout is None:  # started with stdout closed (`kvplan … >&-`)
+        return "it is closed"
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError) as error:
+        return getattr(error, "strerror", None) or str(error) or type(error).__name__
+    return None
+
+
+def _stdout_error(problem: str) -> int:
+    """Report that stdout failed, the way a bad path would be: one line, exit 2."""
+    sys.stderr.write(f"error: cannot write to standard output: {problem}\n")
+    _silence_stdout()
+    return 2
+
+
 def exit_code_of(run: Callable[[], object]) -> int:
     """Call `run` (a click command's main, standalone_mode=False); its exit code, see the table."""
     usage_error = _click_exception()
+    if sys.stdout is None:
+        return _stdout_error("it is closed")
     try:
         code = run()
+        # Output is buffered: a full disk (`> /dev/full`) shows at this flush, not at exit.
+        problem = _stdout_problem()
+        if problem is not None:
+            return _stdout_error(problem)
     except KvplanError as error:
         for line in str(error).splitlines() or [""]:
             sys.stderr.write(f"error: {line}\n")
@@ -109,6 +137,10 @@ def exit_code_of(run: Callable[[], object]) -> int:
             return EXIT_PIPE_CLOSED
         return exit_.code if isinstance(exit_.code, int) else 2
     except Exception as error:
+        # A write error escaping a command is stdout's: kvplan's own files turn theirs into
+        # KvplanError (kvplan.files), and stdout is the only other thing it writes.
+        if isinstance(error, OSError) and error.errno in _WRITE_ERRNOS:
+            return _stdout_error(error.strerror or str(error))
         if os.environ.get(DEBUG_ENV):
             traceback.print_exc()
         sys.stderr.write(internal_error_line(error) + "\n")

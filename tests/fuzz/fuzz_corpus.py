@@ -9,7 +9,6 @@ documented number grammar (docs/limits.md) with `decimal.Decimal`, independently
 from __future__ import annotations
 
 import os
-
 import re
 from decimal import Decimal, localcontext
 from pathlib import Path

@@ -6,6 +6,8 @@ rest call `kvplan.cli.exits.exit_code_of` in process with real exceptions.
 
 from __future__ import annotations
 
+import errno
+import io
 import os
 import subprocess
 import sys
@@ -15,7 +17,7 @@ import pytest
 from fuzz_harness import assert_refused, cli
 from typer.testing import CliRunner
 
-from kvplan.cli import app
+from kvplan.cli import app, run
 from kvplan.cli.exits import EXIT_INTERRUPTED, EXIT_PIPE_CLOSED, exit_code_of
 from kvplan.errors import KvplanError
 
@@ -75,6 +77,42 @@ def test_a_closed_pipe_is_quiet():
     stderr = process.stderr.read().decode()
     assert process.wait(timeout=60) in (0, EXIT_PIPE_CLOSED)  # 0 if it all fit in the pipe
     assert stderr == ""
+
+
+def test_a_closed_stdout_is_one_line():
+    # `kvplan models >&-`: the process starts without file descriptor 1.
+    done = subprocess.run(
+        [sys.executable, "-m", "kvplan.cli", "models"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=60,
+        preexec_fn=lambda: os.close(1),
+    )
+    assert done.returncode == 2
+    assert done.stderr == "error: cannot write to standard output: it is closed\n"
+
+
+class _FullDisk(io.RawIOBase):
+    """A stdout on a full disk: every write fails the way `> /dev/full` does."""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data) -> int:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+@pytest.mark.parametrize("argv", [["models"], ["schema", "models"]])
+def test_a_full_disk_is_one_line(monkeypatch, argv):
+    # `models` (~5 kB) fails at the final flush, `schema` (~10 kB) while it writes.
+    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(io.BufferedWriter(_FullDisk(), 4096)))
+    errors = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", errors)
+    assert run(argv) == 2
+    assert errors.getvalue() == (
+        f"error: cannot write to standard output: {os.strerror(errno.ENOSPC)}\n"
+    )
 
 
 @pytest.mark.parametrize(
