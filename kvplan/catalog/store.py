@@ -30,6 +30,14 @@ def shipped_dirs() -> tuple[Path, Path]:
     return models, skus
 
 
+def _same(folder: Path) -> str:
+    """What tells two names of one folder apart from two folders: its resolved path."""
+    try:
+        return os.path.realpath(folder)
+    except (OSError, ValueError):  # a NUL byte, a loop: kept as given, refused when read
+        return str(folder)
+
+
 def _key(name: str) -> str:
     return name.strip().lower()
 
@@ -42,6 +50,9 @@ class _Index:
     by_name: dict[str, ModelSpec | SkuSpec] = field(default_factory=dict)
     origin: dict[str, Path] = field(default_factory=dict)
     shipped: set[str] = field(default_factory=set)  # names whose spec is the shipped one
+    # The keys each name holds in by_name: replacing a spec drops its keys without scanning
+    # every key (a scan per file made a folder of 10,000 files take minutes).
+    keys: dict[str, list[str]] = field(default_factory=dict)
 
     def add(
         self, spec: ModelSpec | SkuSpec, path: Path, problems: list[str], shipped: bool
@@ -57,7 +68,7 @@ class _Index:
                 f"{self.origin[spec.name]} (names must be unique; remove or rename one)"
             )
             return
-        for key in [k for k, s in self.by_name.items() if s.name == spec.name]:
+        for key in self.keys.pop(spec.name, []):
             del self.by_name[key]
         self.shipped.discard(spec.name)
         if shipped:
@@ -70,6 +81,8 @@ class _Index:
                     f"{other.name!r} ({self.origin[other.name]})"
                 )
                 continue
+            if other is None:
+                self.keys.setdefault(spec.name, []).append(_key(label))
             self.by_name[_key(label)] = spec
         self.origin[spec.name] = path
 
@@ -97,10 +110,17 @@ class Catalog:
 
     def __init__(self, extra_dirs: tuple[Path, ...] = ()) -> None:
         env_dirs = tuple(Path(p) for p in os.environ.get(CATALOG_ENV, "").split(os.pathsep) if p)
-        self.user_dirs = tuple(Path(p) for p in extra_dirs) + env_dirs
+        named = [(Path(p), "--catalog") for p in extra_dirs]
+        named += [(p, f"${CATALOG_ENV}") for p in env_dirs]
+        # One folder named twice (`--catalog D --catalog D`, or in $KVPLAN_CATALOG too) is read
+        # once: its files would otherwise clash with themselves as duplicate names.
+        unique: dict[str, tuple[Path, str]] = {}
+        for folder, origin in named:
+            unique.setdefault(_same(folder), (folder, origin))
+        self.user_dirs = tuple(p for p, _ in unique.values())
         # Where each folder was named, for messages: an option the user typed, or a variable
         # set long ago in a shell profile.
-        self._origins = ["--catalog"] * len(extra_dirs) + [f"${CATALOG_ENV}"] * len(env_dirs)
+        self._origins = [origin for _, origin in unique.values()]
         self._models: _Index | None = None
         self._skus: _Index | None = None
 

@@ -6,6 +6,7 @@ refuses must be refused with one line naming the file, the line and the field.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -186,6 +187,27 @@ def test_duplicate_names_across_files_name_both_files(tmp_path):
     assert_refused(
         cli("models", "--catalog", str(tmp_path)),
         f"{second}: model 'fz' is also defined in {first}",
+    )
+
+
+def test_one_folder_named_twice_is_read_once(tmp_path):
+    _write(tmp_path, _model(aliases="[]"), "a.yaml")
+    (tmp_path.parent / f"{tmp_path.name}-link").symlink_to(tmp_path)
+    twice = cli("models", "--catalog", str(tmp_path), "--catalog", f"{tmp_path}/", "-f", "json")
+    assert_accepted(twice)
+    assert [m["model"] for m in json.loads(twice.stdout)].count("fz") == 1
+    through_env = cli(
+        "models", "--catalog", f"{tmp_path}-link", env={"KVPLAN_CATALOG": str(tmp_path)}
+    )
+    assert_accepted(through_env)
+
+
+def test_replacing_a_shipped_model_drops_its_old_aliases(tmp_path):
+    # gpt2 ships with the alias openai-community/gpt2; the replacement has none.
+    _write(tmp_path, GPT2.replace("aliases: [openai-community/gpt2, gpt2]", "aliases: []"))
+    assert_accepted(cli("size", "gpt2", "--catalog", str(tmp_path)))
+    assert_refused(
+        cli("size", "openai-community/gpt2", "--catalog", str(tmp_path)), "openai-community/gpt2"
     )
 
 
