@@ -196,6 +196,23 @@ def test_bad_input_exits_2_with_one_line(args, fragments):
     assert_one_line_error(result, *fragments)
 
 
+@pytest.mark.parametrize(
+    ("args", "tiles"),
+    [
+        # gpt2 has 12 KV heads; 2 layers on CPU; numerics + 2 repeats = 3 steps. A 1-token
+        # sequence is still one 32-token tile: 2,000 × 1 × 12 × 2 × 3 = 144,000.
+        (["--lengths", ",".join(["1"] * 2000)], 144_000),
+        # 1k = 32 tiles a sequence: 2 × 32 × 12 × 2 × 3 = 4,608.
+        (["--lengths", "1k,1k"], 4_608),
+        # 64 tokens = 2 tiles: 1 × 2 × 12 × 2 × (1 + 100) = 4,848.
+        (["--context", "64", "--repeats", "100"], 4_848),
+    ],
+)
+def test_cpu_runs_are_bounded_by_tiles(args, tiles):
+    result = verify("gpt2", *args, "--device", "cpu")
+    assert_one_line_error(result, "too large for a CPU run", f"{tiles:,} kernel tiles", "2,048")
+
+
 def test_unknown_device():
     assert_one_line_error(verify("llama-3.1-8b", "--device", "tpu"), "--device")
 

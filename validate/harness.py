@@ -43,9 +43,13 @@ DEVICES = ("cuda", "cpu")
 DEFAULT_REPEATS = {"cuda": 50, "cpu": 2}
 # On CPU the numerics run has already compiled and warmed every launch.
 DEFAULT_WARMUP = {"cuda": 5, "cpu": 0}
-# The interpreter streams ~32-token tiles at ~10 ms each: 2^18 token-head rows per step is
-# about a minute. Past it a CPU run would take hours, so it is refused like a pool too large.
-CPU_MAX_TOKEN_ROWS_PER_STEP = 2**18
+# The interpreter runs one kernel program at a time (one per sequence, KV head and layer),
+# each streaming its sequence in 32-token tiles; a 1-token sequence still costs one tile. A
+# tile takes ~10-13 ms (gpt2, --lengths 1k,1k, 2 layers: 3 steps × 1,536 tiles in 58 s on a
+# busy 2-core machine). A run executes the step once for numerics and once per repeat; past
+# CPU_MAX_TILES tiles in all (about half a minute) it is refused like a pool too large.
+CPU_TILE_TOKENS = 32
+CPU_MAX_TILES = 2048
 
 
 @dataclass(frozen=True)
@@ -126,15 +130,26 @@ def _load_step_module(device: torch.device):
     return decode_step
 
 
-def _check_cpu_work(plan: VerifyPlan) -> None:
-    rows = sum(plan.lengths) * plan.num_kv_heads_per_gpu * plan.layers_verified
-    if rows > CPU_MAX_TOKEN_ROWS_PER_STEP:
+def cpu_tiles(plan: VerifyPlan, repeats: int) -> int:
+    """Kernel tiles the Triton interpreter runs for `plan`: the numerics step and `repeats`."""
+    per_layer_head = sum(max(1, -(-n // CPU_TILE_TOKENS)) for n in plan.lengths)
+    return per_layer_head * plan.num_kv_heads_per_gpu * plan.layers_verified * (1 + repeats)
+
+
+def _check_cpu_work(plan: VerifyPlan, repeats: int) -> None:
+    tiles = cpu_tiles(plan, repeats)
+    if tiles > CPU_MAX_TILES:
         raise KvplanError(
-            f"the plan is too large for a CPU run: {rows:,} token-head rows per step over "
-            f"{plan.layers_verified} layers (cap {CPU_MAX_TOKEN_ROWS_PER_STEP:,}, the Triton "
-            "interpreter runs ~10 ms per 32-token tile); use a smaller --context, --batch or "
-            "--layers"
+            f"the plan is too large for a CPU run: {tiles:,} kernel tiles of "
+            f"{CPU_TILE_TOKENS} tokens over {plan.batch:,} sequences, "
+            f"{plan.num_kv_heads_per_gpu} KV heads, {plan.layers_verified} layers and "
+            f"{1 + repeats} steps (cap {CPU_MAX_TILES:,}; the Triton interpreter takes ~10 ms a "
+            "tile); use a smaller --context, --batch, --lengths, --layers or --repeats"
         )
+
+
+def _repeats(request: VerifyRequest, kind: str) -> int:
+    return DEFAULT_REPEATS[kind] if request.repeats is None else request.repeats
 
 
 def _check_request(request: VerifyRequest) -> None:
@@ -239,7 +254,7 @@ def run_verify(
     if setup.capacity is None:
         fit = memory.check_fit(plan, target, setup.workspace_bytes)  # raises before allocating
     if kind == "cpu":
-        _check_cpu_work(plan)
+        _check_cpu_work(plan, _repeats(request, kind))
     environment = collect_environment(target)
 
     copy = None
@@ -291,7 +306,7 @@ def _allocate_and_run(setup: Setup, request: VerifyRequest, report: Progress) ->
         timing, eager = time_steps(
             step,
             target,
-            repeats=DEFAULT_REPEATS[kind] if request.repeats is None else request.repeats,
+            repeats=_repeats(request, kind),
             warmup=DEFAULT_WARMUP[kind],
             flush_l2_bytes=setup.flush_bytes,
             progress=lambda fraction: report("timing", 0.5 + 0.35 * fraction),
