@@ -123,12 +123,33 @@ def print_table(table: Table) -> None:
     if fitted.vertical:
         _print_vertical(console, table, fitted.columns, console.width)
     else:
-        console.print(_rich_table(table, fitted.columns))
+        _print_grid(console, table, fitted.columns)
     shown = [table.keys[i] for i in sorted([*fitted.columns, *fitted.folded])]
     for note in [*fitted.notes, *table.notes_for(shown)]:
         console.print(f"note: {note}", markup=False, soft_wrap=not wrap_text)
     for line in table.footer:
         console.print(line, markup=False, soft_wrap=True)
+
+
+def _print_grid(console, table: Table, columns: list[int]) -> None:
+    """The table as a grid: as plain lines when nothing needs rich (see plain_table)."""
+    lines = None
+    if not console.is_terminal and not console.options.ascii_only:
+        from kvplan.report.plain_table import plain_lines
+
+        right = [_right_justified(table, i, position) for position, i in enumerate(columns)]
+        headers = [table.headers[i] for i in columns]
+        rows = [[row[i] for i in columns] for row in table.display_rows]
+        lines = plain_lines(headers, rows, right, console.width)
+    if lines is None:
+        console.print(_rich_table(table, columns))
+    else:
+        console.file.write("\n".join(lines) + "\n")
+
+
+def _right_justified(table: Table, i: int, position: int) -> bool:
+    """Numbers are right-justified; the first column, prose and text columns left."""
+    return not (position == 0 or table.keys[i] in table.wrap or table.is_text(i))
 
 
 def _rich_table(table: Table, columns: list[int]):
@@ -140,7 +161,7 @@ def _rich_table(table: Table, columns: list[int]):
         prose = table.keys[i] in table.wrap
         drawn.add_column(
             Text(table.headers[i]),
-            justify="left" if position == 0 or prose or table.is_text(i) else "right",
+            justify="right" if _right_justified(table, i, position) else "left",
             no_wrap=not prose,
             overflow="fold",
         )
