@@ -9,6 +9,7 @@ a billion-laughs YAML file. `docs/limits.md` prints this table; a test keeps the
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
 
 from kvplan.errors import KvplanError
 
@@ -91,6 +92,13 @@ DURATION = Limit("a request's duration", "s", 10**9, "about 32 years")
 REPEATS = Limit("timed repeats", "repeats", 10**6, "verify times 50 steps by default")
 SEED = Limit("a seed", "", 2**63 - 1, "the largest seed torch accepts as a signed 64-bit integer")
 
+# The smallest positive values kvplan reads: below them a number is a slip (0.9 written
+# 0.0000009), and a simulated clock at one arrival every 10^300 s overflows its averages.
+MIN_REQUEST_RATE = Fraction(1, 10**6)  # requests/s: one request in about 11.6 days
+MIN_FRACTION = Fraction(1, 10**6)  # utilization, efficiencies: one millionth
+MIN_PRICE = Fraction(1, 10**6)  # per GPU-hour
+PRICE = Limit("a price", "per GPU-hour", 10**9, "a billion an hour, in any currency")
+
 NUMBERS: tuple[Limit, ...] = (
     CONTEXT,
     BATCH,
@@ -111,6 +119,7 @@ NUMBERS: tuple[Limit, ...] = (
     DURATION,
     REPEATS,
     SEED,
+    PRICE,
 )
 
 # --- text kvplan parses ---------------------------------------------------------------------

@@ -54,6 +54,15 @@ def _why_not_a_number(text: str) -> str:
     return ""
 
 
+def _check_length(text: str, what: str) -> None:
+    """Refuse a number longer than kvplan.limits.NUMBER_CHARS before reading it."""
+    if len(text) > limits.NUMBER_CHARS:
+        raise KvplanError(
+            f"{what}: {text[:16]!r}… has {len(text):,} characters; a number has at most "
+            f"{limits.NUMBER_CHARS}"
+        )
+
+
 def _scaled(
     text: str,
     what: str,
@@ -66,11 +75,7 @@ def _scaled(
 ) -> int:
     """The exact integer `text` denotes with `units`: refused when it is not a whole number,
     or rounded down to one with `floor`."""
-    if len(text) > limits.NUMBER_CHARS:
-        raise KvplanError(
-            f"{what}: {text[:16]!r}… has {len(text):,} characters; a number has at most "
-            f"{limits.NUMBER_CHARS}"
-        )
+    _check_length(text, what)
     match = _NUMBER.fullmatch(text)
     if not match or match.group(3).lower() not in units or (match.group(2) and not decimals):
         reason = _why_not_a_number(text)
@@ -142,6 +147,53 @@ def parse_count(text: str | int, what: str, limit: limits.Limit, minimum: int = 
     return _bounded(value, text, what, minimum, limit)
 
 
+def parse_decimal(
+    text: str | float, what: str, limit: limits.Limit, minimum: Fraction, help_text: str
+) -> Fraction:
+    """A plain decimal ("2", "0.5", "2.5"), exactly, from `minimum` to `limit`'s maximum.
+
+    Text is ASCII digits with an optional fraction, at most kvplan.limits.NUMBER_CHARS
+    characters; a YAML float is read as the decimal it prints as. Exponents ("1e-3"),
+    "inf", "nan", signs and non-ASCII digits ("٣") are refused.
+
+    Args:
+        text: the value as written (or as YAML read it).
+        what: the option or field, put before the message.
+        limit: the stated maximum (kvplan.limits).
+        minimum: the smallest value accepted (kvplan.limits.MIN_* ).
+        help_text: how to write the value, for an unreadable one ("e.g. 2.5").
+
+    Raises:
+        KvplanError: unreadable, too long, or out of range.
+    """
+    if isinstance(text, float | int) and not isinstance(text, bool):
+        if not math.isfinite(text):
+            raise KvplanError(f"{what}: {text!r} is not a number; {help_text}")
+        value = Fraction(repr(text)) if isinstance(text, float) else Fraction(text)
+    else:
+        text = str(text)
+        _check_length(text, what)
+        match = _NUMBER.fullmatch(text)
+        if not match or match.group(3):
+            reason = _why_not_a_number(text) or help_text
+            raise KvplanError(f"{what}: {text!r} is not a number; {reason}")
+        whole, fraction, _ = match.groups()
+        value = Fraction(f"{whole}.{fraction or 0}")
+    if value < minimum:
+        raise KvplanError(f"{what}: {text} is below kvplan's minimum of {_decimal(minimum)}")
+    if value > limit.maximum:
+        unit = f" {limit.unit}" if limit.unit else ""
+        raise KvplanError(
+            f"{what}: {text} is above kvplan's limit of {limit.maximum:,}{unit} ({limit.why})"
+        )
+    return value
+
+
+def _decimal(value: Fraction) -> str:
+    """`value` as a plain decimal (minimums are powers of ten: 1/10⁶ is 0.000001)."""
+    return f"{float(value):.{max(0, -math.floor(math.log10(value)))}f}"
+
+
 def parse_fraction(text: str | float, what: str, *, allow_zero: bool = False) -> float:
     """A fraction in (0, 1] ("0.9", "1"), or [0, 1] with `allow_zero`; read exactly first.
 
@@ -165,4 +217,10 @@ def parse_fraction(text: str | float, what: str, *, allow_zero: bool = False) ->
     interval = "[0, 1]" if allow_zero else "(0, 1]"
     if value > 1 or value < 0 or (value == 0 and not allow_zero):
         raise KvplanError(f"{what}: {text} must be in {interval}; a fraction, 0.9 = 90 %")
+    if 0 < value < limits.MIN_FRACTION:
+        zero = " (or 0)" if allow_zero else ""
+        raise KvplanError(
+            f"{what}: {text} is below kvplan's minimum fraction of "
+            f"{_decimal(limits.MIN_FRACTION)}{zero}"
+        )
     return float(value)

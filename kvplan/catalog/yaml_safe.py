@@ -17,7 +17,9 @@ PyYAML's safe loader is safe from code execution, not from mistakes or bombs:
 
 from __future__ import annotations
 
+import math
 import re
+from decimal import Decimal
 from typing import Any
 
 import yaml
@@ -86,6 +88,27 @@ class _Loader(_Base):  # type: ignore[misc, valid-type]
             raise ValueError(f"{len(digits):,} digits; a number has at most {limits.NUMBER_CHARS}")
         return int(text.replace("_", ""), 10)
 
+    def construct_yaml_float(self, node: yaml.Node) -> float:
+        text = self.construct_scalar(node)
+        if not (_FLOAT.fullmatch(text) or _INT.fullmatch(text)):
+            raise ValueError("not a decimal number")
+        written = text.replace("_", "")
+        if len(written) > limits.NUMBER_CHARS:
+            raise ValueError(f"{len(written):,} characters; a number has at most "
+                             f"{limits.NUMBER_CHARS}")  # fmt: skip
+        if written.lower().lstrip("+-") in (".inf", ".nan"):  # schemas refuse these by name
+            return float(written.lower().replace(".", "", 1))
+        value = float(written)
+        # A float holds about 17 significant digits: 2.0000000000000001 would be read as 2.0
+        # and 1e400 as infinity. Refused, so that every number read is the number written.
+        if not math.isfinite(value):
+            raise ValueError("beyond the range of a float")
+        if value == 0 and Decimal(written) != 0:
+            raise ValueError("too small for a float")
+        if Decimal(written) != Decimal(repr(value)):
+            raise ValueError("more significant digits than a float holds; write at most 15")
+        return value
+
     def construct_yaml_bool(self, node: yaml.Node) -> bool:
         text = self.construct_scalar(node)
         if not _BOOL.fullmatch(text):
@@ -95,6 +118,7 @@ class _Loader(_Base):  # type: ignore[misc, valid-type]
 
 _Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_yaml_int)
 _Loader.add_constructor("tag:yaml.org,2002:bool", _Loader.construct_yaml_bool)
+_Loader.add_constructor("tag:yaml.org,2002:float", _Loader.construct_yaml_float)
 for _tag, _pattern, _first in (
     ("tag:yaml.org,2002:bool", _BOOL, "tTfF"),
     ("tag:yaml.org,2002:int", _INT, "-+0123456789"),

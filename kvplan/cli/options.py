@@ -16,7 +16,7 @@ import typer
 import kvplan.limits as limits
 from kvplan.errors import KvplanError
 from kvplan.report.render import FORMATS
-from kvplan.units import parse_count, parse_fraction
+from kvplan.units import parse_count, parse_decimal, parse_fraction
 
 
 def _usage(parse: Callable[[str], object]) -> Callable[[str], object]:
@@ -39,6 +39,21 @@ def count(limit: limits.Limit, minimum: int = 1) -> Callable[[str], object]:
 def fraction(allow_zero: bool = False) -> Callable[[str], object]:
     """Parser of a fraction in (0, 1], or [0, 1] with `allow_zero`."""
     return _usage(lambda value: parse_fraction(value, "fraction", allow_zero=allow_zero))
+
+
+def rate() -> Callable[[str], object]:
+    """Parser of an arrival rate in requests per second: a decimal, 0.000001 to 10⁹."""
+    return _usage(
+        lambda value: float(
+            parse_decimal(
+                value,
+                "value",
+                limits.REQUEST_RATE,
+                limits.MIN_REQUEST_RATE,
+                "write requests per second as a decimal, e.g. 2.5",
+            )
+        )
+    )
 
 
 def _checked_name(value: str) -> str:

@@ -19,8 +19,10 @@ from kvplan.cli.options import (
     count,
 )
 from kvplan.errors import KvplanError
+from kvplan.units import parse_decimal
 
-_PRICE = re.compile(r"\s*(?P<sku>[^=]+?)\s*=\s*(?P<price>\d+(?:\.\d+)?)\s*/\s*h\s*", re.I)
+# The price itself is read by kvplan.units.parse_decimal: ASCII digits, a stated range.
+_PRICE = re.compile(r"\s*(?P<sku>[^=]+?)\s*=\s*(?P<price>[^/]*?)\s*/\s*h\s*", re.I)
 
 
 @engine_options
@@ -203,5 +205,12 @@ def _prices(texts: list[str]) -> dict[str, float]:
             raise KvplanError(
                 f"--price: {text!r} is not SKU=PRICE/h (e.g. h100-sxm=2.5/h: 2.5 per GPU-hour)"
             )
-        prices[match["sku"]] = float(match["price"])
+        price = parse_decimal(
+            match["price"],
+            f"--price {match['sku']}",
+            limits.PRICE,
+            limits.MIN_PRICE,
+            "write the price of one GPU-hour as a decimal, e.g. h100-sxm=2.5/h",
+        )
+        prices[match["sku"]] = float(price)
     return prices

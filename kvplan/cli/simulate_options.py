@@ -13,12 +13,17 @@ from typing import Annotated, Any
 
 import typer
 
+import kvplan.limits as limits
 from kvplan.cli.engine_options import option_group
+from kvplan.cli.options import count, rate
 
 
-def _entry(kind: Any, default: Any, decl: str, help: str, shown: bool = False) -> tuple:
-    """One option as (annotation, default) for `option_group`."""
-    return Annotated[kind, typer.Option(decl, help=help, show_default=shown)], default
+def _entry(
+    kind: Any, default: Any, decl: str, help: str, shown: bool = False, parser: Any = None
+) -> tuple:
+    """One option as (annotation, default) for `option_group`; `parser` reads its text."""
+    option = typer.Option(decl, help=help, show_default=shown, parser=parser)
+    return Annotated[kind, option], default
 
 
 DEFAULT_PROMPT = "lognormal:mean=1024,sigma=1"
@@ -32,7 +37,12 @@ DISTRIBUTION_HELP = (
 # name -> (annotation, default)
 WORKLOAD_PARAMETERS: dict[str, tuple[Any, Any]] = {
     "rate": _entry(
-        float | None, None, "--rate", "Poisson arrivals, requests per second (or give --trace)"
+        float | None,
+        None,
+        "--rate",
+        "Poisson arrivals, requests per second, a decimal from 0.000001 to 1,000,000,000 "
+        "(or give --trace)",
+        parser=rate(),
     ),
     "prompt_tokens": _entry(
         str, DEFAULT_PROMPT, "--prompt-tokens", f"prompt lengths: {DISTRIBUTION_HELP}", True
@@ -59,7 +69,14 @@ WORKLOAD_PARAMETERS: dict[str, tuple[Any, Any]] = {
         "--duration",
         "arrivals during this long instead of --requests (600s, 10min)",
     ),
-    "seed": _entry(int, 0, "--seed", "random seed of the workload", True),
+    "seed": _entry(
+        int,
+        0,
+        "--seed",
+        "random seed of the workload, 0 to 2^63-1",
+        True,
+        parser=count(limits.SEED, minimum=0),
+    ),
 }
 
 SERVING_PARAMETERS: dict[str, tuple[Any, Any]] = {

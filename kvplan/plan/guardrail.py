@@ -70,7 +70,10 @@ ByteCount = Annotated[int, BeforeValidator(_byte_count), Field(ge=0, le=limits.M
 GpuCount = Annotated[int, Field(gt=0, le=limits.GPUS.maximum)]
 SequenceCount = Annotated[int, Field(gt=0, le=limits.BATCH.maximum)]
 BatchedTokens = Annotated[int, Field(gt=0, le=limits.BATCHED_TOKENS.maximum)]
-RequestRate = Annotated[float, Field(gt=0, le=limits.REQUEST_RATE.maximum, allow_inf_nan=False)]
+RequestRate = Annotated[
+    float,
+    Field(ge=float(limits.MIN_REQUEST_RATE), le=limits.REQUEST_RATE.maximum, allow_inf_nan=False),
+]
 Duration = Annotated[float, Field(gt=0, le=limits.DURATION.maximum, allow_inf_nan=False)]
 
 
@@ -108,7 +111,7 @@ class ProductSpec(BaseModel):
     )
     utilization: float | None = Field(
         None,
-        gt=0,
+        ge=float(limits.MIN_FRACTION),
         le=1,
         allow_inf_nan=False,
         description="fraction of GPU memory the engine may use (vLLM gpu_memory_utilization, "

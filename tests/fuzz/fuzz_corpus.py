@@ -86,6 +86,16 @@ def expected_fraction(text: str, allow_zero: bool = False) -> float | None:
     value = _decimal(text, {"": 1})
     if value is None or value > 1 or value < 0 or (value == 0 and not allow_zero):
         return None
+    if 0 < value < Decimal("0.000001"):  # docs/limits.md: the smallest fraction read
+        return None
+    return float(value)
+
+
+def expected_decimal(text: str, minimum: str, maximum: int) -> float | None:
+    """A plain decimal from `minimum` to `maximum` (a rate, a price), or None: refuse it."""
+    value = _decimal(text, {"": 1})
+    if value is None or not Decimal(minimum) <= value <= maximum:
+        return None
     return float(value)
 
 

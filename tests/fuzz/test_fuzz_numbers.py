@@ -14,6 +14,7 @@ from fuzz_corpus import (
     NUMBER_SPELLINGS,
     expected_bytes,
     expected_count,
+    expected_decimal,
     expected_fraction,
     expected_tokens,
 )
@@ -23,7 +24,13 @@ from hypothesis import strategies as st
 
 import kvplan.limits as limits
 from kvplan.errors import KvplanError
-from kvplan.units import parse_bytes, parse_count, parse_fraction, parse_tokens
+from kvplan.units import (
+    parse_bytes,
+    parse_count,
+    parse_decimal,
+    parse_fraction,
+    parse_tokens,
+)
 
 # Digits, a fraction, a unit, spaces, signs and lookalikes: mostly near-miss spellings.
 _ALPHABET = "0123456789.kKmMgGiIbBtT -+_e٣８x\t"
@@ -71,6 +78,73 @@ def test_counts_read_as_documented(text):
 @given(numbers)
 def test_fractions_read_as_documented(text):
     assert _outcome(lambda t: parse_fraction(t, "--utilization"), text) == expected_fraction(text)
+
+
+@fuzz(400)
+@given(numbers)
+def test_rates_read_as_documented(text):
+    got = _outcome(
+        lambda t: float(
+            parse_decimal(t, "--rate", limits.REQUEST_RATE, limits.MIN_REQUEST_RATE, "e.g. 2")
+        ),
+        text,
+    )
+    # docs/limits.md: an arrival rate is 0.000001 to 1,000,000,000 requests/s.
+    assert got == expected_decimal(text, "0.000001", 10**9)
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("1e-300", "'1e-300' is not a number"),
+        ("0.0000001", "0.0000001 is below kvplan's minimum of 0.000001"),
+        ("1000000001", "above kvplan's limit of 1,000,000,000 requests/s"),
+        ("٣", "'٣' is not an ASCII digit"),
+        ("9" * 38, "has 38 characters; a number has at most 32"),
+        ("inf", "'inf' is not a number"),
+    ],
+)
+def test_rate_refusals_are_one_line(text, fragment):
+    with pytest.raises(KvplanError, match=fragment):
+        parse_decimal(text, "--rate", limits.REQUEST_RATE, limits.MIN_REQUEST_RATE, "e.g. 2")
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "fragment"),
+    [
+        ("--rate", "1e-300", "--rate: '1e-300' is not a number"),
+        ("--rate", "1" + "0" * 30, "above kvplan's limit of 1,000,000,000 requests/s"),
+        ("--rate", "0.0000000001", "below kvplan's minimum of 0.000001"),
+        ("--seed", "9" * 26, "--seed: a number of 26 digits is above kvplan's limit"),
+        ("--seed", "9223372036854775808", "above kvplan's limit of 9,223,372,036,854,775,807"),
+        ("--seed", "٣", "not an ASCII digit"),
+    ],
+)
+def test_simulate_rate_and_seed_have_their_stated_range(option, value, fragment):
+    argv = ["simulate", "gpt2", "-s", "h100-sxm", "--requests", "2", "-f", "json", option, value]
+    if option != "--rate":
+        argv += ["--rate", "2"]
+    assert_refused(cli(*argv), fragment)
+
+
+def test_simulate_takes_the_smallest_rate_and_largest_seed():
+    argv = ["simulate", "gpt2", "-s", "h100-sxm", "--requests", "2", "-f", "json"]
+    assert_accepted(cli(*argv, "--rate", "0.000001", "--seed", str(2**63 - 1)))
+
+
+@pytest.mark.parametrize(
+    ("price", "fragment"),
+    [
+        ("h100-sxm=٣/h", "--price h100-sxm: '٣' is not a number; '٣' is not an ASCII digit"),
+        ("h100-sxm=" + "9" * 35 + "/h", "has 35 characters; a number has at most 32"),
+        ("h100-sxm=1000000001/h", "above kvplan's limit of 1,000,000,000 per GPU-hour"),
+        ("h100-sxm=0/h", "0 is below kvplan's minimum of 0.000001"),
+        ("h100-sxm=1e3/h", "'1e3' is not a number"),
+    ],
+)
+def test_prices_are_ascii_decimals_in_range(price, fragment):
+    outcome = cli("recommend", "gpt2", "-s", "h100-sxm", "--price", price, "--rank", "price")
+    assert_refused(outcome, fragment)
 
 
 @pytest.mark.parametrize(

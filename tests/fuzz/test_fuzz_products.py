@@ -7,6 +7,7 @@ mutation that is not refused must still exit 0 or 1.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -27,6 +28,9 @@ MUTATIONS = (
     ("requests_per_s", "-1", True), ("requests_per_s", "yes", True),
     ("duration_s", "1e308", True), ("duration_s", "1:20", True), ("duration_s", "!!float x", True),
     ("requests_per_s", "1e9", True),  # 10⁹ req/s × 30 s: 3 × 10¹⁰ requests at once
+    ("requests_per_s", "0." + "1" * 400, True), ("requests_per_s", "2.0000000000000001", True),
+    ("requests_per_s", "0.0000001", True), ("requests_per_s", "1e-400", True),
+    ("utilization", "1e-300", True), ("utilization", "0.000001", False),
     ("tp", "99999999999999999999", True), ("tp", "0", True), ("tp", "yes", True),
     ("tp", "0x2", True), ("tp", "2.0", True), ("tp", "010", True), ("pp", "100000", True),
     ("context", "1:20", True), ("context", "８k", True), ("context", "0x10", True),
@@ -133,6 +137,36 @@ def test_rate_times_duration_above_the_batch_limit(tmp_path):
     text = text.replace("requests_per_s: 2.0", "requests_per_s: 1000000")
     _, outcome = _check(tmp_path, text)
     assert_refused(outcome, "requests_per_s × duration_s = 1,000,000,000,000 requests at once")
+
+
+@pytest.mark.parametrize(
+    ("rate", "duration", "concurrency"),
+    [
+        # ceil of the exact product of the decimals written: 0.1 × 30 = 3 (floats give
+        # 3.0000000000000004, so 4); 2.5 × 30 = 75; 0.333 × 3 = 0.999, so 1.
+        ("0.1", "30", 3),
+        ("2.5", "30", 75),
+        ("0.333", "3", 1),
+    ],
+)
+def test_little_law_is_exact(tmp_path, rate, duration, concurrency):
+    text, _ = _mutate("requests_per_s", rate)
+    text = text.replace("duration_s: 30", f"duration_s: {duration}")
+    _, outcome = _check(tmp_path, text)
+    assert_accepted(outcome)
+    rows = json.loads(outcome.stdout)["products"]
+    assert next(r for r in rows if r["name"] == "assistant-32k")["promised_concurrency"] == (
+        concurrency
+    )
+
+
+def test_a_float_that_cannot_hold_the_number_written_is_refused(tmp_path):
+    # 2.0000000000000001 reads as the float 2.0: 2.0 × 30 = 60 where the text says 61.
+    text, line = _mutate("requests_per_s", "2.0000000000000001")
+    path, outcome = _check(tmp_path, text)
+    assert_refused(
+        outcome, f"{path}:{line}", "requests_per_s", "more significant digits than a float holds"
+    )
 
 
 def test_odd_products_paths(tmp_path):
