@@ -105,6 +105,24 @@ def _int(text: str) -> int | HugeInt:
     return int(text) if len(text) <= limits.NUMBER_CHARS else HugeInt(text)
 
 
+class _DuplicateKeyError(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object as a dict, refusing a key given twice (json.loads keeps the last)."""
+    built = dict(pairs)
+    if len(built) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKeyError(key)
+            seen.add(key)
+    return built
+
+
 def _depth(value: Any) -> int:
     """Nesting depth of parsed JSON, without recursion."""
     deepest, stack = 0, [(value, 1)]
@@ -125,11 +143,17 @@ def parse_json(text: str | bytes, where: str) -> Any:
     integer" where someone does.
 
     Raises:
-        KvplanError: not JSON (line and column), not UTF-8, or nested too deep; naming `where`.
+        KvplanError: not JSON (line and column), not UTF-8, nested too deep, or a key given
+            twice in one object; naming `where`.
     """
     too_deep = f"{where}: JSON nested deeper than {limits.NESTING_DEPTH} levels (kvplan's limit)"
     try:
-        data = json.loads(text, parse_int=_int)
+        data = json.loads(text, parse_int=_int, object_pairs_hook=_unique_keys)
+    except _DuplicateKeyError as error:
+        raise KvplanError(
+            f"{where}: key {error.key[:40]!r} appears twice in one JSON object (JSON readers "
+            "keep the last, silently; remove one)"
+        ) from None
     except json.JSONDecodeError as error:
         raise KvplanError(
             f"{where}: not valid JSON (line {error.lineno} column {error.colno}: {error.msg})"

@@ -97,6 +97,9 @@ SEED = Limit("a seed", "", 2**63 - 1, "the largest seed torch accepts as a signe
 MIN_REQUEST_RATE = Fraction(1, 10**6)  # requests/s: one request in about 11.6 days
 MIN_FRACTION = Fraction(1, 10**6)  # utilization, efficiencies: one millionth
 MIN_PRICE = Fraction(1, 10**6)  # per GPU-hour
+ROPE_FACTOR = Limit(
+    "a RoPE scaling factor", "", 1024, "the largest shipped is DeepSeek-V3's YaRN factor, 40"
+)
 PRICE = Limit("a price", "per GPU-hour", 10**9, "a billion an hour, in any currency")
 
 NUMBERS: tuple[Limit, ...] = (
@@ -119,6 +122,7 @@ NUMBERS: tuple[Limit, ...] = (
     DURATION,
     REPEATS,
     SEED,
+    ROPE_FACTOR,
     PRICE,
 )
 

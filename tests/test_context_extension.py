@@ -86,7 +86,7 @@ def test_size_notes_the_extension_and_the_option():
 def test_bad_rope_scaling_is_one_line():
     for value, message in [
         ("yarn", "expected TYPE:FACTOR[:ORIGINAL_TOKENS]"),
-        ("yarn:x", "factor 'x' is not a number"),
+        ("yarn:x", "factor: 'x' is not a number"),
         ("ntk:2", "rope_type"),
         ("yarn:0.5", "factor"),
     ]:
@@ -113,3 +113,47 @@ def test_check_serves_an_extended_context_only_when_the_product_declares_it(tmp_
 def test_hub_alias_resolves_to_the_catalogue_entry_without_the_network():
     resolved = resolve_model(CATALOG, "meta-llama/Llama-3.1-8B")
     assert resolved.origin == "catalogue" and resolved.spec.name == "llama-3.1-8b"
+
+
+def _one_error(result) -> str:
+    assert result.exit_code == 2 and result.stdout == "", result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    return lines[0]
+
+
+def test_declared_factors_are_ascii_decimals_up_to_the_stated_maximum():
+    # The factor multiplies the context: 1024 (kvplan.limits.ROPE_FACTOR) is ~25× the
+    # largest shipped (DeepSeek-V3's 40); inf, 1e400, ４ and 10^26 are refused in one line.
+    for factor, fragment in (
+        ("inf", "'inf' is not a number"),
+        ("1e400", "'1e400' is not a number"),
+        ("４", "'４' is not an ASCII digit"),
+        ("99999999999999999999999999", "above kvplan's limit of 1,024"),
+        ("1025", "1025 is above kvplan's limit of 1,024"),
+        ("0.5", "0.5 is below kvplan's minimum of 1"),
+    ):
+        line = _one_error(run("size", "llama-3.1-8b", "--rope-scaling", f"yarn:{factor}"))
+        assert line.startswith("error: --rope-scaling") and fragment in line, line
+    assert declare_rope_scaling(CATALOG.model("gpt2"), "yarn:1024").context_limit == 1024 * 1024
+
+
+def test_a_products_file_factor_is_read_the_same_way(tmp_path):
+    path = tmp_path / "products.yaml"
+    path.write_text(
+        "products:\n  - name: p\n    model: llama-3.1-8b\n    sku: h100-sxm\n"
+        "    context: 8k\n    concurrency: 1\n    rope_scaling: yarn:inf\n"
+    )
+    line = _one_error(run("check", str(path)))
+    assert str(path) in line and "rope_scaling" in line and "'inf' is not a number" in line
+
+
+def test_a_catalogue_factor_must_be_finite(tmp_path):
+    text = (Path(__file__).parents[1] / "model_specs" / "qwen3-8b.yaml").read_text()
+    assert "factor: 4.0" in text
+    text = text.replace("name: qwen3-8b", "name: qwen3-inf").replace("factor: 4.0", "factor: .inf")
+    (tmp_path / "q.yaml").write_text(
+        text.replace("aliases: [Qwen/Qwen3-8B, Qwen/Qwen3-8B-Base]", "aliases: []")
+    )
+    line = _one_error(run("size", "qwen3-inf", "--catalog", str(tmp_path)))
+    assert "factor" in line and "finite" in line, line

@@ -17,11 +17,13 @@ Order, first match wins:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from pydantic import ValidationError
 
+import kvplan.limits as limits
 from kvplan.catalog.checkpoint import CheckpointWeights, checkpoint_weights
 from kvplan.catalog.store import Catalog
 from kvplan.catalog.tensor_headers import TensorHeader, read_header
@@ -158,15 +160,20 @@ def _from_hub(ref: HubRef) -> ResolvedModel:
 
 def parse_rope_scaling(text: str, where: str = "--rope-scaling") -> tuple[str, float, int | None]:
     """(type, factor, original tokens or None) of `TYPE:FACTOR[:ORIGINAL_TOKENS]`."""
-    from kvplan.units import parse_tokens
+    from kvplan.units import parse_decimal, parse_tokens
 
     parts = text.strip().split(":")
     if len(parts) not in (2, 3):
         raise KvplanError(f"{where}: {text!r}: expected TYPE:FACTOR[:ORIGINAL_TOKENS], e.g. yarn:4")
-    try:
-        factor = float(parts[1])
-    except ValueError:
-        raise KvplanError(f"{where}: factor {parts[1]!r} is not a number") from None
+    factor = float(
+        parse_decimal(
+            parts[1],
+            f"{where} factor",
+            limits.ROPE_FACTOR,
+            Fraction(1),
+            "write a decimal of at least 1, e.g. yarn:4",
+        )
+    )
     original = parse_tokens(parts[2], where) if len(parts) == 3 else None
     return parts[0].lower(), factor, original
 

@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import Field
 
+import kvplan.limits as limits
 from kvplan.specs.common import PositiveInt, _Spec
 
 RopeType = Literal["yarn", "dynamic", "linear", "llama3", "longrope"]
@@ -22,7 +23,12 @@ class RopeScalingSpec(_Spec):
     """
 
     rope_type: RopeType = Field(description="rope_scaling.rope_type (or .type) of the config")
-    factor: float = Field(ge=1, description="rope_scaling.factor: the length multiplier")
+    factor: float = Field(
+        ge=1,
+        le=limits.ROPE_FACTOR.maximum,
+        allow_inf_nan=False,
+        description="rope_scaling.factor: the length multiplier",
+    )
     original_max_context: PositiveInt | None = Field(
         None,
         description="original_max_position_embeddings in tokens: the length the factor "

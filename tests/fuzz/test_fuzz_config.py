@@ -95,6 +95,43 @@ def test_used_fields_refused_in_one_line(tmp_path, fields, fragment):
     assert_refused(cli("size", str(tmp_path)), str(path), fragment)
 
 
+def test_a_key_given_twice_is_refused(tmp_path):
+    # json.loads would keep the last: a 3,000-layer model from a 32-layer config.
+    text = json.dumps(_config("llama-3.1-8b")).replace(
+        '"num_hidden_layers": 32', '"num_hidden_layers": 32, "num_hidden_layers": 3000'
+    )
+    path = _write(tmp_path, text)
+    for command in ("size", "import-hf"):
+        assert_refused(
+            cli(command, str(tmp_path)),
+            f"{path}: key 'num_hidden_layers' appears twice in one JSON object",
+        )
+
+
+@pytest.mark.parametrize(
+    ("factor", "fragment"),
+    [
+        (float("inf"), "is inf: above kvplan's limit of 1,024"),
+        (1e308, "is 1e+308: above kvplan's limit of 1,024"),
+        (1025, "is 1025: above kvplan's limit of 1,024"),
+        (float("nan"), "is nan; expected a number >= 1"),
+        (0.5, "is 0.5; expected a number >= 1"),
+    ],
+)
+def test_rope_factor_is_finite_and_bounded(tmp_path, factor, fragment):
+    rope = {"rope_type": "yarn", "factor": factor, "original_max_position_embeddings": 8192}
+    path = _write(tmp_path, json.dumps(_with(_config("llama-3.1-8b"), rope_scaling=rope)))
+    for command in ("size", "import-hf"):
+        assert_refused(cli(command, str(tmp_path)), str(path), "rope_scaling.factor", fragment)
+
+
+def test_the_largest_rope_factor_is_read(tmp_path):
+    rope = {"rope_type": "yarn", "factor": 1024, "original_max_position_embeddings": 8192}
+    _write(tmp_path, json.dumps(_with(_config("llama-3.1-8b"), rope_scaling=rope)))
+    outcome = cli("size", str(tmp_path), "-f", "json")
+    assert_accepted(outcome)
+
+
 def test_huge_integer_in_a_used_field(tmp_path):
     text = json.dumps(_config("llama-3.1-8b")).replace(
         '"num_hidden_layers": 32', '"num_hidden_layers": ' + "3" * 5000

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import kvplan.limits as limits
 from kvplan.catalog.hf.fields import _Config
 from kvplan.errors import KvplanError
 
@@ -31,8 +32,14 @@ def _rope_scaling(c: _Config) -> dict[str, Any] | None:
     if rope_type in _NO_SCALING:
         return None
     factor = stated.get("factor")
-    if isinstance(factor, bool) or not isinstance(factor, int | float) or factor < 1:
+    # `not 1 <= factor` also catches NaN; Infinity and 1e308 are above the stated maximum.
+    if isinstance(factor, bool) or not isinstance(factor, int | float) or not factor >= 1:
         raise KvplanError(f"{c.where}: field '{key}.factor' is {factor!r}; expected a number >= 1")
+    if factor > limits.ROPE_FACTOR.maximum:
+        raise KvplanError(
+            f"{c.where}: field '{key}.factor' is {factor!r}: above kvplan's limit of "
+            f"{limits.ROPE_FACTOR.maximum:,} ({limits.ROPE_FACTOR.why})"
+        )
     if rope_type == "linear":
         c.warn(
             f"{key} linear ×{factor:g} read as already inside max_position_embeddings "
