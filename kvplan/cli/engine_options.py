@@ -173,6 +173,7 @@ _PARAMETERS: dict[str, tuple[Any, Any]] = {
             int | None,
             _option(
                 "--max-kv-tokens",
+                parser=count(limits.CONTEXT),
                 help="cap on the KV pool in tokens per GPU (SGLang --max-total-tokens, "
                 "TensorRT-LLM kv_cache_config.max_tokens)",
             ),
@@ -184,6 +185,7 @@ _PARAMETERS: dict[str, tuple[Any, Any]] = {
             int | None,
             _option(
                 "--ctx-size",
+                parser=count(limits.CONTEXT),
                 help="llama.cpp -c / ollama num_ctx × OLLAMA_NUM_PARALLEL: cells allocated "
                 "for all slots, in tokens; default: planned as one slot of --context per "
                 "request",
@@ -196,6 +198,7 @@ _PARAMETERS: dict[str, tuple[Any, Any]] = {
             int | None,
             _option(
                 "--parallel",
+                parser=count(limits.BATCH),
                 help="llama.cpp -np / OLLAMA_NUM_PARALLEL: slots sharing --ctx-size (default 1)",
             ),
         ],
@@ -242,6 +245,7 @@ _PARAMETERS: dict[str, tuple[Any, Any]] = {
             int | None,
             _option(
                 "--gpu-layers",
+                parser=count(limits.LAYERS, minimum=0),
                 help="llama.cpp -ngl / ollama num_gpu: layers on the GPU(s); the rest keep "
                 "weights and KV in host memory (default: all)",
             ),
@@ -253,6 +257,7 @@ _PARAMETERS: dict[str, tuple[Any, Any]] = {
             int | None,
             _option(
                 "--ubatch-size",
+                parser=count(limits.BATCHED_TOKENS),
                 help="llama.cpp -ub: tokens per physical batch (default 512); sizes the SWA "
                 "cache and compute buffers",
             ),

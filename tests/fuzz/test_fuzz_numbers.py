@@ -147,6 +147,45 @@ def test_prices_are_ascii_decimals_in_range(price, fragment):
     assert_refused(outcome, fragment)
 
 
+_LLAMA_CPP = ("size", "gpt2", "-e", "llama.cpp", "-s", "h100-sxm", "-f", "json")
+
+
+@pytest.mark.parametrize(
+    ("option", "limit", "minimum"),
+    [
+        ("--ctx-size", limits.CONTEXT, 1),
+        ("--max-kv-tokens", limits.CONTEXT, 1),
+        ("--parallel", limits.BATCH, 1),
+        ("--gpu-layers", limits.LAYERS, 0),
+        ("--ubatch-size", limits.BATCHED_TOKENS, 1),
+    ],
+)
+def test_llama_cpp_counts_have_their_stated_range(option, limit, minimum):
+    for value, fragment in (
+        ("9" * 38, "has 38 characters; a number has at most 32"),
+        (str(limit.maximum + 1), f"is above kvplan's limit of {limit.maximum:,}"),
+        (str(minimum - 1), f"must be between {minimum} and {limit.maximum:,}"),
+        ("٣", "'٣' is not an ASCII digit"),
+    ):
+        assert_refused(cli(*_LLAMA_CPP, option, value), f"--{option.lstrip('-')}: ", fragment)
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm", "ollama"])
+@pytest.mark.parametrize("version", ["0.11 ", " 0.11", "0.11.0.0.0.0", "0.1" + "1" * 50, "٠.11"])
+def test_one_release_grammar_for_every_engine(engine, version):
+    outcome = cli("size", "llama-3.1-8b", "-e", engine, "--engine-version", version)
+    assert_refused(outcome, "is not a")
+
+
+@pytest.mark.parametrize(
+    ("engine", "version"),
+    [("vllm", "0.8.5.dev169+gce17db808"), ("vllm", "0.10.1.1"), ("sglang", "0.5.3"),
+     ("trtllm", "v1.0.0rc2"), ("ollama", "0.13.0")],
+)  # fmt: skip
+def test_release_spellings_every_engine_reads(engine, version):
+    assert_accepted(cli("size", "llama-3.1-8b", "-e", engine, "--engine-version", version))
+
+
 @pytest.mark.parametrize(
     ("text", "fragment"),
     [

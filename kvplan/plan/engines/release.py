@@ -10,10 +10,28 @@ import re
 
 from kvplan.errors import KvplanError
 
+# One grammar for every engine's release: up to four numeric parts, then PEP 440 pre, post
+# and dev tags and a local part, as `pip show` and the engines' --version print them (0.11,
+# 0.10.1.1, v1.0.0rc2, 0.6.6.post2.dev, 0.8.5.dev169+gce17db808). No spaces: "0.11 " and
+# "0.11.0.0.0.0" are refused for every engine alike.
 _DOTTED = re.compile(
-    r"v?([0-9]{1,3})\.([0-9]{1,3})(?:\.([0-9]{1,4}))?(?:[.+-]?[0-9A-Za-z.+-]{0,20})"
+    r"v?([0-9]{1,3})\.([0-9]{1,3})(?:\.([0-9]{1,4}))?(?:\.[0-9]{1,4})?"
+    r"(?:[.-]?(?:rc|a|b|post|dev)[0-9]{0,10})*(?:\+[0-9A-Za-z.]{1,20})?"
 )
 _BUILD = re.compile(r"b?([0-9]{1,6})")
+MAX_RELEASE_CHARS = 40
+
+
+def match_release(text: str, option: str, example: str) -> re.Match[str]:
+    """The match of `text` against the one release grammar (groups: major, minor, patch).
+
+    Raises:
+        KvplanError: not a release number; naming `option` and an `example` of one.
+    """
+    match = _DOTTED.fullmatch(text) if len(text) <= MAX_RELEASE_CHARS else None
+    if not match:
+        raise KvplanError(f"{option}: {text[:MAX_RELEASE_CHARS]!r} is not {example}")
+    return match
 
 
 def parse_release(
@@ -25,9 +43,7 @@ def parse_release(
         KvplanError: not a release number, or outside [oldest, newest] (whose rules kvplan
             has read).
     """
-    match = _DOTTED.fullmatch(text.strip())
-    if not match:
-        raise KvplanError(f"--engine-version: {text!r} is not a {engine} release like 0.5.3")
+    match = match_release(text, "--engine-version", f"a {engine} release like 0.5.3")
     release = (int(match.group(1)), int(match.group(2)), int(match.group(3) or 0))
     if not oldest <= release[: len(oldest)] <= newest:
         low, high = (".".join(map(str, v)) for v in (oldest, newest))
@@ -44,7 +60,7 @@ def parse_build(text: str, engine: str, oldest: int, newest: int) -> int:
     Raises:
         KvplanError: not a build number, or outside [oldest, newest].
     """
-    match = _BUILD.fullmatch(text.strip())
+    match = _BUILD.fullmatch(text)
     if not match:
         raise KvplanError(f"--engine-version: {text!r} is not a {engine} build like b6100")
     build = int(match.group(1))

@@ -7,10 +7,10 @@ Read from vLLM's released source (vllm-project/vllm): `v1/core/kv_cache_utils.py
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from kvplan.errors import KvplanError
+from kvplan.plan.engines.release import match_release
 
 # The releases whose rules kvplan follows; other versions take the nearest older one's.
 OLDEST_VERSION = (0, 5)
@@ -49,9 +49,7 @@ class VllmVersion:
 
 def parse_version(text: str) -> VllmVersion:
     """A version such as '0.11', '0.10.1.1' or '0.22.0' (refused outside 0.5 – 0.33)."""
-    match = re.fullmatch(r"v?([0-9]{1,3})\.([0-9]{1,3})(?:\.[0-9A-Za-z+-]{1,20}){0,3}", text)
-    if not match:
-        raise KvplanError(f"--vllm-version: {text!r} is not a version like 0.11 or 0.10.1")
+    match = match_release(text, "--vllm-version", "a version like 0.11 or 0.10.1")
     major_minor = (int(match.group(1)), int(match.group(2)))
     if not OLDEST_VERSION <= major_minor <= NEWEST_VERSION:
         low, high = (".".join(map(str, v)) for v in (OLDEST_VERSION, NEWEST_VERSION))
