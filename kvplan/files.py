@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 import kvplan.limits as limits
-from kvplan.errors import KvplanError
+from kvplan.errors import KvplanError, shown
 
 
 def _reason(error: OSError | ValueError) -> str:
@@ -28,7 +28,7 @@ def _reason(error: OSError | ValueError) -> str:
 
 
 def _label(path: Path | str, what: str) -> str:
-    return f"{what} {path}" if what else str(path)
+    return f"{what} {shown(path)}" if what else shown(path)
 
 
 def _open_regular(path: Path, label: str) -> int:
@@ -221,7 +221,7 @@ def output_target(path: Path, what: str = "") -> Path:
         _check_folder(path.parent, label)
         return path
     except NotADirectoryError:
-        raise KvplanError(f"{label}: {path.parent} is not a folder") from None
+        raise KvplanError(f"{label}: {shown(path.parent)} is not a folder") from None
     except (OSError, ValueError) as error:
         raise KvplanError(f"{label}: cannot write: {_reason(error)}") from None
     if stat.S_ISDIR(info.st_mode):
@@ -241,13 +241,13 @@ def _check_folder(folder: Path, label: str) -> None:
     try:
         info = os.stat(folder)
     except FileNotFoundError:
-        raise KvplanError(f"{label}: no folder {folder}") from None
+        raise KvplanError(f"{label}: no folder {shown(folder)}") from None
     except NotADirectoryError:
-        raise KvplanError(f"{label}: {folder} is not a folder") from None
+        raise KvplanError(f"{label}: {shown(folder)} is not a folder") from None
     except (OSError, ValueError) as error:
         raise KvplanError(f"{label}: cannot write: {_reason(error)}") from None
     if not stat.S_ISDIR(info.st_mode):
-        raise KvplanError(f"{label}: {folder} is not a folder")
+        raise KvplanError(f"{label}: {shown(folder)} is not a folder")
 
 
 def write_atomically(path: Path, content: str | Callable[[Path], None], what: str = "") -> None:

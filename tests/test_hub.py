@@ -191,6 +191,27 @@ def test_unreachable_hub_is_one_line_that_says_check_the_network():
     )
 
 
+def test_an_unreachable_hub_is_refused_within_kvplan_hub_timeout(hub, tmp_path):
+    # Nothing listens on port 9: the client would retry with backoff (1 + 2 + 4 + 8 + 8 s).
+    start = time.monotonic()
+    done = kvplan(
+        hub, tmp_path, "acme/not-cached", HF_ENDPOINT="http://127.0.0.1:9", KVPLAN_HUB_TIMEOUT="2"
+    )
+    elapsed_s = time.monotonic() - start
+    line = one_error_line(done)
+    assert "did not answer within 2 s ($KVPLAN_HUB_TIMEOUT)" in line and "not cached" in line
+    assert elapsed_s < 15  # 2 s plus the interpreter's start; the client alone takes ~24 s
+
+
+def test_a_cached_model_still_serves_when_the_hub_is_late(hub, tmp_path):
+    assert kvplan(hub, tmp_path, "acme/tiny-llama").returncode == 0  # fills the cache
+    done = kvplan(
+        hub, tmp_path, "acme/tiny-llama", HF_ENDPOINT="http://127.0.0.1:9", KVPLAN_HUB_TIMEOUT="1"
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["weights"]["basis"] != "computed"
+
+
 def test_catalogue_alias_wins_without_the_network_and_hf_prefix_forces_the_hub(hub, tmp_path):
     # The stand-in holds a 1-layer model under this id; the catalogue entry has 32 layers.
     offline_endpoint = kvplan(

@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from kvplan.catalog.store import Catalog
 from kvplan.catalog.yaml_files import YamlDocument, read_document, spec_from_document
-from kvplan.errors import KvplanError
+from kvplan.errors import KvplanError, shown
 from kvplan.specs import ModelSpec, SkuSpec
 
 
@@ -50,7 +50,7 @@ class LoadedDeployments(Generic[FileT]):
         """`file:line: products.i (name)`: the prefix of a message about one product."""
         line = self.lines[index]
         name = _products(self.file)[index].name
-        return f"{self.path}{f':{line}' if line else ''}: products.{index} ({name})"
+        return f"{shown(self.path)}{f':{line}' if line else ''}: products.{index} ({name})"
 
 
 def _products(file: BaseModel) -> Sequence[_Product]:

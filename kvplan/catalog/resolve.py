@@ -27,7 +27,7 @@ import kvplan.limits as limits
 from kvplan.catalog.checkpoint import CheckpointWeights, checkpoint_weights
 from kvplan.catalog.store import Catalog
 from kvplan.catalog.tensor_headers import TensorHeader, read_header
-from kvplan.errors import KvplanError
+from kvplan.errors import KvplanError, UnknownNameError
 from kvplan.specs import ModelSpec, RopeScalingSpec
 
 if TYPE_CHECKING:  # hub imports huggingface_hub lazily; catalogue lookups never load it
@@ -71,7 +71,7 @@ def resolve_model(catalog: Catalog, name: str, rope_scaling: str | None = None) 
     else:
         try:
             resolved = ResolvedModel(catalog.model(name), "catalogue")
-        except KvplanError as unknown:
+        except UnknownNameError as unknown:  # a broken catalogue file is reported as it is
             if ref is None:
                 raise KvplanError(
                     f"{unknown}; or give a Hugging Face id (org/name) or a config.json"

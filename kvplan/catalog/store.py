@@ -10,7 +10,7 @@ from importlib import resources
 from pathlib import Path
 
 from kvplan.catalog.yaml_files import YamlDocument, load_spec, read_document, spec_from_document
-from kvplan.errors import KvplanError
+from kvplan.errors import KvplanError, UnknownNameError, shown
 from kvplan.limits import check_name
 from kvplan.specs import ModelSpec, SkuSpec
 
@@ -64,8 +64,8 @@ class _Index:
         """
         if spec.name in self.origin and (shipped or spec.name not in self.shipped):
             problems.append(
-                f"{path}: {self.what} {spec.name!r} is also defined in "
-                f"{self.origin[spec.name]} (names must be unique; remove or rename one)"
+                f"{shown(path)}: {self.what} {spec.name!r} is also defined in "
+                f"{shown(self.origin[spec.name])} (names must be unique; remove or rename one)"
             )
             return
         for key in self.keys.pop(spec.name, []):
@@ -77,8 +77,8 @@ class _Index:
             other = self.by_name.get(_key(label))
             if other is not None and other.name != spec.name:
                 problems.append(
-                    f"{path}: {label!r} is already a name or alias of {self.what} "
-                    f"{other.name!r} ({self.origin[other.name]})"
+                    f"{shown(path)}: {label!r} is already a name or alias of {self.what} "
+                    f"{other.name!r} ({shown(self.origin[other.name])})"
                 )
                 continue
             if other is None:
@@ -95,7 +95,7 @@ class _Index:
         close = difflib.get_close_matches(_key(name), keys, n=3, cutoff=0.5)
         suggestions = sorted({self.by_name[_key(c)].name for c in close})
         hint = f"; did you mean {', '.join(suggestions)}?" if suggestions else ""
-        raise KvplanError(
+        raise UnknownNameError(
             f"unknown {self.what} {name!r}{hint} ({len(names)} known; "
             f"`kvplan {self.what}s` lists them)"
         )
@@ -273,7 +273,7 @@ def _shipped_spec(path: Path, kind: str) -> ModelSpec | SkuSpec:
     try:
         info = path.stat()
     except OSError as error:
-        raise KvplanError(f"{path}: cannot read: {error.strerror}") from None
+        raise KvplanError(f"{shown(path)}: cannot read: {error.strerror}") from None
     key = (path, info.st_size, info.st_mtime_ns)
     if key not in _SHIPPED:
         _SHIPPED[key] = load_spec(path, ModelSpec if kind == "model" else SkuSpec)
@@ -287,7 +287,7 @@ def _kind_of(document: YamlDocument) -> str:
     if isinstance(data, dict) and "memory_bytes" in data:
         return "sku"
     raise KvplanError(
-        f"{document.path}: neither a model (needs num_layers) nor a SKU (needs memory_bytes)"
+        f"{shown(document.path)}: neither a model (needs num_layers) nor a SKU (needs memory_bytes)"
     )
 
 
@@ -299,7 +299,7 @@ def _yaml_files_under(folder: Path, origin: str) -> list[Path]:
         KvplanError: `folder` is missing or not a folder, or holds more than
             MAX_FOLDER_ENTRIES entries (a catalogue is tens of files).
     """
-    label = f"{origin} {folder}"
+    label = f"{origin} {shown(folder)}"
     try:
         if not folder.is_dir():
             missing = not folder.exists() and not folder.is_symlink()

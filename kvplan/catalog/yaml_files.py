@@ -19,7 +19,7 @@ from pydantic import BaseModel, ValidationError
 
 import kvplan.limits as limits
 from kvplan.catalog import yaml_safe
-from kvplan.errors import KvplanError
+from kvplan.errors import KvplanError, shown
 from kvplan.files import read_text
 
 SpecT = TypeVar("SpecT", bound=BaseModel)
@@ -66,7 +66,7 @@ class YamlDocument:
     def where(self, loc: tuple[int | str, ...]) -> str:
         """`file:line` of the value at `loc` (just `file` when no line is known)."""
         line = self.line_of(loc)
-        return f"{self.path}{f':{line}' if line else ''}"
+        return f"{shown(self.path)}{f':{line}' if line else ''}"
 
 
 def read_document(path: Path) -> YamlDocument:
@@ -84,7 +84,9 @@ def read_document(path: Path) -> YamlDocument:
         problem = getattr(error, "problem", None) or str(error).splitlines()[0]
         kind = "" if isinstance(error, yaml_safe.YamlLimitError) else "malformed YAML: "
         key = getattr(error, "key", None)
-        raise KvplanError(f"{path}{where}: {f'{key}: ' if key else ''}{kind}{problem}") from None
+        raise KvplanError(
+            f"{shown(path)}{where}: {f'{shown(key)}: ' if key else ''}{kind}{shown(problem)}"
+        ) from None
     return YamlDocument(path, data, root)
 
 

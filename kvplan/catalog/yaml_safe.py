@@ -157,7 +157,8 @@ def _refuse_duplicate_keys(node: yaml.MappingNode) -> None:
 
 
 _TOO_DEEP = f"nested deeper than {limits.NESTING_DEPTH} levels (kvplan's limit)"
-_TOO_MANY = (
+_TOO_MANY = f"more than {limits.YAML_NODES:,} values (kvplan's limit for one YAML file)"
+_TOO_MANY_ALIASED = (
     f"more than {limits.YAML_NODES:,} values once aliases are expanded "
     "(kvplan's limit; an alias bomb?)"
 )
@@ -168,6 +169,7 @@ class _Walk:
 
     def __init__(self) -> None:
         self.values = 0
+        self.aliased = False  # an alias has expanded to more than one value
         self.anchors: dict[str, tuple[int, int]] = {}  # anchor -> (expanded values, depth)
         self.open: list[tuple[int, int, str | None]] = []  # (values at start, deepest, anchor)
 
@@ -175,7 +177,7 @@ class _Walk:
         """A finished value of `size` values and `depth` levels, inside the open collections."""
         self.values += size
         if self.values > limits.YAML_NODES:
-            raise YamlLimitError(_TOO_MANY, mark)
+            raise YamlLimitError(_TOO_MANY_ALIASED if self.aliased else _TOO_MANY, mark)
         if len(self.open) + depth > limits.NESTING_DEPTH:
             raise YamlLimitError(_TOO_DEEP, mark)
         if self.open:
@@ -186,6 +188,7 @@ class _Walk:
         if any(open_anchor == anchor for _, _, open_anchor in self.open):
             raise YamlLimitError("an alias refers to a value that contains it", mark)
         size, depth = self.anchors.get(anchor, (1, 1))  # undefined: the composer says so
+        self.aliased = self.aliased or size > 1
         self.value(size, depth, mark)
 
     def start(self, anchor: str | None) -> None:

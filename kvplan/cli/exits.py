@@ -29,7 +29,7 @@ from typing import Any
 import typer
 from typer.core import TyperGroup
 
-from kvplan.errors import KvplanError
+from kvplan.errors import KvplanError, shown
 
 DEBUG_ENV = "KVPLAN_DEBUG"
 # What a write to a full, failing or closed output says (EPIPE has its own exit, 141).
@@ -115,8 +115,10 @@ def exit_code_of(run: Callable[[], object]) -> int:
         if problem is not None:
             return _stdout_error(problem)
     except KvplanError as error:
+        # Each problem is a line; a control character left in one (a name from a file that
+        # did not go through `shown`) is escaped here, never sent to the terminal.
         for line in str(error).splitlines() or [""]:
-            sys.stderr.write(f"error: {line}\n")
+            sys.stderr.write(f"error: {shown(line)}\n")
         return 2
     except usage_error as error:
         if type(error).__name__ == "NoArgsIsHelpError":  # bare `kvplan`: the help, on stderr

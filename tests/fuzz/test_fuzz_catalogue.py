@@ -202,6 +202,25 @@ def test_one_folder_named_twice_is_read_once(tmp_path):
     assert_accepted(through_env)
 
 
+def test_a_file_name_with_control_characters_stays_one_escaped_line(tmp_path):
+    _write(tmp_path, "name: [unclosed\n", "a\nb\x1b[31m.yaml")
+    outcome = cli("models", "--catalog", str(tmp_path))
+    assert_refused(outcome, f"{tmp_path}/a\\nb\\x1b[31m.yaml:2:1: malformed YAML")
+    assert len(outcome.stderr_lines) == 1 and "\x1b" not in outcome.stderr
+
+
+def test_a_broken_catalogue_file_is_not_an_unknown_model(tmp_path):
+    # The Hugging Face hint belongs to "unknown model" only, and an org/name id must not go
+    # to the Hub because a catalogue file is broken.
+    _write(tmp_path, "name: [unclosed\n", "bad.yaml")
+    for name in ("gpt2", "openai-community/gpt2"):
+        outcome = cli("size", name, "--catalog", str(tmp_path), env={"HF_HUB_OFFLINE": "1"})
+        assert_refused(outcome, f"{tmp_path}/bad.yaml:2:1: malformed YAML")
+        assert "Hugging Face" not in outcome.stderr and len(outcome.stderr_lines) == 1
+    unknown = cli("size", "no-such-model", env={"HF_HUB_OFFLINE": "1"})
+    assert_refused(unknown, "unknown model 'no-such-model'", "or give a Hugging Face id")
+
+
 def test_replacing_a_shipped_model_drops_its_old_aliases(tmp_path):
     # gpt2 ships with the alias openai-community/gpt2; the replacement has none.
     _write(tmp_path, GPT2.replace("aliases: [openai-community/gpt2, gpt2]", "aliases: []"))

@@ -126,6 +126,18 @@ def test_billion_laughs_refused_fast(tmp_path):
     assert_refused(outcome, "more than 100,000 values once aliases are expanded")
 
 
+def test_too_many_values_without_aliases_says_so(tmp_path):
+    # 15,000 products of 7 values each: 105,000 values, over the 100,000 a YAML file may hold;
+    # no alias anywhere, so no alias-bomb wording.
+    product = "  - {name: p%d, model: gpt2, sku: h100-sxm, context: 1k, concurrency: 1}\n"
+    text = "products:\n" + "".join(product % i for i in range(15_000))
+    path, outcome = _check(tmp_path, text)
+    assert_refused(
+        outcome, str(path), "more than 100,000 values (kvplan's limit for one YAML file)"
+    )
+    assert "alias" not in outcome.stderr
+
+
 def test_deep_products_list_refused(tmp_path):
     _, outcome = _check(tmp_path, "products:\n" + "  - " * 2000 + "x\n")
     assert_refused(outcome, "nested deeper than 64 levels")
