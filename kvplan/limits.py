@@ -89,6 +89,12 @@ FLOP_RATE = Limit(
 )
 REQUEST_RATE = Limit("an arrival rate", "requests/s", 10**9, "a billion requests a second")
 DURATION = Limit("a request's duration", "s", 10**9, "about 32 years")
+SIMULATED_REQUESTS = Limit(
+    "simulated requests (--requests, --duration × --rate, trace rows)",
+    "requests",
+    250_000,
+    "about 20 s of simulation on a 2-core machine: 100,000 take 7 s, 1,000,000 took 57 s",
+)
 REPEATS = Limit("timed repeats", "repeats", 10**6, "verify times 50 steps by default")
 SEED = Limit("a seed", "", 2**63 - 1, "the largest seed torch accepts as a signed 64-bit integer")
 
@@ -120,6 +126,7 @@ NUMBERS: tuple[Limit, ...] = (
     FLOP_RATE,
     REQUEST_RATE,
     DURATION,
+    SIMULATED_REQUESTS,
     REPEATS,
     SEED,
     ROPE_FACTOR,
@@ -132,8 +139,8 @@ NUMBER_CHARS = 32  # "1073741824", "51.38GiB": a number longer than this is refu
 NAME_CHARS = 128  # Hugging Face repo ids ("org/name") stay under 100
 YAML_FILE_BYTES = 4 * 2**20  # the largest shipped YAML is ~3 KB; a 5,000-product file ~2 MB
 JSON_FILE_BYTES = 64 * 2**20  # config.json and model.safetensors.index.json (the latter ~10 MB)
-# Simulator tables (traces, token-count samples, step times): 5,000,000 trace rows (the
-# simulator's most) at ~100 bytes a row.
+# Simulator tables (traces, token-count samples, step times): 5,000,000 rows at ~100 bytes
+# a row (a trace holds at most SIMULATED_REQUESTS rows; samples and step tables more).
 TABLE_FILE_BYTES = 512 * 2**20
 NESTING_DEPTH = 64  # real catalogue YAML nests 3 deep, config.json 5
 YAML_NODES = 100_000  # values after aliases are expanded; a shipped file has a few hundred

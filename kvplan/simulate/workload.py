@@ -10,12 +10,12 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, replace
 
+import kvplan.limits as limits
 from kvplan.errors import KvplanError
 from kvplan.simulate.distributions import TokenDistribution
 
-# Far above what one run needs (100,000 requests simulate in seconds) and small enough that a
-# typing slip does not exhaust memory.
-MAX_REQUESTS = 5_000_000
+# The stated maximum (kvplan.limits.SIMULATED_REQUESTS): what simulates in about 20 s.
+MAX_REQUESTS = limits.SIMULATED_REQUESTS.maximum
 
 
 @dataclass(frozen=True)

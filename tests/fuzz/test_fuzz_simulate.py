@@ -77,3 +77,13 @@ def test_simulator_numbers(option, value):
     if option != "--rate":
         argv += ["--rate", "2"]
     assert_clean(cli(*argv))
+
+
+def test_simulated_requests_have_a_stated_maximum(tmp_path):
+    # docs/limits.md: 250,000 simulated requests (about 20 s on a 2-core machine).
+    assert_refused(cli(*SIMULATE, "--rate", "2", "--requests", "250001"),
+                   "--requests: 250001 must be between 1 and 250,000")  # fmt: skip
+    assert_refused(cli(*SIMULATE, "--rate", "2", "--duration", "200000s"),
+                   "is over 250,000 requests")  # fmt: skip
+    trace = _trace(tmp_path, "t.csv", HEADER + "0,5,5\n" * 250_001)
+    assert_refused(cli(*SIMULATE, "--trace", trace), "more than 250,000 rows")
