@@ -40,6 +40,7 @@ sys.path[:0] = [str(ROOT / "tests" / "fuzz"), str(ROOT / "bench")]
 
 import fuzz_cases  # noqa: E402
 import fuzz_cases_files  # noqa: E402
+import fuzz_cases_round2  # noqa: E402
 from fuzz_cases import Case  # noqa: E402
 
 MEMORY_CAP_BYTES = 4 * 2**30  # a runaway case must not take the shared machine down with it
@@ -58,6 +59,8 @@ def generate(seed: int, scale: float, work: Path) -> list[Case]:
     cases += fuzz_cases_files.output_cases(work)
     cases += fuzz_cases_files.argv_cases(rng, int(300 * scale))
     cases += fuzz_cases_files.simulate_cases(random.Random(seed + 1), work, int(150 * scale))
+    cases += fuzz_cases_round2.number_cases(random.Random(seed + 2), int(300 * scale))
+    cases += fuzz_cases_round2.file_cases(work)
     return cases
 
 

@@ -133,6 +133,10 @@ _PRODUCT_MUTATIONS = (
     ("vllm_version", "0." + "9" * 400, "refuse"), ("vllm_version", "0.11", "refuse"),
     ("vllm_version", '"0.11"', "accept"), ("max_num_seqs", "1" + "0" * 30, "refuse"),
     ("max_num_batched_tokens", "1" + "0" * 30, "refuse"),
+    ("requests_per_s", "0." + "1" * 400, "refuse"), ("requests_per_s", "2.0000000000000001",
+    "refuse"), ("requests_per_s", "0.0000001", "refuse"), ("utilization", "1e-300", "refuse"),
+    ("rope_scaling", "yarn:inf", "refuse"), ("rope_scaling", "yarn:1e400", "refuse"),
+    ("rope_scaling", "yarn:４", "refuse"), ("rope_scaling", "yarn:2000", "refuse"),
 )  # fmt: skip
 
 

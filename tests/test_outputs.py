@@ -152,6 +152,23 @@ def test_check_fits_the_terminal(columns):
         ), product["name"]
 
 
+def test_report_goes_vertical_rather_than_hide_every_number():
+    # gpt2 on every SKU: model, sku and tp (the columns that must stay) take the 40 columns,
+    # so a table would show names only; each row becomes a block with its numbers instead.
+    args = ["report", "--model", "gpt2", "--tp", "1"]
+    output = run(args, columns=40).stdout
+    document = json.loads(run([*args, "--format", "json"]).stdout)
+    lines = output.splitlines()
+    assert all(len(line) <= 40 for line in lines), output
+    assert "┏" not in output  # no grid
+    for record in document:
+        start = lines.index(record["sku"])  # tp is 1 on every row: told in a note
+        block = lines[start + 1 : start + 9]
+        assert [f"{record['max_concurrency']:,}"] in [
+            line.split()[-1:] for line in block if line.strip().startswith("max conc")
+        ], (record["sku"], block)
+
+
 def test_a_table_without_priorities_goes_vertical_when_narrow():
     result = run(SIZE, columns=40)
     document = json.loads(run([*SIZE, "--format", "json"]).stdout)

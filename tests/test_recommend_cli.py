@@ -136,7 +136,7 @@ def test_price_ranking():
     [
         (["--price", "h100-sxm=abc"], "--price: 'h100-sxm=abc' is not SKU=PRICE/h"),
         (["--price", "h100-sxm=2.5"], "is not SKU=PRICE/h"),
-        (["--price", "h100-sxm=0/h"], "the price must be above 0"),
+        (["--price", "h100-sxm=0/h"], "0 is below kvplan's minimum of 0.000001"),
         (["--price", "h999=2/h"], "unknown sku 'h999'"),
         (["--rank", "price"], "--rank price: no searched SKU has a price"),
         (["--rank", "cheapest"], "--rank: unknown ranking 'cheapest'"),

@@ -6,9 +6,10 @@ width (the whole table, unwrapped: what a file or a paste wants). A table wider 
 1. columns whose cell is the same on every row leave the table for one note line;
 2. a table with column priorities (the wide row tables of `report`, `check`, `recommend`)
    drops its least important columns, says which in a note, and the command's --columns
-   picks others;
-3. when even the columns that must stay do not fit, each row is printed as a block of
-   `header  value` lines (the vertical layout), which fits any width of 30 or more.
+   picks others; it keeps at least its key numbers (priority 1) beside the names;
+3. when even the columns that must stay and the key numbers do not fit, each row is printed
+   as a block of `header  value` lines (the vertical layout), which fits any width of 30 or
+   more.
 
 Numbers never wrap: only prose columns (`Table.wrap`) and the title and notes wrap, at
 spaces. Verbatim lines (launch commands, log lines) are printed as they are.
@@ -96,7 +97,10 @@ def fit(table: Table, width: int | None) -> Fitted:
         return Fitted(columns, notes, False, same)
     if table.priority is not None:
         kept = [i for i in columns if table.priority[i] == 0]
-        if table_width([widths[i] for i in kept]) <= width:
+        # The key numbers (priority 1, e.g. report's max concurrency) must fit beside the
+        # must-stay columns; a table of names alone says nothing, so rows go vertical.
+        key = [i for i in columns if table.priority[i] <= 1]
+        if table_width([widths[i] for i in key]) <= width:
             for i in sorted(columns, key=lambda i: (table.priority[i], i)):
                 if i not in kept and table_width([widths[k] for k in [*kept, i]]) <= width:
                     kept.append(i)
