@@ -221,3 +221,9 @@ def test_pools_bad_input(args, fragment):
     result = run(*POOLS, *args)
     assert result.exit_code == 2 and result.stdout == ""
     assert fragment in result.stderr
+
+
+def test_one_request_is_singular():
+    result = run("simulate", "gpt2", "--sku", "h100-sxm", "--requests", "1", "--rate", "1")
+    assert result.exit_code == 0, result.output
+    assert "Poisson 1 req/s, 1 request, prompt" in result.stdout.splitlines()[0]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kvplan.report.render import Format, Table, emit
+from kvplan.report.render import Format, Table, emit, plural
 from kvplan.simulate.pools import PoolChoice, PoolsResult
 
 
@@ -98,7 +98,8 @@ def pools_table(results: list[tuple[str, PoolsResult]]) -> Table:
         )
         _add(table, label, "colocated", result.colocated, result)
         table.notes.append(
-            f"{label}: {result.served:,} requests at {result.offered_requests_per_s:,.2f} req/s"
+            f"{label}: {plural(result.served, 'request')} at "
+            f"{result.offered_requests_per_s:,.2f} req/s"
             + (
                 f", {result.rejected:,} longer than max_model_len left out"
                 if result.rejected

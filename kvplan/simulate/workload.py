@@ -99,7 +99,8 @@ def poisson_workload(
         made.append(RequestSpec(clock, prompt.sample(rng), output.sample(rng)))
         if requests is not None and len(made) == requests:
             break
-    amount = f"{len(made):,} requests" if requests is not None else f"{duration_s:g} s"
+    noun = "request" if len(made) == 1 else "requests"
+    amount = f"{len(made):,} {noun}" if requests is not None else f"{duration_s:g} s"
     description = (
         f"Poisson {rate_per_s:g} req/s, {amount}, prompt {prompt.text}, output {output.text}, "
         f"seed {seed}"
