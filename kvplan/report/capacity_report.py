@@ -31,12 +31,31 @@ class MemorySplit:
     """One GPU's memory for the requested batch: weights, KV, and what is left or missing.
 
     KV is the engine's charge for the whole requested batch (one replica's share), never
-    clipped to the budget: a batch that does not fit shows as overflow.
+    clipped: the part the KV budget does not hold is overflow. The budget binds before the
+    memory does (the engine keeps a reserve beside the weights and the KV pool); the memory
+    binds when the budget would reach past it (a --kv-memory larger than the weights leave).
     """
 
     memory_bytes: int
     weights_bytes: int
     kv_bytes: int
+    kv_budget_bytes: int  # the engine's KV pool per GPU; negative when the weights overrun it
+
+    @property
+    def kv_room_bytes(self) -> int:
+        """KV the GPU holds: the budget, within the memory the weights leave (negative when
+        the weights and the engine's reserve alone overrun the memory)."""
+        return min(self.kv_budget_bytes, self.memory_bytes - self.weights_bytes)
+
+    @property
+    def kv_inside_bytes(self) -> int:
+        """The part of the batch's KV that the budget holds."""
+        return max(0, min(self.kv_bytes, self.kv_room_bytes))
+
+    @property
+    def kv_beyond_bytes(self) -> int:
+        """The batch's KV that the budget does not hold."""
+        return self.kv_bytes - self.kv_inside_bytes
 
     @property
     def free_bytes(self) -> int:
@@ -44,23 +63,24 @@ class MemorySplit:
         return max(self.memory_bytes - self.weights_bytes - self.kv_bytes, 0)
 
     @property
-    def kv_inside_bytes(self) -> int:
-        """The part of the KV that lies within the GPU's memory."""
-        return max(0, min(self.kv_bytes, self.memory_bytes - self.weights_bytes))
+    def overflow_bytes(self) -> int:
+        """What the batch needs beyond the KV budget, per GPU: its KV less the room for KV
+        (more than the KV when the budget is negative): the memory the batch lacks."""
+        return max(self.kv_bytes - self.kv_room_bytes, 0)
 
     @property
-    def overflow_bytes(self) -> int:
-        """Weights + KV beyond the GPU's memory."""
-        return max(self.weights_bytes + self.kv_bytes - self.memory_bytes, 0)
+    def drawn_bytes(self) -> int:
+        """The length of the bar: the memory, or weights + KV when they run past it."""
+        return max(self.memory_bytes, self.weights_bytes + self.kv_bytes)
 
 
 def memory_split(row: CapacityRow) -> MemorySplit:
-    """The table's bar and the plot's stacked bar: the same three figures."""
+    """The table's bar, the plot's and the HTML page's stacked bars: the same figures."""
     per_replica = -(-row.batch // row.dp)
-    budget = row.budget
-    weights_fit = budget.fixed_kv_memory or row.weights_bytes_per_gpu <= budget.requested_bytes
-    kv = per_replica * row.kv_bytes_per_request_per_gpu if weights_fit else 0
-    return MemorySplit(row.memory_bytes, row.weights_bytes_per_gpu, kv)
+    kv_bytes = per_replica * row.kv_bytes_per_request_per_gpu
+    return MemorySplit(
+        row.memory_bytes, row.weights_bytes_per_gpu, kv_bytes, row.kv_budget_bytes_per_gpu
+    )
 
 
 def capacity_table(rows: list[CapacityRow]) -> Table:
@@ -133,17 +153,20 @@ def capacity_table(rows: list[CapacityRow]) -> Table:
 
 
 def _bar(row: CapacityRow) -> str:
-    """The row's memory per GPU as 12 text cells: █ weights ▒ KV ░ free, ! beyond memory."""
+    """The row's memory per GPU as 12 text cells: █ weights ▒ KV ! KV beyond the budget
+    ░ free, then +N GiB when something does not fit."""
     split = memory_split(row)
     picture = bar(
         [
             (split.weights_bytes, "█"),
             (split.kv_inside_bytes, "▒"),
+            # Past the budget the batch eats the engine's reserve, then runs past the memory.
+            (split.kv_beyond_bytes, "!"),
             (split.free_bytes, "░"),
-            (split.overflow_bytes, "!"),
         ],
-        split.memory_bytes + split.overflow_bytes,
+        split.drawn_bytes,
         width=12,
+        always="!",
     )
     return picture + (f" +{gib(split.overflow_bytes)}" if split.overflow_bytes else "")
 
@@ -166,7 +189,10 @@ def _capacity_notes(table: Table, rows: list[CapacityRow]) -> None:
         )
     table.footnotes["bar"] = "weights/KV/free: █ weights ▒ KV of the batch ░ free or engine reserve"
     if any(memory_split(r).overflow_bytes for r in rows):
-        table.footnotes["bar"] += "; ! and +N GiB: what the batch needs beyond the GPU's memory"
+        table.footnotes["bar"] += (
+            "; ! KV of the batch the KV budget does not hold, +N GiB what the batch needs beyond "
+            "the budget (per GPU)"
+        )
 
 
 def _parallel(row: CapacityRow) -> str:
