@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvplan.api.results import CapacityRow, dump
+from kvplan.api.results import CapacityRow, RefusedRow, dump
 from kvplan.report.render import (
     Format,
     Table,
@@ -13,6 +13,8 @@ from kvplan.report.render import (
     gib,
     human_bytes,
 )
+
+NODES_MARK = "†"  # the tp cell of a deployment that spans nodes
 
 SORT_KEYS = (
     "model",
@@ -83,7 +85,10 @@ def memory_split(row: CapacityRow) -> MemorySplit:
     )
 
 
-def capacity_table(rows: list[CapacityRow]) -> Table:
+Row = CapacityRow | RefusedRow
+
+
+def capacity_table(rows: list[Row]) -> Table:
     """The per-SKU table; exact values in the records, rounded strings on screen."""
     first = rows[0]
     batch, context = first.batch, first.context
@@ -124,9 +129,17 @@ def capacity_table(rows: list[CapacityRow]) -> Table:
         key_columns=3,
         rows_at="",
         text_pictures=("bar",),
+        # A refusal's reason is a sentence: it may wrap in a terminal.
+        wrap=("verdict",) if any(isinstance(r, RefusedRow) for r in rows) else (),
     )
     for row in rows:
         record = dump(row)
+        if isinstance(row, RefusedRow):
+            table.add(
+                [record.get(k) for k in table.keys],
+                [row.model, row.sku, str(row.tp), *["—"] * 7, row.verdict, ""],
+            )
+            continue
         picture = _bar(row)
         cap_mark = "*" if record["native_limit_binds"] else ""
         tokens_per_s = record["decode_tokens_per_s"]
@@ -148,7 +161,7 @@ def capacity_table(rows: list[CapacityRow]) -> Table:
                 picture,
             ],
         )
-    _capacity_notes(table, rows)
+    _capacity_notes(table, [r for r in rows if isinstance(r, CapacityRow)])
     return table
 
 
@@ -173,6 +186,13 @@ def _bar(row: CapacityRow) -> str:
 
 def _capacity_notes(table: Table, rows: list[CapacityRow]) -> None:
     """The footnotes of the marked columns and the notes every report carries."""
+    spanning = sorted({r.nodes for r in rows if r.nodes > 1})
+    if spanning:
+        counts = " or ".join(f"{n:,}" for n in spanning)
+        table.footnotes["tp"] = (
+            f"{NODES_MARK} one replica spans {counts} nodes (tp × pp above the SKU's GPUs per "
+            "node): its TP or pipeline traffic crosses the network (JSON: nodes, notes)"
+        )
     if any(r.native_limit_binds for r in rows):
         table.footnotes["max_context_tokens"] = (
             "* the model's native context limit binds, not memory"
@@ -181,7 +201,7 @@ def _capacity_notes(table: Table, rows: list[CapacityRow]) -> None:
         "decode tok/s: roofline (weights + KV bytes read per step / bandwidth × efficiency) at "
         "the requests that fit, up to the batch above; KV/token is per GPU"
     )
-    band = max(r.kv_budget_uncertainty_bytes for r in rows)
+    band = max((r.kv_budget_uncertainty_bytes for r in rows), default=0)
     if band:
         table.notes.append(
             f"KV budgets carry estimated engine terms (activation peak, non-torch memory): "
@@ -196,13 +216,14 @@ def _capacity_notes(table: Table, rows: list[CapacityRow]) -> None:
 
 
 def _parallel(row: CapacityRow) -> str:
-    """tp, then ×pp and dp N (+ep) when they are used."""
+    """tp, then ×pp and dp N (+ep) when they are used; † when a replica spans nodes."""
     text = f"{row.tp}" + (f"×{row.pp}" if row.pp > 1 else "")
-    return text + (f" dp{row.dp}" + ("+ep" if row.ep else "") if row.dp > 1 else "")
+    text += f" dp{row.dp}" + ("+ep" if row.ep else "") if row.dp > 1 else ""
+    return text + (NODES_MARK if row.nodes > 1 else "")
 
 
 def render_report(
-    rows: list[CapacityRow],
+    rows: list[Row],
     fmt: Format,
     log_lines: bool,
     columns: list[str] | None = None,
@@ -219,23 +240,29 @@ def render_report(
 
     records = [dump(r) for r in rows]
     flat = [{k: v for k, v in r.items() if not isinstance(v, dict)} for r in records]
+    if len({tuple(r) for r in flat}) > 1:
+        # Refused rows among planned ones: every CSV line in the planned rows' column order,
+        # the reason last (empty where none).
+        keys = list(dict.fromkeys([k for r in flat if "refused" not in r for k in r]))
+        flat = [{k: r.get(k) for k in [*keys, "refused"]} for r in flat]
+    planned = [r for r in rows if isinstance(r, CapacityRow)]
     emit(
         fmt,
         records,
         flat,
         lambda: _table_with_log_lines(rows, log_lines),
-        figures=lambda: capacity_figures(rows),
+        figures=lambda: capacity_figures(planned),
         columns=columns,
     )
 
 
-def _table_with_log_lines(rows: list[CapacityRow], log_lines: bool) -> Table:
+def _table_with_log_lines(rows: list[Row], log_lines: bool) -> Table:
     table = capacity_table(rows)
     if not log_lines:
         return table
     seen: dict[tuple[str, ...], list[str]] = {}
     for row in rows:
-        if row.log_lines:
+        if isinstance(row, CapacityRow) and row.log_lines:
             seen.setdefault(tuple(row.log_lines), []).append(f"{row.model} tp{row.tp} {row.sku}")
     engine = rows[0].engine
     for lines, labels in seen.items():
