@@ -54,7 +54,8 @@ def report(
             "--tp",
             parser=count(limits.GPUS),
             metavar="N",
-            help="TP degrees (repeatable); default 1, 2, 4, 8 that fit the node",
+            help="TP degrees (repeatable); default 1, 2, 4, 8 that fit the node; of several "
+            "rows, one the engine refuses is a 'refused' row",
         ),
     ] = None,
     pp: PpOpt = 1,
