@@ -158,17 +158,13 @@ class _Cursor:
 
     def skip_strings(self, count: int, key: str) -> None:
         """Walk over `count` strings without decoding them (a tokenizer's vocabulary)."""
-        unpack, data, size, offset = (
-            struct.Struct("<Q").unpack_from,
-            self.data,
-            self.size,
-            self.offset,
-        )
+        unpack = struct.Struct("<Q").unpack_from
+        data, size, offset = self.data, self.size, self.offset
         for index in range(count):
-            if offset + 8 > size or offset + 8 + unpack(data, offset)[0] > size:
-                self.offset = offset
+            end = offset + 8 + (unpack(data, offset)[0] if offset + 8 <= size else 0)
+            if end > size or offset + 8 > size:
                 raise self.fail(f"truncated: {key}[{index}] runs past the end at byte {offset:,}")
-            offset += 8 + unpack(data, offset)[0]
+            offset = end
         self.offset = offset
 
     def tensor(self, index: int) -> tuple[str, int]:
