@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
@@ -26,7 +26,7 @@ from kvplan.catalog.deployments import LoadedDeployments
 from kvplan.catalog.resolve import declare_rope_scaling, parse_rope_scaling
 from kvplan.errors import KvplanError
 from kvplan.plan.batch import Batch
-from kvplan.plan.capacity import Capacity
+from kvplan.plan.capacity import Capacity, Failure
 from kvplan.plan.deployment import Deployment
 from kvplan.plan.engines import DEFAULT_ENGINE, ENGINES, EngineSettings
 from kvplan.plan.engines import engine as engine_profile
@@ -223,9 +223,6 @@ class DeploymentFile(BaseModel):
 
 # --- evaluation ---------------------------------------------------------------------
 
-# Why a promise fails, most fundamental first; the report turns each into a sentence.
-Failure = Literal["weights", "native_limit", "one_request", "concurrency"]
-
 
 @dataclass(frozen=True)
 class ProductCheck:
@@ -284,21 +281,6 @@ def product_deployment(product: ProductSpec, model: ModelSpec) -> Deployment:
     )
 
 
-def _failure(capacity: Capacity, context: int, supported: int, promised: int) -> Failure | None:
-    if capacity.verdict == "weights don't fit":
-        return "weights"
-    # vLLM refuses max_model_len above the model's limit without an override; a promise past
-    # it rests on RoPE scaling, served only when the product declares it (rope_scaling), so
-    # an undeclared one fails here rather than passing.
-    if context > capacity.deployment.model.context_limit:
-        return "native_limit"
-    if supported < 1:
-        return "one_request"
-    if supported < promised:
-        return "concurrency"
-    return None
-
-
 def check_product(product: ProductSpec, model: ModelSpec, sku: SkuSpec) -> ProductCheck:
     """The product's promise against what `sku` holds under the product's engine."""
     promised = product.promised_concurrency
@@ -327,7 +309,7 @@ def check_product(product: ProductSpec, model: ModelSpec, sku: SkuSpec) -> Produ
         kv_bytes_per_request_per_gpu=per_request,
         # Identical requests: the batch's bytes are one request's, added up `promised` times.
         kv_bytes_needed_per_gpu=promised * per_request,
-        failure=_failure(capacity, context, supported, promised),
+        failure=capacity.failure,
         notes=tuple(notes),
     )
 
@@ -372,34 +354,40 @@ class ClaimSheet:
         return self.memory_bytes - self.capacity.budget.requested_bytes
 
     @property
+    def weights_bytes_per_gpu(self) -> int:
+        """Weights on the binding GPU as the engine loads them (the figure `report` shows)."""
+        return self.size.weights_bytes_per_gpu
+
+    @property
     def reserve_bytes_per_gpu(self) -> int:
-        """Everything the engine keeps out of the KV pool besides weights."""
-        budget = self.capacity.budget
-        return (
-            self.headroom_bytes_per_gpu
-            + budget.activation_bytes
-            + budget.non_torch_bytes
-            + budget.cudagraph_bytes
-        )
+        """Everything the engine keeps out of the KV pool besides weights: memory − weights −
+        KV budget, which is the unused share + activation + non-torch + CUDA graphs (with a
+        fixed KV budget, whatever the engine leaves)."""
+        return self.memory_bytes - self.weights_bytes_per_gpu - self.capacity.budget.kv_bytes
 
     @property
     def total_bytes_per_gpu(self) -> int:
         """Weights + the batch's KV + the engine's reserve, on the binding GPU."""
-        return (
-            self.size.weights.per_gpu_bytes
-            + self.size.kv_bytes_per_gpu
-            + self.reserve_bytes_per_gpu
-        )
+        kv = self.size.kv_bytes_per_gpu
+        return self.weights_bytes_per_gpu + kv + self.reserve_bytes_per_gpu
 
     @property
     def free_bytes_per_gpu(self) -> int:
-        """Memory left after the total; negative: short by that much."""
-        return self.memory_bytes - self.total_bytes_per_gpu
+        """Memory left after the total: the KV budget left after the batch, as `size` says it;
+        negative: short by that much."""
+        free = self.size.free_bytes_per_gpu
+        assert free is not None  # a SKU was given
+        return free
 
     @property
     def fits(self) -> bool:
         """The engine's verdict for the whole batch (the one every command gives)."""
         return self.capacity.fits
+
+    @property
+    def verdict(self) -> str:
+        """The verdict in words, as `size` and `report` print it."""
+        return self.capacity.verdict
 
     @property
     def within_native_limit(self) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kvplan.api.results import CheckReport, ProductResult, dump
+from kvplan.plan.context_limit import beyond_limit_sentence
 from kvplan.plan.guardrail import GuardrailResult, ProductCheck
 from kvplan.report.render import Format, Table, emit, gib, plural
 from kvplan.specs import ModelSpec
@@ -27,11 +28,8 @@ def reason(check: ProductCheck) -> str:
             f"({gib(budget.requested_bytes)} usable of {gib(budget.total_bytes)})"
         )
     if check.failure == "native_limit":
-        return (
-            f"promised context {context:,} tokens exceeds {capacity.deployment.model.name}'s "
-            f"native limit of {capacity.deployment.model.context_limit:,} tokens"
-            + _extension_hint(capacity.deployment.model, context)
-        )
+        model = capacity.deployment.model
+        return f"promised {beyond_limit_sentence(model, context)}" + _extension_hint(model, context)
     if check.failure == "one_request":
         return (
             f"one request of {context:,} tokens needs {gib(check.kv_bytes_per_request_per_gpu)} "
