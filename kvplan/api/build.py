@@ -186,6 +186,8 @@ def product_result(check: ProductCheck) -> ProductResult:
         sku=check.capacity.sku.name,
         tp=d.tp,
         pp=d.pp,
+        dp=d.dp,
+        ep=d.ep,
         engine=d.engine.name,
         kv_dtype=d.kv_dtype,
         promised_context=check.promised_context_tokens,

@@ -181,6 +181,8 @@ class ProductResult(Result):
     sku: str
     tp: int
     pp: int
+    dp: int
+    ep: bool
     engine: str
     kv_dtype: str
     promised_context: int

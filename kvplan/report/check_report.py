@@ -17,6 +17,7 @@ def reason(check: ProductCheck) -> str:
     context, promised = check.promised_context_tokens, check.promised_concurrency
     budget = capacity.budget
     where = f"{capacity.sku.name} tp {product.tp}" + (f"×pp {product.pp}" if product.pp > 1 else "")
+    where += f"×dp {product.dp}" if product.dp > 1 else ""
     longest = (
         f"at {plural(promised, 'request')} at once the longest context is "
         f"{check.supported_context_tokens:,} tokens"
@@ -83,7 +84,7 @@ def check_table(report: CheckReport) -> Table:
             "product",
             "model",
             "sku",
-            "tp×pp",
+            "tp×pp[×dp]",
             "engine",
             "promised ctx × conc",
             "supported conc @ctx",
@@ -117,7 +118,7 @@ def check_table(report: CheckReport) -> Table:
                 record["name"],
                 record["model"],
                 record["sku"],
-                f"{record['tp']}×{record['pp']}",
+                f"{record['tp']}×{record['pp']}" + (f"×{record['dp']}" if record["dp"] > 1 else ""),
                 f"{record['engine']} {record['kv_dtype']}",
                 f"{record['promised_context']:,} × {record['promised_concurrency']:,}",
                 f"{record['supported_concurrency']:,}",
