@@ -253,3 +253,23 @@ def test_tp_refusal_suggests_only_degrees_the_engine_accepts(model, tp, accepted
     for degree in accepted:
         ran = CliRunner().invoke(app, ["size", model, "--tp", str(degree), "--format", "json"])
         assert ran.exit_code == 0, ran.output
+
+
+def test_a_ragged_batch_gets_its_own_verdict():
+    # exact engine on one L4: the KV budget is the runtime-visible memory (23,583,784,960 B,
+    # the catalogue's deviceQuery figure) − Llama-3.1-8B's bf16 weights (8,030,261,248 params
+    # × 2 B = 16,060,522,496 B) = 7,523,262,464 B = 57,397.99 tokens of 131,072 B. The
+    # shortest first: 1,024 + 4,096 + 32,768 = 37,888 tokens fit; a second 32,768 would make
+    # 70,656. So 3 of the 5 sequences fit (the uniform reading at 32,768 would say 1).
+    lengths = "1k,4k,32k,32k,32k"
+    ran = CliRunner().invoke(
+        app,
+        ["size", "llama-3.1-8b", "--lengths", lengths, "-s", "l4", "-e", "exact", "-f", "json"],
+    )
+    record = json.loads(ran.stdout)
+    assert record["kv_budget_bytes_per_gpu"] == 23_583_784_960 - 16_060_522_496
+    assert (record["verdict"], record["fits"], ran.exit_code) == ("fits 3 of 5", False, 1)
+    held = CliRunner().invoke(
+        app, ["size", "llama-3.1-8b", "--lengths", "1k,4k,32k", "-s", "l4", "-e", "exact"]
+    )
+    assert held.exit_code == 0 and "— fits (requests" in held.stdout
