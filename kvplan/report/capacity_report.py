@@ -133,36 +133,37 @@ def capacity_table(rows: list[Row]) -> Table:
         wrap=("verdict",) if any(isinstance(r, RefusedRow) for r in rows) else (),
     )
     for row in rows:
-        record = dump(row)
-        if isinstance(row, RefusedRow):
-            table.add(
-                [record.get(k) for k in table.keys],
-                [row.model, row.sku, str(row.tp), *["—"] * 7, row.verdict, ""],
-            )
-            continue
-        picture = _bar(row)
-        cap_mark = "*" if record["native_limit_binds"] else ""
-        tokens_per_s = record["decode_tokens_per_s"]
-        per_token = record["kv_bytes_per_token_per_gpu"]
-        table.add(
-            [record[k] for k in table.keys[:-1]] + [picture],
-            [
-                row.model,
-                row.sku,
-                _parallel(row),
-                gib(row.weights_bytes_per_gpu),
-                gib(record["kv_budget_bytes_per_gpu"]),
-                f"{record['kv_capacity_tokens']:,}",
-                f"{record['max_context_tokens']:,}{cap_mark}",
-                f"{record['max_concurrency']:,}",
-                f"{tokens_per_s:,.0f}" if tokens_per_s else "—",
-                human_bytes(per_token) if per_token else "—",
-                record["verdict"],
-                picture,
-            ],
-        )
+        table.add(*_cells(row, table.keys))
     _capacity_notes(table, [r for r in rows if isinstance(r, CapacityRow)])
     return table
+
+
+def _cells(row: Row, keys: list[str]) -> tuple[list[object], list[str]]:
+    """One row of the table: its exact values (by `keys`) and the rounded cells shown."""
+    record = dump(row)
+    if isinstance(row, RefusedRow):
+        return [record.get(k) for k in keys], [
+            row.model, row.sku, str(row.tp), *["—"] * 7, row.verdict, ""
+        ]  # fmt: skip
+    picture = _bar(row)
+    cap_mark = "*" if record["native_limit_binds"] else ""
+    tokens_per_s = record["decode_tokens_per_s"]
+    per_token = record["kv_bytes_per_token_per_gpu"]
+    shown = [
+        row.model,
+        row.sku,
+        _parallel(row),
+        gib(row.weights_bytes_per_gpu),
+        gib(record["kv_budget_bytes_per_gpu"]),
+        f"{record['kv_capacity_tokens']:,}",
+        f"{record['max_context_tokens']:,}{cap_mark}",
+        f"{record['max_concurrency']:,}",
+        f"{tokens_per_s:,.0f}" if tokens_per_s else "—",
+        human_bytes(per_token) if per_token else "—",
+        record["verdict"],
+        picture,
+    ]
+    return [record[k] for k in keys[:-1]] + [picture], shown
 
 
 def _bar(row: CapacityRow) -> str:
