@@ -47,11 +47,7 @@ class Deployment:
         if not self.kv_dtype:
             object.__setattr__(self, "kv_dtype", self.engine.default_kv_dtype)
         kv_dtype_info(self.kv_dtype)  # fail early on a typo
-        if not self.engine.accepts_kv_dtype(self.kv_dtype):
-            raise KvplanError(
-                f"--kv-dtype: {self.engine.name} does not store KV as {self.kv_dtype} (a ggml "
-                "block type: use --engine llama.cpp or ollama, or fp8/int8 with this engine)"
-            )
+        self.engine.check_kv_dtype(self.kv_dtype, self, "--kv-dtype")
         stage_layer_ranges(self.model.num_layers, self.pp)
         self.engine.check(self)
 

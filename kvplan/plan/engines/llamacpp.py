@@ -48,6 +48,8 @@ OLDEST_BUILD, NEWEST_BUILD = 1, 20_000
 DEFAULT_BUILD = 7900
 # ggml type names for kvplan's KV dtype names (log lines and -ctk/-ctv).
 GGML_NAMES = {"fp32": "f32", "fp16": "f16", "bf16": "bf16"}
+# -ctk/-ctv types: common/arg.cpp kv_cache_types (ggml-org/llama.cpp): F32, F16, BF16, Q8_0,
+# Q4_0, Q4_1, IQ4_NL, Q5_0, Q5_1.
 GGML_KV_TYPES = ("fp32", "fp16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl")
 
 
@@ -173,15 +175,14 @@ class LlamaCppProfile(EngineProfile):
     default_utilization_text = "1.0 (no fraction: the cache is what -c allocates)"
     default_kv_dtype = "fp16"
     engine_label = "llama.cpp"
+    kv_dtypes = GGML_KV_TYPES
+    kv_dtype_setting = "-ctk/-ctv"
 
     def build_of(self, deployment: Deployment) -> int:
         text = deployment.settings.version
         if text is None:
             return DEFAULT_BUILD
         return parse_build(text, "llama.cpp", OLDEST_BUILD, NEWEST_BUILD)
-
-    def accepts_kv_dtype(self, kv_dtype: str) -> bool:
-        return kv_dtype in GGML_KV_TYPES
 
     def tp_refusal(self, model: ModelSpec, tp: int) -> str | None:
         if tp > 1:
@@ -198,10 +199,7 @@ class LlamaCppProfile(EngineProfile):
         if deployment.dp > 1 or deployment.ep:
             raise KvplanError(f"--dp/--ep: {self.name} runs one model instance; drop them")
         v_dtype = self.v_dtype(deployment)
-        if not self.accepts_kv_dtype(v_dtype):
-            raise KvplanError(
-                f"--v-dtype: {v_dtype} is not a ggml KV type ({', '.join(GGML_KV_TYPES)})"
-            )
+        self.check_kv_dtype(v_dtype, deployment, "--v-dtype")
         if kv_dtype_info(v_dtype).is_quantised and not self.flash_attention(deployment):
             raise KvplanError(
                 f"--v-dtype: a quantised V cache ({ggml_name(v_dtype)}) needs flash attention "

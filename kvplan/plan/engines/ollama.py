@@ -30,6 +30,8 @@ OLDEST, NEWEST = (0, 1, 0), (0, 99, 99)
 DEFAULT_RELEASE_TEXT = "0.13.0"
 # ollama release (major, minor) from which a vendored llama.cpp build applies.
 VENDORED_BUILDS = (((0, 13), 7000), ((0, 10), 6100), ((0, 7), 5500), ((0, 6), 4400), ((0, 0), 4000))
+# OLLAMA_KV_CACHE_TYPE: f16, q8_0, q4_0 (docs/faq.md "How can I set the quantization type for
+# the K/V cache?", ollama/ollama).
 OLLAMA_KV_TYPES = ("fp16", "q8_0", "q4_0")
 
 
@@ -37,6 +39,8 @@ class OllamaProfile(LlamaCppProfile):
     name = "ollama"
     summary = "llama.cpp's cells via ollama's settings (num_ctx × OLLAMA_NUM_PARALLEL cells)"
     engine_label = "ollama"
+    kv_dtypes = OLLAMA_KV_TYPES
+    kv_dtype_setting = "OLLAMA_KV_CACHE_TYPE"
 
     def release(self, deployment: Deployment) -> tuple[int, int, int]:
         text = deployment.settings.version or DEFAULT_RELEASE_TEXT
@@ -55,11 +59,6 @@ class OllamaProfile(LlamaCppProfile):
         settings = deployment.settings
         if settings.v_dtype and settings.v_dtype != deployment.kv_dtype:
             raise KvplanError("--v-dtype: ollama sets one OLLAMA_KV_CACHE_TYPE for K and V")
-        if deployment.kv_dtype not in OLLAMA_KV_TYPES:
-            raise KvplanError(
-                f"--kv-dtype: OLLAMA_KV_CACHE_TYPE accepts f16, q8_0 and q4_0, not "
-                f"{deployment.kv_dtype}"
-            )
         if deployment.kv_dtype != "fp16" and not self.flash_attention(deployment):
             raise KvplanError(
                 f"--kv-dtype: ollama falls back to f16 for {deployment.kv_dtype} unless "

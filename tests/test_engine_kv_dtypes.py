@@ -1,0 +1,101 @@
+"""Each engine stores only the KV dtypes its own option accepts; the rest are refused (exit 2).
+
+The accepted lists below are read from each engine's public source or docs, not from kvplan:
+
+- vLLM --kv-cache-dtype (config/cache.py CacheDType; docs.vllm.ai/en/v0.9.0/api/vllm/config.html
+  lists auto, fp8, fp8_e4m3, fp8_e5m2). "auto" is the model's dtype (fp32, bf16, fp16).
+  int8_per_token_head is in 0.26's Triton backend (docs.vllm.ai/en/v0.26.0/api/vllm/v1/
+  attention/backends/triton_attn/ supported_kv_cache_dtypes).
+- SGLang --kv-cache-dtype: auto, fp8_e4m3, fp8_e5m2 (docs/advanced_features/quantized_kv_cache.md).
+- TensorRT-LLM KvCacheConfig.dtype: auto, fp8, nvfp4 (docs "FP8 KV Cache", "NVFP4 KV Cache").
+- llama.cpp -ctk/-ctv: common/arg.cpp kv_cache_types: f32 f16 bf16 q8_0 q4_0 q4_1 iq4_nl q5_0 q5_1.
+- ollama OLLAMA_KV_CACHE_TYPE: f16, q8_0, q4_0 (docs/faq.md).
+"""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from kvplan.cli import app
+from kvplan.errors import KvplanError
+from kvplan.plan.deployment import Deployment
+from kvplan.plan.engines import EngineSettings, engine
+from kvplan.specs import KV_DTYPES
+
+runner = CliRunner()
+
+ACCEPTED = {
+    "vllm": {"fp32", "bf16", "fp16", "fp8_e4m3", "fp8_e5m2"},
+    "sglang": {"fp32", "bf16", "fp16", "fp8_e4m3", "fp8_e5m2"},
+    "trtllm": {"fp32", "bf16", "fp16", "fp8_e4m3", "nvfp4"},
+    "llama.cpp": {"fp32", "fp16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1"},
+    "ollama": {"fp16", "q8_0", "q4_0"},
+}
+
+
+def size(*args: str):
+    return runner.invoke(app, ["size", "llama-3.1-8b", "-f", "json", *args])
+
+
+@pytest.mark.parametrize("name", sorted(ACCEPTED))
+def test_every_engine_accepts_exactly_its_own_list(catalog, name):
+    model = catalog.model("llama-3.1-8b")
+    profile = engine(name)
+    # llama.cpp and ollama quantise V only with flash attention (-fa, OLLAMA_FLASH_ATTENTION).
+    settings = EngineSettings(flash_attention=True)
+    for kv_dtype in KV_DTYPES:
+        if kv_dtype in ACCEPTED[name]:
+            Deployment(model, profile, kv_dtype=kv_dtype, settings=settings)
+        else:
+            with pytest.raises(KvplanError, match=f"does not store KV as {kv_dtype}; accepted"):
+                Deployment(model, profile, kv_dtype=kv_dtype, settings=settings)
+
+
+@pytest.mark.parametrize(
+    ("name", "kv_dtype"),
+    [("vllm", "int4"), ("vllm", "int8"), ("vllm", "nvfp4"), ("vllm", "mxfp4"),
+     ("sglang", "int8"), ("trtllm", "int8"), ("trtllm", "fp8_e5m2"), ("ollama", "q5_1")],
+)  # fmt: skip
+def test_refused_kv_dtype_is_one_line_naming_option_value_and_list(name, kv_dtype):
+    result = size("-e", name, "--kv-dtype", kv_dtype)
+    assert result.exit_code == 2 and result.stdout == ""
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("error: --kv-dtype: ") and f"as {kv_dtype}; accepted: " in line
+    listed = set(line.split("accepted: ")[1].split(", "))
+    assert listed == ACCEPTED[name]
+
+
+def test_vllm_int8_per_token_head_from_0_26(catalog):
+    # 0.16's CacheDType has no int8 (docs.vllm.ai/en/v0.16.0/api/vllm/config/cache/); 0.26's
+    # Triton backend lists int8_per_token_head.
+    assert size("-e", "vllm", "--vllm-version", "0.16", "--kv-dtype", "int8").exit_code == 2
+    result = size("-e", "vllm", "--vllm-version", "0.26", "--kv-dtype", "int8")
+    assert result.exit_code == 0, result.output
+    model = catalog.model("llama-3.1-8b")
+    deployment = Deployment(
+        model, engine("vllm"), kv_dtype="int8", settings=EngineSettings(version="0.26")
+    )
+    command = deployment.engine.launch_command(deployment, catalog.sku("h100-sxm"), 8192)
+    assert "--kv-cache-dtype int8_per_token_head" in command
+
+
+def test_llama_cpp_v_dtype_is_checked_against_the_same_list():
+    result = size("-e", "llama.cpp", "--kv-dtype", "q8_0", "--v-dtype", "int8", "--flash-attn")
+    assert result.exit_code == 2
+    assert "--v-dtype: llama.cpp (-ctk/-ctv) does not store KV as int8" in result.stderr
+
+
+@pytest.mark.parametrize("name", ["exact", "hf", "naive"])
+def test_analytic_profiles_accept_every_kv_dtype(catalog, name):
+    model = catalog.model("llama-3.1-8b")
+    for kv_dtype in KV_DTYPES:
+        Deployment(model, engine(name), kv_dtype=kv_dtype)
+
+
+@pytest.mark.parametrize("name", sorted(ACCEPTED))
+def test_search_offers_only_accepted_kv_dtypes(catalog, name):
+    model, profile = catalog.model("llama-3.1-8b"), engine(name)
+    for sku in ("h100-sxm", "a100-80gb", "b200"):
+        offered = profile.search_choices(model, catalog.sku(sku)).kv_dtypes
+        assert offered and set(offered) <= ACCEPTED[name]
