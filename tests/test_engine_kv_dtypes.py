@@ -14,7 +14,10 @@ The accepted lists below are read from each engine's public source or docs, not 
 
 from __future__ import annotations
 
+import json
+
 import pytest
+from gguf_files import write_gguf
 from typer.testing import CliRunner
 
 from kvplan.cli import app
@@ -99,3 +102,55 @@ def test_search_offers_only_accepted_kv_dtypes(catalog, name):
     for sku in ("h100-sxm", "a100-80gb", "b200"):
         offered = profile.search_choices(model, catalog.sku(sku)).kv_dtypes
         assert offered and set(offered) <= ACCEPTED[name]
+
+
+# --- llama.cpp -ctv: V in its own type, in the physics and in the engine's charge ------------
+
+
+def qwen2_0_5b(path):
+    """Qwen/Qwen2-0.5B's attention geometry (HF config.json): 24 layers, 2 KV heads of 64
+    (hidden 896 / 14 heads), 32k context; tiny tensors."""
+    return write_gguf(
+        path,
+        "qwen2",
+        {
+            "{arch}.block_count": 24,
+            "{arch}.context_length": 32768,
+            "{arch}.embedding_length": 896,
+            "{arch}.feed_forward_length": 4864,
+            "{arch}.attention.head_count": 14,
+            "{arch}.attention.head_count_kv": 2,
+            "{arch}.vocab_size": 151936,
+        },
+    )
+
+
+# One token, one layer: 2 heads x 64 values of K plus the same of V, ggml blocks of 32 values
+# (ggml-common.h): q8_0 34 B, q5_1 24 B, q4_0 and iq4_nl 18 B per block, 2 blocks per row.
+# q8_0 K + q4_0 V: 24 x 2 x 2 x (34 + 18) = 4,992 B per token; 32,768 tokens: 163,577,856 B.
+# q5_1 K + iq4_nl V: 24 x 2 x 2 x (24 + 18) = 4,032 B per token; 32,768 tokens: 132,120,576 B.
+@pytest.mark.parametrize(
+    ("k_type", "v_type", "per_token"), [("q8_0", "q4_0", 4_992), ("q5_1", "iq4_nl", 4_032)]
+)
+def test_llama_cpp_v_dtype_sizes_the_physics_and_the_charge_alike(
+    tmp_path, k_type, v_type, per_token
+):
+    path = str(qwen2_0_5b(tmp_path / "qwen2.gguf"))
+    result = runner.invoke(
+        app,
+        ["size", path, "-e", "llama.cpp", "-c", "32k", "--kv-dtype", k_type,
+         "--v-dtype", v_type, "--flash-attn", "-f", "json"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    record = json.loads(result.stdout)
+    assert record["kv_bytes_per_token"] == per_token
+    assert record["exact_kv_bytes"] == record["kv_bytes"] == per_token * 32_768
+    assert record["kv_bytes_by_kind"] == {"full": per_token * 32_768}
+    assert f"K cache {k_type} (-ctk), V cache {v_type} (-ctv)" in record["notes"]
+
+
+@pytest.mark.parametrize("name", ["vllm", "sglang", "trtllm", "ollama", "naive"])
+def test_engines_with_one_kv_type_refuse_a_different_v_dtype(name):
+    result = size("-e", name, "--kv-dtype", "fp16", "--v-dtype", "q4_0", "--flash-attn")
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.startswith(f"error: --v-dtype: {name} stores K and V in one type")

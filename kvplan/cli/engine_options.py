@@ -207,7 +207,8 @@ _PARAMETERS: dict[str, tuple[Any, Any]] = {
             _option(
                 "--v-dtype",
                 help="llama.cpp -ctv: V cache type when it differs from --kv-dtype (-ctk): "
-                "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl",
+                "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl (also the exact and hf "
+                "profiles; engines with one KV type refuse it); default: --kv-dtype",
             ),
         ],
         None,

@@ -354,6 +354,7 @@ class EngineProfile(ABC):
     # from; the analytic profiles (exact, hf, naive) take every dtype kvplan knows.
     kv_dtypes: tuple[str, ...] = tuple(KV_DTYPES)
     kv_dtype_setting: str = ""  # how the engine is told (vLLM --kv-cache-dtype), for messages
+    separate_v_dtype: bool = False  # V may be stored in another type than K (llama.cpp -ctv)
 
     def check(self, deployment: Deployment) -> None:
         """Refuse a deployment the engine refuses to start (raise KvplanError)."""
@@ -432,6 +433,20 @@ class EngineProfile(ABC):
     def accepts_kv_dtype(self, kv_dtype: str, deployment: Deployment | None = None) -> bool:
         """Whether the engine stores KV in `kv_dtype` (a canonical name)."""
         return kv_dtype in self.accepted_kv_dtypes(deployment)
+
+    def check_kv_dtypes(self, deployment: Deployment) -> None:
+        """Refuse a K or V dtype the engine does not store (raise KvplanError)."""
+        self.check_kv_dtype(deployment.kv_dtype, deployment, "--kv-dtype")
+        v_dtype = deployment.v_dtype
+        if v_dtype == kv_dtype_info(deployment.kv_dtype).name:
+            return
+        if not self.separate_v_dtype:
+            setting = f" ({self.kv_dtype_setting})" if self.kv_dtype_setting else ""
+            raise KvplanError(
+                f"--v-dtype: {self.name} stores K and V in one type{setting}, so {v_dtype} "
+                f"cannot differ from --kv-dtype {deployment.kv_dtype}"
+            )
+        self.check_kv_dtype(v_dtype, deployment, "--v-dtype")
 
     def check_kv_dtype(self, kv_dtype: str, deployment: Deployment, option: str) -> None:
         """Refuse a KV dtype the engine does not store, naming `option` and what it accepts."""

@@ -177,6 +177,7 @@ class LlamaCppProfile(EngineProfile):
     engine_label = "llama.cpp"
     kv_dtypes = GGML_KV_TYPES
     kv_dtype_setting = "-ctk/-ctv"
+    separate_v_dtype = True
 
     def build_of(self, deployment: Deployment) -> int:
         text = deployment.settings.version
@@ -198,8 +199,7 @@ class LlamaCppProfile(EngineProfile):
         settings = deployment.settings
         if deployment.dp > 1 or deployment.ep:
             raise KvplanError(f"--dp/--ep: {self.name} runs one model instance; drop them")
-        v_dtype = self.v_dtype(deployment)
-        self.check_kv_dtype(v_dtype, deployment, "--v-dtype")
+        v_dtype = deployment.v_dtype
         if kv_dtype_info(v_dtype).is_quantised and not self.flash_attention(deployment):
             raise KvplanError(
                 f"--v-dtype: a quantised V cache ({ggml_name(v_dtype)}) needs flash attention "
@@ -207,10 +207,6 @@ class LlamaCppProfile(EngineProfile):
             )
         if settings.parallel and settings.context_size_tokens is None:
             raise KvplanError("--parallel: give --ctx-size with it (the cells the slots share)")
-
-    def v_dtype(self, deployment: Deployment) -> str:
-        v = deployment.settings.v_dtype
-        return kv_dtype_info(v).name if v else deployment.kv_dtype
 
     def flash_attention(self, deployment: Deployment) -> bool:
         """-fa as set; else on from the -fa auto builds (CUDA supports it), off before."""
@@ -295,6 +291,11 @@ class LlamaCppProfile(EngineProfile):
                 f"{self.engine_label} allocates -c {settings.context_size_tokens} "
                 f"-np {settings.parallel or 1} up front: requests fit only within a slot"
             )
+        if deployment.v_dtype != deployment.kv_dtype:
+            notes.append(
+                f"K cache {ggml_name(deployment.kv_dtype)} (-ctk), V cache "
+                f"{ggml_name(deployment.v_dtype)} (-ctv)"
+            )
         offloaded = self.gpu_layers(deployment)
         if offloaded < deployment.model.num_layers:
             notes.append(
@@ -360,7 +361,7 @@ def _plan(profile: LlamaCppProfile, deployment: Deployment) -> Plan:
     devices = devices_of(deployment.model.num_layers, profile.gpu_layers(deployment), deployment.pp)
     k_dtype, v_dtype = (
         kv_dtype_info(deployment.kv_dtype),
-        kv_dtype_info(profile.v_dtype(deployment)),
+        kv_dtype_info(deployment.v_dtype),
     )
     rows = layer_rows(deployment.model, k_dtype, v_dtype, build, devices)
     return Plan(

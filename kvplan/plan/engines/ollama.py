@@ -41,6 +41,7 @@ class OllamaProfile(LlamaCppProfile):
     engine_label = "ollama"
     kv_dtypes = OLLAMA_KV_TYPES
     kv_dtype_setting = "OLLAMA_KV_CACHE_TYPE"
+    separate_v_dtype = False  # one OLLAMA_KV_CACHE_TYPE for K and V
 
     def release(self, deployment: Deployment) -> tuple[int, int, int]:
         text = deployment.settings.version or DEFAULT_RELEASE_TEXT
@@ -56,9 +57,6 @@ class OllamaProfile(LlamaCppProfile):
 
     def check(self, deployment: Deployment) -> None:
         super().check(deployment)
-        settings = deployment.settings
-        if settings.v_dtype and settings.v_dtype != deployment.kv_dtype:
-            raise KvplanError("--v-dtype: ollama sets one OLLAMA_KV_CACHE_TYPE for K and V")
         if deployment.kv_dtype != "fp16" and not self.flash_attention(deployment):
             raise KvplanError(
                 f"--kv-dtype: ollama falls back to f16 for {deployment.kv_dtype} unless "
