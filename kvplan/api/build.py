@@ -115,6 +115,7 @@ def size_report(result: SizeResult) -> SizeReport:
         "rope_scaling": model.rope_scaling.model_dump() if model.rope_scaling else None,
         "weights": weights_breakdown(result),
         "layers": result.layers,
+        "engine_caveat": d.engine.caveat(d),
         "notes": list(result.notes),
     }
     capacity = result.capacity

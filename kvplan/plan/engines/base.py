@@ -411,8 +411,11 @@ class EngineProfile(ABC):
         bytes_per_block = min(stage.bytes_per_block for stage in pool.layout.stages)
         return pool.num_blocks * bytes_per_block // per_token if per_token else 0
 
-    def log_lines(self, budget: Budget, pool: KvPool, max_model_len: int) -> list[str]:
-        """The startup lines the engine prints for this budget and pool (none by default)."""
+    def log_lines(
+        self, budget: Budget, pool: KvPool, max_model_len: int, sku: SkuSpec | None = None
+    ) -> list[str]:
+        """The startup lines the engine prints for this budget and pool on `sku` (none by
+        default)."""
         return []
 
     def search_choices(self, model: ModelSpec, sku: SkuSpec) -> SearchChoices:
@@ -470,6 +473,11 @@ class EngineProfile(ABC):
     ) -> str | None:
         """The command that starts this engine as planned (flags that differ from defaults or
         matter for KV), or None when the profile is not a real engine."""
+        return None
+
+    def caveat(self, deployment: Deployment) -> str | None:
+        """Why the figures may not be this engine's own for `deployment` (the engine runs it
+        with a part kvplan does not model), or None; also one of `notes()`."""
         return None
 
     def notes(self, deployment: Deployment, sku: SkuSpec | None) -> list[str]:

@@ -95,9 +95,19 @@ def layer_rows(
     return tuple(rows)
 
 
+def gpu_backend_name(sku: SkuSpec | None) -> str:
+    """What llama.cpp's GPU backend calls its devices on `sku` (buffers `<name>0`, `<name>1`…).
+
+    ggml/include/ggml-cuda.h: GGML_CUDA_NAME is "ROCm" in HIP builds (AMD GPUs), "MUSA" in
+    Moore Threads builds, else "CUDA".
+    """
+    return "ROCm" if sku is not None and sku.vendor == "amd" else "CUDA"
+
+
 def devices_of(num_layers: int, gpu_layers: int, gpus: int) -> tuple[str, ...]:
     """The buffer each layer's cache lives in: the last `gpu_layers` layers on CUDA0..N−1
-    (split like --split-mode layer, evenly), the rest on the CPU."""
+    (split like --split-mode layer, evenly), the rest on the CPU. The log lines print the
+    GPU backend's own name (`gpu_backend_name`: ROCm0 on AMD)."""
     on_gpu = min(gpu_layers, num_layers)
     first = num_layers - on_gpu
     devices = ["CPU"] * first
@@ -269,14 +279,18 @@ class LlamaCppProfile(EngineProfile):
             return plan.fixed.n_ctx if pool.num_blocks else 0
         return super().capacity_tokens(pool, max_model_len)
 
-    def log_lines(self, budget: Budget, pool: KvPool, max_model_len: int) -> list[str]:
+    def log_lines(
+        self, budget: Budget, pool: KvPool, max_model_len: int, sku: SkuSpec | None = None
+    ) -> list[str]:
         from kvplan.plan.engines.llamacpp_log import startup_lines
 
         plan = pool.layout.plan if isinstance(pool.layout, LlamaCppLayout) else None
         if plan is None:
             return []
         allocation = plan.fixed or launch_allocation(plan, pool, max_model_len)
-        return startup_lines(plan, allocation) if allocation else []
+        if allocation is None:
+            return []
+        return startup_lines(plan, allocation, gpu_backend_name(sku))
 
     def notes(self, deployment: Deployment, sku: SkuSpec | None) -> list[str]:
         notes = super().notes(deployment, sku)
@@ -306,7 +320,7 @@ class LlamaCppProfile(EngineProfile):
         if sku is not None and settings.activation_bytes is None:
             notes.append(
                 "compute buffers are an estimate (logits of one ubatch, plus the KQ matrix "
-                "without flash attention); the CUDA context is not counted"
+                f"without flash attention); the {gpu_backend_name(sku)} context is not counted"
             )
         return notes
 

@@ -193,7 +193,9 @@ class SglangProfile(EngineProfile):
         """max_total_num_tokens: pages × page size."""
         return pool.num_blocks * pool.layout.tokens_per_block
 
-    def log_lines(self, budget: Budget, pool: KvPool, max_model_len: int) -> list[str]:
+    def log_lines(
+        self, budget: Budget, pool: KvPool, max_model_len: int, sku: SkuSpec | None = None
+    ) -> list[str]:
         return startup_lines(budget, pool, max_model_len)
 
     def notes(self, deployment: Deployment, sku: SkuSpec | None) -> list[str]:

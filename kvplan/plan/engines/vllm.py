@@ -253,7 +253,9 @@ class VllmProfile(EngineProfile):
             return int(pool.concurrency_at(max_model_len) * max_model_len)
         return pool.num_blocks // len(stage.groups) * stage.block_tokens
 
-    def log_lines(self, budget: Budget, pool: KvPool, max_model_len: int) -> list[str]:
+    def log_lines(
+        self, budget: Budget, pool: KvPool, max_model_len: int, sku: SkuSpec | None = None
+    ) -> list[str]:
         return startup_lines(budget, pool, max_model_len)
 
     def launch_command(
