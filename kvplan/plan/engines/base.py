@@ -475,6 +475,11 @@ class EngineProfile(ABC):
         matter for KV), or None when the profile is not a real engine."""
         return None
 
+    def page_note(self, deployment: Deployment, sku: SkuSpec | None) -> str | None:
+        """Which page size the engine was given on `sku` and why, where it depends on the GPU
+        (and no --block-size set it), or None."""
+        return None
+
     def caveat(self, deployment: Deployment) -> str | None:
         """Why the figures may not be this engine's own for `deployment` (the engine runs it
         with a part kvplan does not model), or None; also one of `notes()`."""

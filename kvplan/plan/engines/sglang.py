@@ -198,8 +198,24 @@ class SglangProfile(EngineProfile):
     ) -> list[str]:
         return startup_lines(budget, pool, max_model_len)
 
+    def page_note(self, deployment: Deployment, sku: SkuSpec | None) -> str | None:
+        """MLA pages depend on the GPU's attention backend (`page_tokens`): say which."""
+        if deployment.model.mla is None or deployment.settings.tokens_per_block:
+            return None
+        page = page_tokens(deployment, sku)
+        if sku is None:
+            where = "no GPU given: page 1 assumed, as off Blackwell"
+        elif page > 1:
+            where = f"{sku.name}: the trtllm_mla backend's page"
+        else:
+            where = f"{sku.name}: token pages"
+        return f"MLA pages of {page} tokens ({where})"
+
     def notes(self, deployment: Deployment, sku: SkuSpec | None) -> list[str]:
         notes = super().notes(deployment, sku)
+        page = self.page_note(deployment, sku)
+        if page:
+            notes.append(page)
         kinds = set(deployment.model.layer_kinds)
         if kinds & {"sliding", "chunked"}:
             notes.append(

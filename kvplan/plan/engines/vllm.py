@@ -305,6 +305,18 @@ class VllmProfile(EngineProfile):
             parts.append(f"--hf-overrides {shlex.quote(override)}")
         return " ".join(parts)
 
+    def page_note(self, deployment: Deployment, sku: SkuSpec | None) -> str | None:
+        """MLA backends page by GPU (`block_tokens`): say which page and from what."""
+        if deployment.model.mla is None or deployment.settings.tokens_per_block:
+            return None
+        if sku is not None and sku.compute_capability:
+            where = f"{sku.name}, compute capability {sku.compute_capability}"
+        elif sku is not None:
+            where = f"{sku.name} has no compute capability in the catalogue: FlashMLA's page"
+        else:
+            where = "no GPU given: FlashMLA's Hopper page assumed"
+        return f"MLA blocks of {block_tokens(deployment, sku)} tokens ({where})"
+
     def notes(self, deployment: Deployment, sku: SkuSpec | None) -> list[str]:
         notes = super().notes(deployment, sku)
         model, settings = deployment.model, deployment.settings
@@ -332,14 +344,9 @@ class VllmProfile(EngineProfile):
                 "vLLM serves cross-attention (mllama) models only up to 0.10.2 (the V0 engine); "
                 "sized here as its V1 accounting would be"
             )
-        if model.mla is not None and not settings.tokens_per_block:
-            block = block_tokens(deployment, sku)
-            where = (
-                f"compute capability {sku.compute_capability}"
-                if sku is not None and sku.compute_capability
-                else "no GPU given: FlashMLA's Hopper page assumed"
-            )
-            notes.append(f"MLA blocks of {block} tokens ({where})")
+        page = self.page_note(deployment, sku)
+        if page:
+            notes.append(page)
         version = version_of(deployment)
         if sku is not None and version.subtracts_cudagraph_estimate:
             notes.append(
