@@ -154,3 +154,35 @@ def test_engines_with_one_kv_type_refuse_a_different_v_dtype(name):
     result = size("-e", name, "--kv-dtype", "fp16", "--v-dtype", "q4_0", "--flash-attn")
     assert result.exit_code == 2 and result.stdout == ""
     assert result.stderr.startswith(f"error: --v-dtype: {name} stores K and V in one type")
+
+
+# --- --cudagraph-memory: the help states the default kvplan really takes ---------------------
+
+
+# vLLM ≥ 0.20 subtracts its CUDA-graph estimate (envs.py VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS
+# defaults to 1 from 0.20); kvplan's rule: 0.45 GiB + 16.5 MiB per layer of the largest stage.
+# Llama-3.1-8B, 32 layers: round(0.45 x 2^30) + 32 x 16.5 x 2^20 = 483,183,821 + 553,648,128
+# = 1,036,831,949 B (0.97 GiB); at pp 2, 16 layers: 483,183,821 + 276,824,064 = 760,007,885 B.
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (("--vllm-version", "0.20"), 1_036_831_949),
+        (("--vllm-version", "0.20", "--pp", "2"), 760_007_885),
+        (("--vllm-version", "0.19"), 0),
+        (("--vllm-version", "0.20", "--cudagraph-memory", "1GiB"), 2**30),
+        (("-e", "sglang"), 0),
+    ],
+)
+def test_cudagraph_default_is_what_the_help_says(args, expected):
+    result = size("--sku", "h100-sxm", *args)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["budget"]["cudagraph_bytes"] == expected
+
+
+def test_cudagraph_help_states_the_estimate_not_zero():
+    result = runner.invoke(app, ["size", "--help"], env={"COLUMNS": "400"})
+    text = " ".join(result.stdout.split())
+    option = text.split("--cudagraph-memory", 1)[1].split("--no-hybrid-allocator", 1)[0]
+    assert "default 0" not in option
+    assert "vLLM ≥ 0.20 estimates it, 0.45 GiB + 16.5 MiB per layer" in option
+    assert "0.97 GiB for 32 layers" in option
