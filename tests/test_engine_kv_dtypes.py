@@ -186,3 +186,17 @@ def test_cudagraph_help_states_the_estimate_not_zero():
     assert "default 0" not in option
     assert "vLLM ≥ 0.20 estimates it, 0.45 GiB + 16.5 MiB per layer" in option
     assert "0.97 GiB for 32 layers" in option
+
+
+@pytest.mark.parametrize(
+    ("engine_name", "kv_dtypes", "refused"),
+    [("vllm", ["int4"], "int4"), ("trtllm", ["fp8", "fp8_e5m2"], "fp8_e5m2")],
+)
+def test_recommend_refuses_a_kv_dtype_the_engine_does_not_store(engine_name, kv_dtypes, refused):
+    args = ["recommend", "llama-3.1-8b", "-c", "8k", "--concurrency", "8", "--sku", "h100-sxm"]
+    args += ["-e", engine_name, *(part for k in kv_dtypes for part in ("--kv-dtype", k))]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2 and result.stdout == ""
+    (line,) = result.stderr.strip().splitlines()
+    assert f"--kv-dtype: {engine_name}" in line and f"does not store KV as {refused}; " in line
+    assert set(line.split("accepted: ")[1].split(", ")) == ACCEPTED[engine_name]
