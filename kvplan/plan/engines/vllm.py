@@ -187,7 +187,7 @@ class VllmProfile(EngineProfile):
                 vllm_memory.activation_bytes(deployment, version, scheduler),
                 vllm_memory.non_torch_bytes(deployment, version),
                 vllm_memory.cudagraph_bytes(deployment, version),
-                vllm_memory.ESTIMATE_BAND_BYTES,
+                vllm_memory.estimate_band_bytes(deployment, scheduler),
             )
 
         utilization = deployment.settings.utilization or version.default_utilization
@@ -317,6 +317,16 @@ class VllmProfile(EngineProfile):
             notes.append(
                 f"vLLM {version.text} subtracts its CUDA-graph estimate from the budget; kvplan "
                 "estimates it from the layers captured (--cudagraph-memory to set it)"
+            )
+        if sku is not None and settings.kv_memory_bytes is None and model.vision is not None:
+            peak = vllm_memory.vision_encoder_bytes(
+                model, deployment.tp, self.scheduler(deployment, sku).max_num_seqs
+            )
+            notes.append(
+                f"the profile run's vision encoder peak ({peak / GIB:.2f} GiB: max_num_seqs × "
+                f"{model.vision.images_per_request} image(s) of {model.vision.max_num_tiles} "
+                "tiles) is read from vLLM's mllama source, not fitted on logs; it errs towards "
+                "less KV and widens the band by a quarter of it (--max-num-seqs lowers it)"
             )
         if sku is not None and settings.kv_memory_bytes is None:
             band = vllm_memory.band_for(version)
