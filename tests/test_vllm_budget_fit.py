@@ -22,7 +22,7 @@ from kvplan.plan.engines.vllm import VLLM
 GOLDEN = Path(__file__).parent / "golden"
 GIB = 2**30
 CASES = yaml.safe_load((GOLDEN / "vllm_budget_cases.yaml").read_text())["cases"]
-CATALOG = Catalog()
+CATALOG = Catalog((GOLDEN / "vllm_budget_skus",))
 
 # Test logs kvplan still misses, each with the reason; the test fails if one starts passing,
 # so this list stays true.
@@ -60,7 +60,8 @@ def capacity_of(name: str) -> Capacity:
         pp=log["pp"],
         settings=settings,
     )
-    return Capacity(deployment, CATALOG.sku(log["sku"]), context_tokens=log["max_model_len"])
+    sku = CATALOG.sku(case.get("sku", log["sku"]))
+    return Capacity(deployment, sku, context_tokens=log["max_model_len"])
 
 
 def predicted_gib(name: str) -> float:
@@ -135,3 +136,14 @@ def test_mllama_budget_prints_its_band_and_note():
     assert abs(error) * GIB <= capacity.budget.uncertainty_bytes
     notes = VLLM.notes(capacity.deployment, CATALOG.sku("h100-sxm"))
     assert any("vision encoder peak (39.31 GiB" in note for note in notes)
+
+
+def test_tp_across_nodes_adds_network_buffers():
+    # The same plan on one 8-GPU node and on two 1-GPU nodes differs by the cross-node term.
+    name = "qwen2-7b-a100-40gb-tp2-v0.10-2nodes"
+    two_nodes = capacity_of(name)
+    one_node = Capacity(two_nodes.deployment, CATALOG.sku("a100-40gb"), context_tokens=16384)
+    extra = one_node.budget.kv_bytes - two_nodes.budget.kv_bytes
+    assert extra == vllm_memory.CROSS_NODE_NON_TORCH_BYTES == round(0.5 * GIB)
+    notes = VLLM.notes(two_nodes.deployment, two_nodes.sku)
+    assert any(note.startswith("TP across nodes") for note in notes)

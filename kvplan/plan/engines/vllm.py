@@ -185,7 +185,7 @@ class VllmProfile(EngineProfile):
         def estimate() -> tuple[int, int, int, int]:
             return (
                 vllm_memory.activation_bytes(deployment, version, scheduler),
-                vllm_memory.non_torch_bytes(deployment, version),
+                vllm_memory.non_torch_bytes(deployment, version, sku),
                 vllm_memory.cudagraph_bytes(deployment, version),
                 vllm_memory.estimate_band_bytes(deployment, scheduler),
             )
@@ -327,6 +327,13 @@ class VllmProfile(EngineProfile):
                 f"{model.vision.images_per_request} image(s) of {model.vision.max_num_tiles} "
                 "tiles) is read from vLLM's mllama source, not fitted on logs; it errs towards "
                 "less KV and widens the band by a quarter of it (--max-num-seqs lowers it)"
+            )
+        if sku is not None and vllm_memory.spans_nodes(deployment, sku):
+            extra = vllm_memory.CROSS_NODE_NON_TORCH_BYTES / GIB
+            notes.append(
+                f"TP across nodes: vLLM runs without custom all-reduce and NCCL's network "
+                f"buffers grow; kvplan adds {extra:.2f} GiB of non-torch memory per GPU "
+                "(one public two-node log)"
             )
         if sku is not None and settings.kv_memory_bytes is None:
             band = vllm_memory.band_for(version)

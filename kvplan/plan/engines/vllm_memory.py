@@ -69,6 +69,12 @@ MEMORY_BANDS = (
     # TP 1 (granite 0.46), 2.07 – 2.21 GiB at TP 2 – 4.
     MemoryBand((0, 19), 17.0, round(0.27 * GIB), round(2.25 * GIB), "0.19 logs (llm-d)"),
 )
+# TP across nodes: vLLM turns custom all-reduce off ("Custom allreduce is disabled because this
+# process group spans across nodes", 0.10.1.1) and NCCL runs the all-reduces over the network
+# with its own transport buffers. The one public log (Qwen2-7B at TP 2 over two single-A100
+# 40GB nodes, 0.10.1.1, tests/golden/vllm_memory) had 0.40 GiB less KV than the one-node
+# estimate gives: 0.5 GiB more non-torch memory, rounded up.
+CROSS_NODE_NON_TORCH_BYTES = round(0.5 * GIB)
 # vLLM 0.19's printed CUDA-graph estimate grows with the layers captured: 0.71 – 0.84 GiB for
 # 28 – 42 layers, 1.70 – 1.82 GiB for Llama-70B's 80; 0.45 GiB + 16.5 MiB per layer bounds all
 # but one of them from above. 0.20+ subtracts it from the budget.
@@ -233,10 +239,18 @@ def estimate_band_bytes(deployment: Deployment, scheduler: Scheduler) -> int:
     return ESTIMATE_BAND_BYTES + vision
 
 
-def non_torch_bytes(deployment: Deployment, version: VllmVersion) -> int:
-    """CUDA memory outside torch's allocator that grows during profiling (cuBLAS, NCCL)."""
+def non_torch_bytes(deployment: Deployment, version: VllmVersion, sku: SkuSpec) -> int:
+    """CUDA memory outside torch's allocator that grows during profiling (cuBLAS, NCCL),
+    more when the TP group spans nodes."""
     band = band_for(version)
-    return band.non_torch_bytes_tp if deployment.tp > 1 else band.non_torch_bytes_tp1
+    base = band.non_torch_bytes_tp if deployment.tp > 1 else band.non_torch_bytes_tp1
+    return base + (CROSS_NODE_NON_TORCH_BYTES if spans_nodes(deployment, sku) else 0)
+
+
+def spans_nodes(deployment: Deployment, sku: SkuSpec) -> bool:
+    """Whether the TP group is larger than one node of `sku` (its all-reduces cross the
+    network)."""
+    return deployment.tp > sku.max_gpus_per_node
 
 
 def cudagraph_bytes(deployment: Deployment, version: VllmVersion) -> int:
