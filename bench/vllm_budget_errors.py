@@ -7,8 +7,8 @@ Usage:
 
 The logs and their mapping onto catalogue models are tests/golden/vllm_memory/*.yaml and
 tests/golden/vllm_budget_cases.yaml (with SKU profiles for logged nodes no shipped SKU
-describes in tests/golden/vllm_budget_skus/). The tolerance is max(0.35 GiB, 3 % of the logged figure);
-"over" means kvplan promised more KV than vLLM had (the dangerous direction).
+describes in tests/golden/vllm_budget_skus/). The tolerance is max(0.35 GiB, 3 % of the logged
+figure); "over" means kvplan promised more KV than vLLM had (the dangerous direction).
 """
 
 from __future__ import annotations

@@ -319,14 +319,14 @@ class VllmProfile(EngineProfile):
                 "estimates it from the layers captured (--cudagraph-memory to set it)"
             )
         if sku is not None and settings.kv_memory_bytes is None and model.vision is not None:
-            peak = vllm_memory.vision_encoder_bytes(
-                model, deployment.tp, self.scheduler(deployment, sku).max_num_seqs
-            )
+            requests = self.scheduler(deployment, sku).max_num_seqs
+            peak = vllm_memory.vision_encoder_bytes(model, deployment.tp, requests)
+            images = requests * model.vision.images_per_request
             notes.append(
-                f"the profile run's vision encoder peak ({peak / GIB:.2f} GiB: max_num_seqs × "
-                f"{model.vision.images_per_request} image(s) of {model.vision.max_num_tiles} "
-                "tiles) is read from vLLM's mllama source, not fitted on logs; it errs towards "
-                "less KV and widens the band by a quarter of it (--max-num-seqs lowers it)"
+                f"the profile run's vision encoder peak ({peak / GIB:.2f} GiB: {images} dummy "
+                f"images of {model.vision.max_num_tiles} tiles, one per request up to "
+                "max_num_seqs) is read from vLLM's mllama source, not fitted on logs; it errs "
+                "towards less KV and widens the band by a quarter of it (--max-num-seqs lowers it)"
             )
         if sku is not None and vllm_memory.spans_nodes(deployment, sku):
             extra = vllm_memory.CROSS_NODE_NON_TORCH_BYTES / GIB
