@@ -147,3 +147,29 @@ def test_tp_across_nodes_adds_network_buffers():
     assert extra == vllm_memory.CROSS_NODE_NON_TORCH_BYTES == round(0.5 * GIB)
     notes = VLLM.notes(two_nodes.deployment, two_nodes.sku)
     assert any(note.startswith("TP across nodes") for note in notes)
+
+
+def test_every_shipped_sku_has_a_runtime_total_with_its_basis():
+    # vLLM multiplies the runtime total, not the datasheet figure: each SKU states it, with a
+    # public log line (a URL) or the rule used where none was found.
+    for sku in Catalog().skus():
+        assert sku.runtime_memory_bytes is not None, sku.name
+        assert sku.runtime_memory_bytes <= sku.memory_bytes, sku.name
+        basis = sku.runtime_memory_basis or ""
+        assert "http" in basis or basis.startswith("rule:"), sku.name
+
+
+# Runtime totals read from public lines (the lower end of a figure printed to 0.01 GiB):
+# T4: torch "total capacty of 14.58 GiB" (datawhalechina/self-llm#162) -> [14.575, 14.585) GiB;
+# MI300X: rocminfo GPU pool "201310208(0xbffc000) KB" (ROCm/legacy-rocm-build#4414) x 1024 B;
+# MI355X: torch "total capacity of 287.98 GiB" (pytorch/pytorch#175431) = 288 GiB - 16 MiB.
+@pytest.mark.parametrize(
+    ("name", "low_bytes", "high_bytes"),
+    [
+        ("t4", 14.575 * GIB, 14.585 * GIB),
+        ("mi300x", 201_310_208 * 1024, 201_310_208 * 1024),
+        ("mi355x", 287.975 * GIB, 287.985 * GIB),
+    ],
+)
+def test_runtime_totals_match_their_log_lines(name, low_bytes, high_bytes):
+    assert low_bytes - 1 <= Catalog().sku(name).runtime_memory_bytes <= high_bytes

@@ -211,7 +211,7 @@ def vision_encoder_bytes(model: ModelSpec, tp: int, max_num_seqs: int) -> int:
     are: the mask, the kept hidden states (output_dim / hidden − 1 of them), the residual,
     the norm output, and fc1's output with its activation (intermediate / tp wide each).
     Llama-3.2-11B-Vision at 128 requests: 9.86 GiB of masks + 7 × 1.96 GiB + 2 × 7.85 GiB
-    = 39.30 GiB. The release that printed 36.63 GiB frees some of these sooner; the reading
+    = 39.31 GiB. The release that printed 36.63 GiB frees some of these sooner; the reading
     errs towards less KV, and `vision_band_bytes` says how much.
     """
     vision = model.vision
