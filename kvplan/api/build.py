@@ -16,13 +16,14 @@ from kvplan.api.results import (
     RecommendCandidate,
     RecommendLoss,
     RecommendReport,
+    RefusedRow,
     SearchSummary,
     Sequences,
     SizeReport,
     WeightsBreakdown,
     WeightsPerGpu,
 )
-from kvplan.plan.capacity import Capacity
+from kvplan.plan.capacity import Capacity, Refusal
 from kvplan.plan.engines import Budget
 from kvplan.plan.guardrail import ClaimSheet, GuardrailResult, ProductCheck
 from kvplan.plan.recommend import Candidate, Loss, Recommendation
@@ -57,7 +58,7 @@ def weights_breakdown(result: SizeResult) -> WeightsBreakdown:
     stage = max(weights.stages, key=lambda s: s.per_gpu_bytes(d.tp, expert_shards=shards))
     checkpoint = weights.checkpoint
     return WeightsBreakdown(
-        basis="computed" if checkpoint is None else "safetensors headers",
+        basis="computed" if checkpoint is None else checkpoint.basis,
         checkpoint=checkpoint.source if checkpoint else None,
         scaled_to_index_total=weights.scale != 1.0,
         total_bytes=weights.total_bytes,
@@ -105,7 +106,8 @@ def size_report(result: SizeResult) -> SizeReport:
         "naive_kv_bytes": result.naive_kv_bytes,
         "full_reservation_kv_bytes": result.full_reservation_kv_bytes,
         "weights_bytes": weights.total_bytes,
-        "weights_bytes_per_gpu": weights.per_gpu_bytes,
+        "weights_bytes_per_gpu": result.weights_bytes_per_gpu,
+        "checkpoint_weights_bytes_per_gpu": weights.per_gpu_bytes,
         "params": weights.params.total,
         "active_params": weights.params.active,
         "published_params": model.params,
@@ -115,6 +117,7 @@ def size_report(result: SizeResult) -> SizeReport:
         "rope_scaling": model.rope_scaling.model_dump() if model.rope_scaling else None,
         "weights": weights_breakdown(result),
         "layers": result.layers,
+        "engine_caveat": d.engine.caveat(d),
         "notes": list(result.notes),
     }
     capacity = result.capacity
@@ -126,7 +129,7 @@ def size_report(result: SizeResult) -> SizeReport:
             "kv_budget_bytes_per_gpu": budget.kv_bytes,
             "kv_budget_uncertainty_bytes": budget.uncertainty_bytes,
             "budget": budget_terms(budget),
-            "free_bytes": budget.kv_bytes - result.kv_bytes_per_gpu,
+            "free_bytes": result.free_bytes_per_gpu,
             "max_concurrency": capacity.max_concurrency(),
             "max_context_tokens": capacity.max_context_tokens,
             "fits": result.fits,
@@ -148,6 +151,7 @@ def capacity_row(row: Capacity) -> CapacityRow:
         dp=d.dp,
         ep=d.ep,
         gpus=d.gpus,
+        nodes=d.nodes_per_replica(row.sku.max_gpus_per_node),
         kv_dtype=d.kv_dtype,
         batch=row.batch,
         context=row.context_tokens,
@@ -176,6 +180,23 @@ def capacity_row(row: Capacity) -> CapacityRow:
     ).with_source(row)
 
 
+def refused_row(refusal: Refusal) -> RefusedRow:
+    """A row of `kvplan report` whose TP degree the engine refuses."""
+    d = refusal.deployment
+    return RefusedRow(
+        model=d.model.name,
+        sku=refusal.sku.name,
+        engine=d.engine.name,
+        tp=refusal.tp,
+        pp=d.pp,
+        kv_dtype=d.kv_dtype,
+        batch=refusal.batch,
+        context=refusal.context_tokens,
+        verdict=f"refused: {refusal.reason}",
+        refused=refusal.reason,
+    ).with_source(refusal)
+
+
 def product_result(check: ProductCheck) -> ProductResult:
     """One product of `kvplan check` (docs/commands/check.md)."""
     d = check.capacity.deployment
@@ -185,6 +206,8 @@ def product_result(check: ProductCheck) -> ProductResult:
         sku=check.capacity.sku.name,
         tp=d.tp,
         pp=d.pp,
+        dp=d.dp,
+        ep=d.ep,
         engine=d.engine.name,
         kv_dtype=d.kv_dtype,
         promised_context=check.promised_context_tokens,
@@ -231,7 +254,8 @@ def claim_report(sheet: ClaimSheet) -> ClaimReport:
         kv_bytes_batch=result.kv_bytes,
         kv_bytes_batch_per_gpu=result.kv_bytes_per_gpu,
         weights_bytes=result.weights.total_bytes,
-        weights_bytes_per_gpu=result.weights.per_gpu_bytes,
+        weights_bytes_per_gpu=sheet.weights_bytes_per_gpu,
+        checkpoint_weights_bytes_per_gpu=result.weights.per_gpu_bytes,
         engine_reserve_bytes_per_gpu=sheet.reserve_bytes_per_gpu,
         engine_reserve=EngineReserve(
             utilization=budget.utilization,
@@ -244,6 +268,7 @@ def claim_report(sheet: ClaimSheet) -> ClaimReport:
         memory_bytes=sheet.memory_bytes,
         free_bytes_per_gpu=sheet.free_bytes_per_gpu,
         fits=sheet.fits,
+        verdict=sheet.verdict,
         within_native_limit=sheet.within_native_limit,
         max_context_tokens_at_batch=capacity.max_context_tokens,
         max_concurrency_at_context=capacity.max_concurrency(),

@@ -110,8 +110,9 @@ class SizeReport(Result):
     kv_bytes_by_kind: dict[str, int]
     naive_kv_bytes: int
     full_reservation_kv_bytes: int | None
-    weights_bytes: int
-    weights_bytes_per_gpu: int
+    weights_bytes: int  # the checkpoint's, whole deployment
+    weights_bytes_per_gpu: int  # as the engine loads them on --sku; without one, the checkpoint's
+    checkpoint_weights_bytes_per_gpu: int
     params: int
     active_params: int
     published_params: int | None
@@ -132,6 +133,8 @@ class SizeReport(Result):
     max_context_tokens: int | None = None
     fits: bool | None = None
     verdict: str | None = None
+    # Why the figures may not be the engine's own (ollama's Go engine models), else None.
+    engine_caveat: str | None = None
     notes: list[str]
 
 
@@ -146,6 +149,7 @@ class CapacityRow(Result):
     dp: int
     ep: bool
     gpus: int
+    nodes: int  # nodes one replica spans (tp · pp over the SKU's GPUs per node)
     kv_dtype: str
     batch: int
     context: int
@@ -172,6 +176,22 @@ class CapacityRow(Result):
     notes: list[str]
 
 
+class RefusedRow(Result):
+    """A row of `kvplan report` that the engine refuses to start (its TP degree): the
+    combination and the engine's reason, no figures."""
+
+    model: str
+    sku: str
+    engine: str
+    tp: int
+    pp: int
+    kv_dtype: str
+    batch: int
+    context: int
+    verdict: str  # "refused: " + refused
+    refused: str  # the engine's reason
+
+
 class ProductResult(Result):
     """One product of a `kvplan check` file: its promise against what its SKU holds."""
 
@@ -180,6 +200,8 @@ class ProductResult(Result):
     sku: str
     tp: int
     pp: int
+    dp: int
+    ep: bool
     engine: str
     kv_dtype: str
     promised_context: int
@@ -233,14 +255,16 @@ class ClaimReport(Result):
     kv_bytes_per_request_per_gpu: int
     kv_bytes_batch: int
     kv_bytes_batch_per_gpu: int
-    weights_bytes: int
-    weights_bytes_per_gpu: int
+    weights_bytes: int  # the checkpoint's, whole deployment
+    weights_bytes_per_gpu: int  # as the engine loads them (RoPE table, MXFP4 padding)
+    checkpoint_weights_bytes_per_gpu: int
     engine_reserve_bytes_per_gpu: int
     engine_reserve: EngineReserve
     total_bytes_per_gpu: int
     memory_bytes: int
     free_bytes_per_gpu: int
     fits: bool
+    verdict: str
     within_native_limit: bool
     max_context_tokens_at_batch: int
     max_concurrency_at_context: int

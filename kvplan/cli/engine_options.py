@@ -139,8 +139,10 @@ _PARAMETERS: dict[str, tuple[Any, Any]] = {
             str | None,
             _option(
                 "--cudagraph-memory",
-                help="CUDA-graph memory the engine subtracts (vLLM ≥ 0.20; default 0, said in "
-                "the notes)",
+                help="CUDA-graph memory the engine subtracts from the KV budget (bytes or with a "
+                "unit: 1GiB). Default: vLLM ≥ 0.20 estimates it, 0.45 GiB + 16.5 MiB per layer of "
+                "the largest pipeline stage (0.97 GiB for 32 layers; said in the notes); 0 before "
+                "0.20 and for other engines",
             ),
         ],
         None,
@@ -210,7 +212,8 @@ _PARAMETERS: dict[str, tuple[Any, Any]] = {
             _option(
                 "--v-dtype",
                 help="llama.cpp -ctv: V cache type when it differs from --kv-dtype (-ctk): "
-                "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl",
+                "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl (also the exact and hf "
+                "profiles; engines with one KV type refuse it); default: --kv-dtype",
             ),
         ],
         None,
@@ -304,39 +307,9 @@ class EngineOptions:
 
     def resolve(self) -> tuple[str, Any, int, bool]:
         """(engine name, EngineSettings, dp, ep); raises KvplanError on a bad value."""
-        from kvplan.plan.engines import EngineSettings, engine
-        from kvplan.units import parse_bytes
+        from kvplan.plan.engine_options import engine_settings
 
-        v = self.values
-
-        def size(name: str) -> int | None:
-            text = v[name]
-            option = "--" + name.replace("_", "-")
-            return parse_bytes(text, option) if text is not None else None
-
-        settings = EngineSettings(
-            version=v["engine_version"],
-            tokens_per_block=v["block_size"],
-            hybrid_allocator=False if v["no_hybrid_allocator"] else None,
-            draft_layers=v["draft_layers"],
-            utilization=v["utilization"],
-            kv_memory_bytes=size("kv_memory"),
-            activation_bytes=size("activation_memory"),
-            non_torch_bytes=size("non_torch_memory"),
-            cudagraph_bytes=size("cudagraph_memory"),
-            max_num_batched_tokens=v["max_num_batched_tokens"],
-            max_num_seqs=v["max_num_seqs"],
-            max_kv_tokens=v["max_kv_tokens"],
-            context_size_tokens=v["ctx_size"],
-            parallel=v["parallel"],
-            v_dtype=v["v_dtype"],
-            flash_attention=v["flash_attn"],
-            kv_unified=v["kv_unified"] or None,
-            swa_full=v["swa_full"],
-            gpu_layers=v["gpu_layers"],
-            ubatch_tokens=v["ubatch_size"],
-        )
-        return engine(v["engine"]).name, settings, v["dp"], v["ep"]
+        return engine_settings(self.values)
 
 
 def engine_options(command: F) -> F:

@@ -9,16 +9,20 @@ exact "how many requests fit", never by dividing a budget by bytes per token.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import cached_property
+from typing import Literal
 
 import kvplan.limits as limits
 from kvplan.errors import KvplanError
 from kvplan.plan.batch import Batch
+from kvplan.plan.context_limit import beyond_limit
 from kvplan.plan.deployment import Deployment
 from kvplan.plan.engines import Budget, KvLayout, KvPool, Scheduler
 from kvplan.plan.engines.base import UNLIMITED_REQUESTS
 from kvplan.plan.perf import DEFAULT_EFFICIENCY, DecodeEstimate, Efficiency, decode_step
 from kvplan.specs import SkuSpec
+from kvplan.units import gib
 
 
 def largest_fitting(fits: Callable[[int], bool], upper: int) -> int:
@@ -33,10 +37,28 @@ def largest_fitting(fits: Callable[[int], bool], upper: int) -> int:
     return low
 
 
+# Why a plan fails, most fundamental first: the weights leave no KV, the context is past the
+# model's limit, not one request fits, not all of them do. Every command's verdict is one.
+Failure = Literal["weights", "memory", "native_limit", "one_request", "concurrency"]
+
+
+def _shortest(batch: Batch, count: int) -> Batch:
+    """The `count` shortest sequences of `batch` (count ≥ 1)."""
+    kept, left = [], count
+    for tokens, n in batch:
+        if left <= 0:
+            break
+        kept.append((tokens, min(n, left)))
+        left -= n
+    return Batch(tuple(kept))
+
+
 class Capacity:
     """One deployment on one SKU, asked for `batch` requests of `context_tokens` each.
 
-    Counts are for the whole deployment: `dp` replicas each hold their own requests.
+    `sequences` (a ragged batch; its size is `batch`, its longest `context_tokens`) makes the
+    verdict about those exact lengths. Counts are for the whole deployment: `dp` replicas
+    each hold their own requests.
     """
 
     def __init__(
@@ -46,11 +68,15 @@ class Capacity:
         batch: int = 1,
         context_tokens: int | None = None,
         efficiency: Efficiency = DEFAULT_EFFICIENCY,
+        sequences: Batch | None = None,
     ) -> None:
+        if sequences is not None:
+            batch, context_tokens = sequences.size, sequences.longest
         if batch < 1:
             raise KvplanError(f"--batch: {batch} must be at least 1 sequence")
         limits.BATCH.check(batch, "--batch")
         self.deployment, self.sku, self.batch = deployment, sku, batch
+        self.sequences = sequences if sequences is not None and not sequences.is_uniform else None
         self.context_tokens = context_tokens or deployment.model.context_limit
         self.efficiency = efficiency
         profile = deployment.engine
@@ -77,8 +103,9 @@ class Capacity:
 
     @cached_property
     def kv_usable(self) -> bool:
-        """The weights fit and something is left for KV."""
-        return self.budget.weights_fit and self.budget.kv_bytes > 0
+        """The weights fit, something is left for KV, and a fixed KV budget fits beside them."""
+        budget = self.budget
+        return budget.weights_fit and budget.kv_bytes > 0 and budget.overcommit_bytes == 0
 
     def request_bytes_per_gpu(self, tokens: int | None = None) -> int:
         """Bytes the engine charges one request of `tokens` (default: the context), one GPU."""
@@ -115,22 +142,51 @@ class Capacity:
 
     @cached_property
     def fitting_batch(self) -> int:
-        """Requests of the context that fit, up to the batch asked for."""
-        return min(self.batch, self.max_concurrency())
+        """Requests that fit at once, up to the batch asked for: of the context, or the
+        shortest of `sequences`."""
+        if self.sequences is None:
+            return min(self.batch, self.max_concurrency())
+        sequences = self.sequences
+        return largest_fitting(
+            lambda n: n == 0 or self.holds(_shortest(sequences, n)), sequences.size
+        )
+
+    @cached_property
+    def failure(self) -> Failure | None:
+        """Why the plan fails (see `Failure`), or None when the whole batch fits."""
+        if not self.budget.weights_fit or (self.budget.kv_bytes <= 0 and not self.budget.fixed):
+            return "weights"
+        if self.budget.overcommit_bytes:
+            return "memory"
+        if beyond_limit(self.deployment.model, self.context_tokens) is not None:
+            return "native_limit"
+        if self.fitting_batch == 0:
+            return "one_request"
+        if self.fitting_batch < self.batch:
+            return "concurrency"
+        return None
 
     @property
     def fits(self) -> bool:
-        """The whole batch at the context fits."""
-        return self.fitting_batch == self.batch
+        """The whole batch at the context fits, within the model's context limit."""
+        return self.failure is None
 
     @property
     def verdict(self) -> str:
-        """'fits', 'fits N of B', "weights don't fit" or 'KV too small for one request'."""
-        if not self.budget.weights_fit or (self.budget.kv_bytes <= 0 and not self.budget.fixed):
-            return "weights don't fit"
-        if self.fitting_batch == 0:
+        """The one verdict every command prints: 'fits', 'fits N of B', "weights don't fit",
+        'no memory left for KV' (the weights fit, the engine's reserve takes the rest),
+        'weights + KV exceed the GPU by X GiB' (a fixed KV budget), 'KV too small for one
+        request' or 'exceeds the native limit of L tokens'."""
+        failure, budget = self.failure, self.budget
+        if failure == "weights":
+            return "no memory left for KV" if budget.weights_fit else "weights don't fit"
+        if failure == "memory":
+            return f"weights + KV exceed the GPU by {gib(budget.overcommit_bytes)}"
+        if failure == "native_limit":
+            return str(beyond_limit(self.deployment.model, self.context_tokens))
+        if failure == "one_request":
             return "KV too small for one request"
-        if not self.fits:
+        if failure == "concurrency":
             return f"fits {self.fitting_batch:,} of {self.batch:,}"
         return "fits"
 
@@ -144,7 +200,8 @@ class Capacity:
 
     def log_lines(self) -> list[str]:
         """The startup lines the engine prints for this plan."""
-        return self.deployment.engine.log_lines(self.budget, self.pool, self.context_tokens)
+        engine = self.deployment.engine
+        return engine.log_lines(self.budget, self.pool, self.context_tokens, self.sku)
 
 
 # Tensor-parallel degrees a report tries when none is given: powers of two up to one node.
@@ -161,6 +218,18 @@ def tp_degrees(deployment: Deployment, sku: SkuSpec) -> list[int]:
     ]
 
 
+@dataclass(frozen=True)
+class Refusal:
+    """A model × SKU × TP degree of a grid that the engine refuses to start, and why."""
+
+    deployment: Deployment  # the model's deployment; `tp` is the degree refused
+    sku: SkuSpec
+    tp: int
+    reason: str
+    batch: int
+    context_tokens: int
+
+
 def capacity_grid(
     deployments: list[Deployment],
     skus: list[SkuSpec],
@@ -168,16 +237,23 @@ def capacity_grid(
     context_tokens: int | None = None,
     tps: tuple[int, ...] | None = None,
     efficiency: Efficiency = DEFAULT_EFFICIENCY,
-) -> list[Capacity]:
+    keep_refusals: bool = False,
+) -> list[Capacity | Refusal]:
     """Capacity of every deployment (one per model) × SKU × TP degree.
 
-    Degrees the user asks for are validated (the engine's refusal is an error); the default
-    degrees skip those the engine refuses.
+    Degrees the user asks for are validated: the engine's refusal is an error, or with
+    `keep_refusals` a Refusal in the combination's place (one refused model does not sink
+    a whole report). The default degrees skip those the engine refuses.
     """
-    rows = []
+    rows: list[Capacity | Refusal] = []
     for base in deployments:
         for sku in skus:
             for tp in tps or tp_degrees(base, sku):
+                reason = base.engine.tp_refusal(base.model, tp) if keep_refusals else None
+                if reason:
+                    context = context_tokens or base.model.context_limit
+                    rows.append(Refusal(base, sku, tp, reason, batch, context))
+                    continue
                 deployment = base if tp == base.tp else base.replace(tp=tp)
                 rows.append(Capacity(deployment, sku, batch, context_tokens, efficiency))
     return rows

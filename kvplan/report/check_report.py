@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kvplan.api.results import CheckReport, ProductResult, dump
+from kvplan.plan.context_limit import beyond_limit_sentence
 from kvplan.plan.guardrail import GuardrailResult, ProductCheck
 from kvplan.report.render import Format, Table, emit, gib, plural
 from kvplan.specs import ModelSpec
@@ -16,22 +17,32 @@ def reason(check: ProductCheck) -> str:
     context, promised = check.promised_context_tokens, check.promised_concurrency
     budget = capacity.budget
     where = f"{capacity.sku.name} tp {product.tp}" + (f"×pp {product.pp}" if product.pp > 1 else "")
+    where += f"×dp {product.dp}" if product.dp > 1 else ""
     longest = (
         f"at {plural(promised, 'request')} at once the longest context is "
         f"{check.supported_context_tokens:,} tokens"
     )
+    if check.failure == "weights" and budget.weights_fit:
+        return (
+            f"weights need {gib(capacity.weights_bytes_per_gpu)} per GPU and fit, but the "
+            f"{product.engine} reserve takes the rest: nothing is left for KV on {where} "
+            f"({gib(budget.requested_bytes)} usable of {gib(budget.total_bytes)})"
+        )
     if check.failure == "weights":
         return (
             f"weights need {gib(capacity.weights_bytes_per_gpu)} per GPU; with the "
             f"{product.engine} reserve nothing is left for KV on {where} "
             f"({gib(budget.requested_bytes)} usable of {gib(budget.total_bytes)})"
         )
-    if check.failure == "native_limit":
+    if check.failure == "memory":
         return (
-            f"promised context {context:,} tokens exceeds {capacity.deployment.model.name}'s "
-            f"native limit of {capacity.deployment.model.context_limit:,} tokens"
-            + _extension_hint(capacity.deployment.model, context)
+            f"weights ({gib(capacity.weights_bytes_per_gpu)}) and the fixed KV budget "
+            f"({gib(budget.kv_bytes)}) need {gib(budget.overcommit_bytes)} more than the "
+            f"{gib(budget.total_bytes)} on {where}"
         )
+    if check.failure == "native_limit":
+        model = capacity.deployment.model
+        return f"promised {beyond_limit_sentence(model, context)}" + _extension_hint(model, context)
     if check.failure == "one_request":
         return (
             f"one request of {context:,} tokens needs {gib(check.kv_bytes_per_request_per_gpu)} "
@@ -85,7 +96,7 @@ def check_table(report: CheckReport) -> Table:
             "product",
             "model",
             "sku",
-            "tp×pp",
+            "tp×pp[×dp]",
             "engine",
             "promised ctx × conc",
             "supported conc @ctx",
@@ -119,7 +130,7 @@ def check_table(report: CheckReport) -> Table:
                 record["name"],
                 record["model"],
                 record["sku"],
-                f"{record['tp']}×{record['pp']}",
+                f"{record['tp']}×{record['pp']}" + (f"×{record['dp']}" if record["dp"] > 1 else ""),
                 f"{record['engine']} {record['kv_dtype']}",
                 f"{record['promised_context']:,} × {record['promised_concurrency']:,}",
                 f"{record['supported_concurrency']:,}",
