@@ -152,6 +152,26 @@ def parse_count(text: str | int, what: str, limit: limits.Limit, minimum: int = 
     return _bounded(value, text, what, minimum, limit)
 
 
+def _exact(text: str | float, what: str, kind: str, help_text: str) -> Fraction:
+    """The exact value of the plain decimal `text` ("0.9", "2.5"), or of a YAML number as it
+    prints (a float's repr): no exponent, unit, inf or nan.
+
+    Raises:
+        KvplanError: "`what`: `text` is not `kind`; ..." when it is not one.
+    """
+    if isinstance(text, float | int) and not isinstance(text, bool):
+        if not math.isfinite(text):
+            raise KvplanError(f"{what}: {text!r} is not {kind}; {help_text}")
+        return Fraction(repr(text)) if isinstance(text, float) else Fraction(text)
+    text = str(text)
+    _check_length(text, what)
+    match = _NUMBER.fullmatch(text)
+    if not match or match.group(3):
+        raise KvplanError(f"{what}: {text!r} is not {kind}; {_why_not_a_number(text) or help_text}")
+    whole, fraction, _ = match.groups()
+    return Fraction(f"{whole}.{fraction or 0}")
+
+
 def parse_decimal(
     text: str | float, what: str, limit: limits.Limit, minimum: Fraction, help_text: str
 ) -> Fraction:
@@ -171,19 +191,7 @@ def parse_decimal(
     Raises:
         KvplanError: unreadable, too long, or out of range.
     """
-    if isinstance(text, float | int) and not isinstance(text, bool):
-        if not math.isfinite(text):
-            raise KvplanError(f"{what}: {text!r} is not a number; {help_text}")
-        value = Fraction(repr(text)) if isinstance(text, float) else Fraction(text)
-    else:
-        text = str(text)
-        _check_length(text, what)
-        match = _NUMBER.fullmatch(text)
-        if not match or match.group(3):
-            reason = _why_not_a_number(text) or help_text
-            raise KvplanError(f"{what}: {text!r} is not a number; {reason}")
-        whole, fraction, _ = match.groups()
-        value = Fraction(f"{whole}.{fraction or 0}")
+    value = _exact(text, what, "a number", help_text)
     if value < minimum:
         raise KvplanError(f"{what}: {text} is below kvplan's minimum of {_decimal(minimum)}")
     if value > limit.maximum:
@@ -205,20 +213,7 @@ def parse_fraction(text: str | float, what: str, *, allow_zero: bool = False) ->
     Raises:
         KvplanError: not a plain decimal ("nan", "1e-3" and "½" are refused), or out of range.
     """
-    if isinstance(text, float | int) and not isinstance(text, bool):
-        if not math.isfinite(text):
-            raise KvplanError(f"{what}: {text!r} is not a fraction; write a decimal such as 0.9")
-        value = Fraction(repr(text)) if isinstance(text, float) else Fraction(text)
-    else:
-        text = str(text)
-        match = _NUMBER.fullmatch(text) if len(text) <= limits.NUMBER_CHARS else None
-        if not match or match.group(3):
-            reason = _why_not_a_number(text) or "write a decimal such as 0.9"
-            raise KvplanError(
-                f"{what}: {text[: limits.NUMBER_CHARS]!r} is not a fraction; {reason}"
-            )
-        whole, fraction, _ = match.groups()
-        value = Fraction(f"{whole}.{fraction or 0}")
+    value = _exact(text, what, "a fraction", "write a decimal such as 0.9")
     interval = "[0, 1]" if allow_zero else "(0, 1]"
     if value > 1 or value < 0 or (value == 0 and not allow_zero):
         raise KvplanError(f"{what}: {text} must be in {interval}; a fraction, 0.9 = 90 %")
