@@ -264,7 +264,8 @@ def _notes(payload: dict[str, Any]) -> list[str]:
         rate = f" (offered {offered:,.2f} req/s)" if offered is not None else ""
         notes[1] = (
             f"workload: {throughput['workload']}{rate}; "
-            f"{plural(search['simulations'], 'candidate')} simulated; SLO met: share of its requests meeting every SLO (rejected ones "
+            f"{plural(search['simulations'], 'candidate')} simulated; SLO met: share of its "
+            "requests meeting every SLO (rejected ones "
             "missed); goodput: those requests per second of the run; within headroom: requests "
             "of the context the KV less the headroom holds"
         )

@@ -4,7 +4,8 @@ The search walks what a user controls — the SKU, GPUs per instance (tp, pp; dp
 parallelism for MoE models), KV and weight dtypes, block size, max_num_seqs and the memory
 fraction — and asks the one engine model (`Capacity`) about every point it visits; it has no
 formula of its own. What counts as "meets" is an `Objective` (`objective.py`; a throughput
-target, `GoodputTarget`, scores points by simulation); what counts as "cheap", a `Cost`. `space.py` lists the points, `search.py` visits them (and says how it
+target, `GoodputTarget`, scores points by simulation); what counts as "cheap", a `Cost`.
+`space.py` lists the points, `search.py` visits them (and says how it
 prunes), `candidates.py` ranks what it found.
 """
 
