@@ -426,6 +426,11 @@ class EngineProfile(ABC):
         """Whether the engine stores KV in `kv_dtype` (ggml block types are llama.cpp's own)."""
         return kv_dtype not in GGML_KV_DTYPES
 
+    def sized_for(self, deployment: Deployment, requests: int, context_tokens: int) -> Deployment:
+        """The deployment a launch for `requests` requests of `context_tokens` starts: as
+        planned, for engines that carve their pool from free memory."""
+        return deployment
+
     def launch_command(
         self, deployment: Deployment, sku: SkuSpec | None, context_tokens: int
     ) -> str | None:

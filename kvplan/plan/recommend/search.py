@@ -191,8 +191,14 @@ def _evaluate(
         nonlocal computed, runs
         computed += 1
         changed = replace(deployment.settings, utilization=fraction, max_num_seqs=max_num_seqs)
-        capacity = Capacity(
+        # Engines that allocate a fixed pool (llama.cpp -c/-np) launch for the target only.
+        launched = profile.sized_for(
             deployment.replace(settings=changed),
+            max_num_seqs or objective.running_requests,
+            objective.context_tokens,
+        )
+        capacity = Capacity(
+            launched,
             sku,
             min(objective.running_requests, limits.BATCH.maximum),
             objective.context_tokens,
