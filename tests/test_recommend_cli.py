@@ -266,3 +266,51 @@ def test_price_per_hour_from_a_sku_file(tmp_path):
         assert result.exit_code == 0, result.output
         for record in json.loads(result.stdout)["ranked"]:
             assert record["cost"] == record["gpus"] * price
+
+
+@pytest.mark.parametrize(
+    ("headroom", "shown"), [("0.5%", "headroom 0.5%"), ("12.5%", "headroom 12.5%")]
+)
+def test_headroom_is_shown_as_asked(headroom, shown):
+    result = run(
+        "recommend", "llama-3.1-8b", "--sku", "h100-sxm", "-c", "8k", "--headroom", headroom
+    )
+    assert result.exit_code == 0, result.output
+    assert shown in result.stdout
+
+
+def test_llama_cpp_offers_released_weights_and_launches_for_the_target():
+    # llama.cpp loads a GGUF whose weight type is fixed when the file is made: no fp8
+    # weights; -m takes a file path; 4 requests of 8,192 tokens are -c 4 x 8192 -np 4.
+    result = run(
+        "recommend", "llama-3.1-8b", "--sku", "l4", "--engine", "llama.cpp", "-c", "8k",
+        "-n", "4", "-f", "json",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert payload["search"]["searched"]["weights"] == ["released"]
+    command = payload["ranked"][0]["launch_command"]
+    assert command.startswith("llama-server -m <Llama-3.1-8B-BF16.gguf> -c 32768 -np 4 ")
+
+
+def test_ollama_parallel_is_the_requests_asked_for():
+    result = run(
+        "recommend", "llama-3.1-8b", "--sku", "mi355x", "--engine", "ollama", "-c", "8k",
+        "-n", "4", "-f", "json",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    command = json.loads(result.stdout)["ranked"][0]["launch_command"]
+    assert "OLLAMA_CONTEXT_LENGTH=8192 OLLAMA_NUM_PARALLEL=4 " in command
+    assert "meta-llama/" not in command
+
+
+def test_no_log_lines_without_a_command():
+    # vLLM has no --kv-cache-dtype for int4: no command, so no startup lines to compare.
+    result = run(
+        "recommend", "llama-3.1-8b", "--sku", "h100-sxm", "--kv-dtype", "int4", "-c", "8k",
+        "-n", "1", "-f", "json",
+    )  # fmt: skip
+    if result.exit_code == 2:  # the engine refuses the dtype outright
+        return
+    first = json.loads(result.stdout)["ranked"][0]
+    assert first["launch_command"] is None and first["log_lines"] == []
