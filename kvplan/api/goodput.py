@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from kvplan.errors import KvplanError
 from kvplan.plan.deployment import Deployment
 from kvplan.plan.recommend import Simulated
 from kvplan.simulate import SimConfig, Workload, instance_model, simulate
@@ -23,6 +24,7 @@ class WorkloadSimulator:
     config_of: Callable[[SkuSpec], SimConfig]
     context_tokens: int
     configs: dict[str, SimConfig] = field(default_factory=dict)
+    unsimulated: dict[str, str] = field(default_factory=dict)  # SKU -> why it cannot run
 
     def config(self, sku: SkuSpec) -> SimConfig:
         """The configuration for `sku` (read once per SKU: a calibration is per SKU)."""
@@ -36,7 +38,13 @@ class WorkloadSimulator:
 
     def __call__(self, deployment: Deployment, sku: SkuSpec) -> Simulated:
         config = self.config(sku)
-        if self.too_slow_for_tpot(deployment, sku, config):
+        try:
+            if self.too_slow_for_tpot(deployment, sku, config):
+                return Simulated(0.0, 0.0, simulated=False)
+        except KvplanError as error:
+            # A SKU the roofline cannot time (no peak FLOP/s in its file) cannot be
+            # simulated: a miss, and the reason kept for whoever asks.
+            self.unsimulated[sku.name] = str(error)
             return Simulated(0.0, 0.0, simulated=False)
         result = simulate(deployment, sku, self.workload, config)
         return Simulated(result.slo_met_fraction or 0.0, result.goodput_requests_per_s or 0.0)
