@@ -308,6 +308,7 @@ def _throughput(objective: object) -> ThroughputTarget | None:
         slo_ttft_s=objective.slo_ttft_s,
         slo_tpot_s=objective.slo_tpot_s,
         slo_attainment_fraction=objective.slo_attainment,
+        notes=list(objective.simulator.notes),
     )
 
 

@@ -49,6 +49,13 @@ class WorkloadSimulator:
         result = simulate(deployment, sku, self.workload, config)
         return Simulated(result.slo_met_fraction or 0.0, result.goodput_requests_per_s or 0.0)
 
+    @property
+    def notes(self) -> tuple[str, ...]:
+        return tuple(
+            f"{name}: not simulated, counted as a miss ({why})"
+            for name, why in sorted(self.unsimulated.items())
+        )
+
     def too_slow_for_tpot(self, deployment: Deployment, sku: SkuSpec, config: SimConfig) -> bool:
         """Whether no request can meet the TPOT target: a decode step of one sequence that
         reads no KV (the quickest step there is) already takes longer, and every request

@@ -317,6 +317,7 @@ class ThroughputTarget(Result):
     slo_ttft_s: float | None
     slo_tpot_s: float | None
     slo_attainment_fraction: float
+    notes: list[str]  # what the simulator could not run
 
 
 class RecommendReport(Result):

@@ -269,6 +269,7 @@ def _notes(payload: dict[str, Any]) -> list[str]:
             "missed); goodput: those requests per second of the run; within headroom: requests "
             "of the context the KV less the headroom holds"
         )
+        notes += throughput["notes"]
     if search["skus_without_price"]:
         notes.append(f"left out, no price: {', '.join(search['skus_without_price'])}")
     plain = payload["unquantised_miss"]

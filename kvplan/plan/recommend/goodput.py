@@ -40,6 +40,11 @@ class Simulator(Protocol):
 
     def __call__(self, deployment: Deployment, sku: SkuSpec) -> Simulated: ...
 
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """What it could not simulate and why (e.g. a SKU with no peak FLOP/s)."""
+        ...
+
 
 @dataclass(frozen=True)
 class GoodputTarget:
