@@ -91,7 +91,8 @@ def recommend(
         typer.Option(
             "--no-quantization",
             help="only the released weights (default also tries fp8 weights quantised at load, "
-            "`--quantization fp8`, on GPUs with fp8 tensor cores)",
+            "vLLM/SGLang `--quantization fp8`, on GPUs with fp8 tensor cores; llama.cpp and "
+            "ollama load the GGUF's own weight type)",
         ),
     ] = False,
     tp: Annotated[

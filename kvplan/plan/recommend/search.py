@@ -99,14 +99,15 @@ def recommend(
         )
     cost = cost or GpuCount()
     points, unpriced, searched = points_of(base, objective, space, cost)
-    points.sort(key=lambda p: _group(p, model))
+    groups = sorted(((_group(p, model), i) for i, p in enumerate(points)))
+    points = [points[i] for _, i in groups]
     meeting: list[Candidate] = []
     miss: Candidate | None = None
     plain_miss: Candidate | None = None  # the closest miss without quantisation
     evaluated = refused = visited = simulated = 0
     while visited < len(points):
-        level = _group(points[visited], model)
-        while visited < len(points) and _group(points[visited], model) == level:
+        level = groups[visited][0]
+        while visited < len(points) and groups[visited][0] == level:
             found, count, runs = _evaluate(points[visited], base, objective, headroom)
             visited += 1
             evaluated += count
