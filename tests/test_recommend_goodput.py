@@ -151,3 +151,31 @@ def test_cli_refuses_options_that_do_not_fit_the_target(args, message):
     assert result.stdout == ""
     assert message in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("rate", ["2", "60"])  # a light load, and one where some requests miss
+def test_the_recommended_command_simulates_to_the_same_figures(rate):
+    # The first's `vllm serve` flags, fed to `kvplan simulate` with the same workload and
+    # SLOs (no headroom, so the pool is the launched one), give the same share and goodput.
+    from tests.test_recommend_cli import report_args
+
+    workload_args = ["--rate", rate, "--requests", "100", "--prompt-tokens", "512"]
+    workload_args += ["--output-tokens", "64", "--slo-ttft", "500ms", "--slo-tpot", "20ms"]
+    asked = ["-s", "h100-sxm", "-c", "4k", "--max-gpus", "2", "--headroom", "0"]
+    result = runner.invoke(
+        app, ["recommend", "llama-3.1-8b", *asked, *workload_args, "--top", "1", "-f", "json"]
+    )
+    assert result.exit_code in (0, 1), result.output
+    payload = json.loads(result.stdout)
+    first = (payload["ranked"] or [payload["closest_miss"]])[0]
+    args = report_args(first["launch_command"])
+    model, flags = args[1], args[2:]
+    flags[flags.index("--context")] = "--max-model-len"
+    simulated = runner.invoke(
+        app, ["simulate", model, "-s", "h100-sxm", *flags, *workload_args, "-f", "json"]
+    )
+    assert simulated.exit_code == 0, (flags, simulated.output)
+    (run,) = json.loads(simulated.stdout)["runs"]
+    assert run["instances"] == first["dp"]
+    assert run["slo_met_fraction"] == first["slo_met_fraction"]
+    assert run["goodput_requests_per_s"] == first["goodput_requests_per_s"]
