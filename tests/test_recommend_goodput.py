@@ -179,3 +179,29 @@ def test_the_recommended_command_simulates_to_the_same_figures(rate):
     assert run["instances"] == first["dp"]
     assert run["slo_met_fraction"] == first["slo_met_fraction"]
     assert run["goodput_requests_per_s"] == first["goodput_requests_per_s"]
+
+
+def test_the_pruned_search_agrees_with_every_memory_fraction_searched_alone():
+    # vLLM 0.11's default fraction is 0.9; the search also tries 0.92 and 0.95 (highest first,
+    # then the lowest that meets). Fixing each fraction in turn and searching the rest is the
+    # brute force over fractions: the same shapes meet, and each listed one is at the lowest
+    # fraction at which its layout meets.
+    load = workload(40, 2048, 512, requests=150)
+    slo = Slo(1.0, 0.03)
+    common = {"max_gpus": 2, "top": 999, "headroom": 0}
+    free = goodput("llama-3.1-8b", "h100-sxm", load, slo, **common)
+    alone = {
+        u: goodput("llama-3.1-8b", "h100-sxm", load, slo, utilization=u, **common)
+        for u in (0.9, 0.92, 0.95)
+    }
+
+    def layout(c):
+        return (c.sku, c.tp, c.pp, c.dp)
+
+    lowest: dict[tuple, float] = {}
+    for u, result in sorted(alone.items(), reverse=True):
+        lowest |= {layout(c): u for c in result.ranked}
+    shapes = {(c.sku, c.gpus) for r in alone.values() for c in r.ranked}
+    assert {(c.sku, c.gpus) for c in free.ranked} == shapes
+    for c in free.ranked:
+        assert c.gpu_memory_utilization == lowest[layout(c)]

@@ -65,6 +65,12 @@ class Objective(Protocol):
         request)."""
         ...
 
+    @property
+    def prunes_larger_blocks(self) -> bool:
+        """Whether a block size that is a multiple of another one offered is left out (it
+        never holds more KV; its steps are no faster)."""
+        ...
+
     def max_num_seqs_choices(self, need: int, default: int) -> tuple[int, ...]:
         """max_num_seqs values to try, in order, for a replica that must admit `need`
         requests on an engine whose default is `default`."""
@@ -94,6 +100,10 @@ class ConcurrencyTarget:
     @property
     def running_requests(self) -> int:
         return self.concurrency
+
+    @property
+    def prunes_larger_blocks(self) -> bool:
+        return self.kv_monotone
 
     def max_num_seqs_choices(self, need: int, default: int) -> tuple[int, ...]:
         """The smallest value that admits the target (a larger one only costs sampler memory);

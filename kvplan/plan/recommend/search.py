@@ -14,9 +14,12 @@ Exhaustive over the stated space, yet fast, by two kinds of pruning that never d
   of another one tried never holds more (charges and pools both round to whole blocks); and
   for MoE models, dp replicas without expert parallelism hold the same KV as with it on
   more weight bytes per GPU.
-- Throughput targets (`GoodputTarget`) add no rule here: their score settles a point by
-  arithmetic where it can (no KV for one request, a step slower than the TPOT target) and
-  simulates the rest, so only points cheap enough to matter are ever simulated.
+- Objectives that are not `kv_monotone` (throughput: a larger pool admits larger, slower
+  batches) get no dominance pruning: each point tries every fraction from the lowest up
+  until one meets, for each max_num_seqs the objective offers. `GoodputTarget`'s score
+  settles a point by arithmetic where it can (no KV for one request, a step slower than the
+  TPOT target) and simulates the rest; with the cost bound, only points cheap enough to rank
+  are ever simulated.
 """
 
 from __future__ import annotations
@@ -209,7 +212,15 @@ def _evaluate(
         return Candidate(capacity, point.cost, score, headroom)
 
     if not objective.kv_monotone:
-        return [at(f, s) for f in fractions for s in seqs], computed, runs
+        # No dominance: every fraction from the lowest up until one meets (the lowest that
+        # meets is the one a ranking keeps), for every max_num_seqs.
+        found = []
+        for max_num_seqs in seqs:
+            for fraction in fractions:
+                found.append(at(fraction, max_num_seqs))
+                if found[-1].score.meets:
+                    break
+        return found, computed, runs
     misses = []
     for max_num_seqs in seqs:
         highest = at(fractions[-1], max_num_seqs)

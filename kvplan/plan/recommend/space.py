@@ -69,7 +69,7 @@ def points_of(
         blocks: tuple[int | None, ...] = (settings.tokens_per_block,)
         if settings.tokens_per_block is None:
             blocks = choices.tokens_per_block
-            if objective.kv_monotone:
+            if objective.prunes_larger_blocks:
                 blocks = _undominated_blocks(blocks)
         layouts = _layouts(model, sku, space, objective, base)
         priced = False
