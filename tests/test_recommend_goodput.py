@@ -142,6 +142,7 @@ def test_cli_table_shows_slo_and_goodput():
         (["--rate", "1", "--slo-ttft", "1s", "-n", "4"], "--concurrency"),
         (["--rate", "1", "--slo-ttft", "1s", "--instances", "2"], "--instances"),
         (["--rate", "1", "--slo-ttft", "1s", "--max-model-len", "4k"], "--max-model-len"),
+        (["--rate", "1", "--slo-ttft", "1s", "--engine", "llama.cpp"], "give --ctx-size and"),
     ],
 )
 def test_cli_refuses_options_that_do_not_fit_the_target(args, message):

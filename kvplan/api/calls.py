@@ -338,6 +338,14 @@ def _goodput_target(
     """The throughput target: `attainment` of `workload` within the SLOs, by simulation."""
     from kvplan.api.goodput import WorkloadSimulator
 
+    profile = base.engine
+    if profile.sized_for(base, 1, context_tokens) != base:
+        # llama.cpp/ollama allocate -np slots at launch; the search does not try slot counts.
+        raise KvplanError(
+            f"--rate/--trace with --engine {profile.name}: give --ctx-size and --parallel (the "
+            "slots it allocates at launch); recommend does not search them for a throughput "
+            "target"
+        )
     native = base.model.max_context
     if context_tokens > native:
         raise KvplanError(

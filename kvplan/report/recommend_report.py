@@ -183,7 +183,7 @@ def _add_candidate(table: Table, i: int, record: dict[str, Any], meets: bool, ra
         record["weight_dtype"],
         _dtype_label(record["kv_dtype"]),
         f"{record['gpu_memory_utilization']:g}",
-        f"{record['max_num_seqs']:,}",
+        _seqs_shown(record["max_num_seqs"]),
         str(record["tokens_per_block"]),
         gib(record["kv_budget_bytes_per_gpu"]),
         f"{record['max_concurrency']:,}",
@@ -218,6 +218,11 @@ def _miss(record: dict[str, Any]) -> str:
     if record["slo_met_fraction"] is not None:
         return f"closest miss: {_percent(record['slo_met_fraction'])} of requests within SLO"
     return f"closest miss: holds {record['concurrency_within_headroom']:,} within the headroom"
+
+
+def _seqs_shown(max_num_seqs: int) -> str:
+    # Engines without a cap of their own (SGLang, TensorRT-LLM) report 2^31 - 1.
+    return "no limit" if max_num_seqs >= 2**31 - 1 else f"{max_num_seqs:,}"
 
 
 def _share_shown(fraction: float | None) -> str:

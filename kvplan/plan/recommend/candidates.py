@@ -97,7 +97,10 @@ def _rank_key(c: Candidate) -> tuple:
 
 
 def _miss_key(c: Candidate) -> tuple:
-    """The closest miss: most achieved, then the largest KV budget, then the cheapest."""
+    """The closest miss: most achieved, then the largest KV budget, then the cheapest (for a
+    throughput target, the cheapest before the largest KV: more KV does not always help)."""
+    if c.score.goodput_requests_per_s is not None:
+        return (-c.score.achieved, c.cost, -c.capacity.budget.kv_bytes, _rank_key(c))
     return (-c.score.achieved, -c.capacity.budget.kv_bytes, c.cost, _rank_key(c))
 
 

@@ -22,6 +22,7 @@ from typing import Protocol
 from kvplan.errors import KvplanError
 from kvplan.plan.capacity import Capacity
 from kvplan.plan.deployment import Deployment
+from kvplan.plan.engines.base import UNLIMITED_REQUESTS
 from kvplan.plan.recommend.objective import Score, held_within_headroom
 from kvplan.specs import SkuSpec
 
@@ -79,9 +80,10 @@ class GoodputTarget:
     def running_requests(self) -> int:
         return 1
 
-    def max_num_seqs_choices(self, need: int, default: int) -> tuple[int, ...]:
-        """The engine's default only (each value is a simulation; --max-num-seqs fixes it)."""
-        return (default,)
+    def max_num_seqs_choices(self, need: int, default: int) -> tuple[int | None, ...]:
+        """The engine's default only (each value is a simulation; --max-num-seqs fixes it),
+        pinned in the command when the engine has one, left unset when it has no limit."""
+        return (None,) if default >= UNLIMITED_REQUESTS else (default,)
 
     def score(self, capacity: Capacity, headroom: Fraction) -> Score:
         """The share of requests meeting every SLO, simulated with the KV within headroom."""

@@ -71,9 +71,9 @@ class Objective(Protocol):
         never holds more KV; its steps are no faster)."""
         ...
 
-    def max_num_seqs_choices(self, need: int, default: int) -> tuple[int, ...]:
+    def max_num_seqs_choices(self, need: int, default: int) -> tuple[int | None, ...]:
         """max_num_seqs values to try, in order, for a replica that must admit `need`
-        requests on an engine whose default is `default`."""
+        requests on an engine whose default is `default` (None: the engine's default)."""
         ...
 
     def score(self, capacity: Capacity, headroom: Fraction) -> Score:
