@@ -333,3 +333,15 @@ def test_llama_cpp_command_gives_the_claimed_capacity_in_report(sku, concurrency
     (row,) = json.loads(shown.stdout)
     assert row["max_concurrency"] == claimed["max_concurrency"] == concurrency
     assert row["log_lines"] == claimed["log_lines"]
+
+
+@pytest.mark.parametrize("page", ["recommend.md", "claim.md"])
+def test_the_synopsis_lists_every_engine_the_cli_accepts(page):
+    import re
+    from pathlib import Path
+
+    from kvplan.plan.engines import ENGINES
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "commands" / page).read_text()
+    (listed,) = re.findall(r"\[--engine ([\w.|]+)\]", text)
+    assert listed.split("|") == list(ENGINES)
