@@ -279,10 +279,15 @@ def _notes(payload: dict[str, Any]) -> list[str]:
         notes.append(f"left out, no price: {', '.join(search['skus_without_price'])}")
     plain = payload["unquantised_miss"]
     if plain:
+        reach = (
+            f"holds {plain['concurrency_within_headroom']:,} within the headroom "
+            f"({plain['max_concurrency']:,} in all)"
+            if plain["slo_met_fraction"] is None
+            else f"serves {_percent(plain['slo_met_fraction'])} of requests within SLO"
+        )
         notes.append(
-            f"without quantisation, the closest as cheap as #1 holds "
-            f"{plain['concurrency_within_headroom']:,} within the headroom "
-            f"({plain['max_concurrency']:,} in all) on {plain['gpus']}× {plain['sku']}, "
+            f"without quantisation, the closest as cheap as #1 {reach} "
+            f"on {plain['gpus']}× {plain['sku']}, "
             f"tp {plain['tp']} × pp {plain['pp']} × dp {plain['dp']}, utilization "
             f"{plain['gpu_memory_utilization']:g}"
         )
