@@ -38,7 +38,7 @@ def test_every_field_is_recovered(tmp_path):
     assert spec.attention.head_dim == 256 // 8  # no key_length: n_embd / n_head
     assert (spec.intermediate_size, spec.max_context) == (512, 8192)
     assert set(spec.layer_kinds) == {"full"} and not spec.tie_word_embeddings
-    assert weights == 1280 + 68
+    assert weights.total_bytes == 1280 + 68
 
 
 def test_sliding_pattern_by_architecture(tmp_path):
