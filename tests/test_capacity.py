@@ -238,7 +238,7 @@ def test_a_fixed_kv_budget_beside_the_weights_must_fit_the_gpu():
     memory = weights + 2 * GIB
     over = weights - weights // 2  # a pool of all the memory but half the weights' bytes
     tight = _fixed(model, memory - weights // 2, memory)
-    assert tight.budget.overcommit_bytes == over > 0
+    assert tight.overcommit_bytes == tight.budget.overcommit_bytes == over > 0
     assert tight.failure == "memory" and not tight.fits and tight.fitting_batch == 0
     assert tight.verdict == f"weights + KV exceed the GPU by {over / GIB:,.2f} GiB"
     assert _fixed(model, 2 * GIB, memory).fits  # exactly the memory the weights leave

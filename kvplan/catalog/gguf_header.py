@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kvplan.catalog.tensor_headers import TensorHeader
 from kvplan.errors import KvplanError
 
 MAGIC = b"GGUF"
@@ -45,10 +46,11 @@ class ArrayLength(int):
 
 @dataclass(frozen=True)
 class GgufHeader:
-    """What kvplan reads from a GGUF file: metadata by key, and bytes of each tensor."""
+    """What kvplan reads from a GGUF file: metadata by key, and each tensor's name, ggml
+    type, dimensions (as stored, innermost first) and bytes."""
 
     fields: dict[str, Any]
-    tensors: list[tuple[str, int]]
+    tensors: list[TensorHeader]
 
 
 def read_header(path: Path) -> GgufHeader:
@@ -167,7 +169,7 @@ class _Cursor:
             offset = end
         self.offset = offset
 
-    def tensor(self, index: int) -> tuple[str, int]:
+    def tensor(self, index: int) -> TensorHeader:
         from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
 
         name = self.string(f"the name of tensor {index}")
@@ -189,4 +191,5 @@ class _Cursor:
                 f"tensor {name}: its first dimension {shape[0]:,} is not a whole number of "
                 f"{GGMLQuantizationType(kind).name} blocks of {block}"
             )
-        return name, elements // block * block_bytes
+        type_name = GGMLQuantizationType(kind).name
+        return TensorHeader(name, type_name, tuple(shape), elements // block * block_bytes)

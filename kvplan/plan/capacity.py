@@ -105,7 +105,21 @@ class Capacity:
     def kv_usable(self) -> bool:
         """The weights fit, something is left for KV, and a fixed KV budget fits beside them."""
         budget = self.budget
-        return budget.weights_fit and budget.kv_bytes > 0 and budget.overcommit_bytes == 0
+        return budget.weights_fit and budget.kv_bytes > 0 and self.overcommit_bytes == 0
+
+    @cached_property
+    def overcommit_bytes(self) -> int:
+        """Bytes a fixed KV pool and the weights need beyond the device (0 when they fit).
+        A token cap (--max-kv-tokens) shrinks the pool the engine allocates to what the cap
+        holds, so only that much must fit."""
+        budget = self.budget
+        if not budget.overcommit_bytes:
+            return 0
+        cap = self.deployment.settings.max_kv_tokens
+        pool = (
+            budget.kv_bytes if cap is None else min(budget.kv_bytes, self.layout.request_bytes(cap))
+        )
+        return max(0, budget.weights_bytes + pool - budget.total_bytes)
 
     def request_bytes_per_gpu(self, tokens: int | None = None) -> int:
         """Bytes the engine charges one request of `tokens` (default: the context), one GPU."""
@@ -156,7 +170,7 @@ class Capacity:
         """Why the plan fails (see `Failure`), or None when the whole batch fits."""
         if not self.budget.weights_fit or (self.budget.kv_bytes <= 0 and not self.budget.fixed):
             return "weights"
-        if self.budget.overcommit_bytes:
+        if self.overcommit_bytes:
             return "memory"
         if beyond_limit(self.deployment.model, self.context_tokens) is not None:
             return "native_limit"
@@ -181,7 +195,7 @@ class Capacity:
         if failure == "weights":
             return "no memory left for KV" if budget.weights_fit else "weights don't fit"
         if failure == "memory":
-            return f"weights + KV exceed the GPU by {gib(budget.overcommit_bytes)}"
+            return f"weights + KV exceed the GPU by {gib(self.overcommit_bytes)}"
         if failure == "native_limit":
             return str(beyond_limit(self.deployment.model, self.context_tokens))
         if failure == "one_request":

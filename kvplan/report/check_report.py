@@ -37,7 +37,7 @@ def reason(check: ProductCheck) -> str:
     if check.failure == "memory":
         return (
             f"weights ({gib(capacity.weights_bytes_per_gpu)}) and the fixed KV budget "
-            f"({gib(budget.kv_bytes)}) need {gib(budget.overcommit_bytes)} more than the "
+            f"({gib(budget.kv_bytes)}) need {gib(capacity.overcommit_bytes)} more than the "
             f"{gib(budget.total_bytes)} on {where}"
         )
     if check.failure == "native_limit":

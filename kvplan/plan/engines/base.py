@@ -477,6 +477,11 @@ class EngineProfile(ABC):
         """' <version>' where the engine's accepted values depend on it, else ''."""
         return ""
 
+    def sized_for(self, deployment: Deployment, requests: int, context_tokens: int) -> Deployment:
+        """The deployment a launch for `requests` requests of `context_tokens` starts: as
+        planned, for engines that carve their pool from free memory."""
+        return deployment
+
     def launch_command(
         self, deployment: Deployment, sku: SkuSpec | None, context_tokens: int
     ) -> str | None:

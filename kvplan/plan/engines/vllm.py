@@ -349,10 +349,9 @@ class VllmProfile(EngineProfile):
             )
             notes.append(
                 f"the profile run's vision encoder peak ({peak / GIB:.2f} GiB: {images} dummy "
-                f"image{'' if images == 1 else 's'} of {model.vision.max_num_tiles} tiles, {why}) "
-                "is read from vLLM's "
-                "mllama source, not fitted on logs; it errs towards less KV and widens the band "
-                "by a quarter of it"
+                f"image{'' if images == 1 else 's'} of {model.vision.max_num_tiles} tiles, "
+                f"{why}) is read from vLLM's mllama source, not fitted on logs; it errs towards "
+                "less KV and widens the band by a quarter of it"
             )
         if sku is not None and vllm_memory.spans_nodes(deployment, sku):
             extra = vllm_memory.CROSS_NODE_NON_TORCH_BYTES / GIB
