@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from rich.cells import cell_len
+from rich.cells import cell_len, get_character_cell_size
 
 # rich.box.HEAVY_HEAD, the box rich.table.Table draws by default.
 _TOP = ("┏", "━", "┳", "┓")
@@ -38,6 +38,11 @@ def _line(parts: tuple[str, str, str], cells: Sequence[str], widths: list[int],
     return left + joint.join(padded) + end
 
 
+def _plain(text: str) -> bool:
+    """No zero-width character (a combining mark), whose width rich works out its own way."""
+    return text.isascii() or all(get_character_cell_size(c) > 0 for c in text)
+
+
 def plain_lines(
     headers: Sequence[str], rows: Sequence[Sequence[str]], right: list[bool], max_width: int
 ) -> list[str] | None:
@@ -52,8 +57,8 @@ def plain_lines(
     if not rows or not headers:
         return None
     cells = [list(headers), *(list(row) for row in rows)]
-    if not all(text.isprintable() for row in cells for text in row):
-        return None  # tabs, line breaks, escapes: rich expands or splits them
+    if not all(text.isprintable() and _plain(text) for row in cells for text in row):
+        return None  # tabs, line breaks, escapes, combining marks: rich has its own rules
     widths = [max(cell_len(row[i]) for row in cells) for i in range(len(headers))]
     if sum(widths) + 3 * len(widths) + 1 > max_width:
         return None
