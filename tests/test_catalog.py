@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -132,6 +133,27 @@ def test_computed_params_within_one_percent_of_published(catalog):
 def test_aliases_and_case(catalog):
     assert catalog.model("META-LLAMA/Llama-3.1-8B-Instruct").name == "llama-3.1-8b"
     assert catalog.sku("NVIDIA H100 80GB HBM3").name == "h100-sxm"
+
+
+def test_a_hub_repo_name_without_its_org(catalog):
+    # llama-3.1-70b.yaml lists meta-llama/Llama-3.1-70B-Instruct among its aliases.
+    assert catalog.model("Llama-3.1-70B-Instruct").name == "llama-3.1-70b"
+    assert catalog.model("qwen3-8b").name == "qwen3-8b"  # a name still wins
+
+
+def test_a_repo_name_shared_by_two_orgs_lists_both(tmp_path):
+    first = GOOD_MODEL.replace("name: llama-3.1-8b", "name: ours")
+    first = re.sub(r"aliases: .*", "aliases: [acme/Tiny-Chat]", first)
+    second = first.replace("name: ours", "name: theirs").replace("acme/", "other/")
+    folder = _write(tmp_path, "ours.yaml", first)
+    _write(tmp_path, "theirs.yaml", second)
+    with pytest.raises(KvplanError) as info:
+        Catalog((folder,)).model("tiny-chat")
+    assert str(info.value) == (
+        "model 'tiny-chat' is ambiguous: acme/Tiny-Chat (ours), other/Tiny-Chat (theirs); "
+        "give the org/name"
+    )
+    assert Catalog((folder,)).model("other/tiny-chat").name == "theirs"
 
 
 def test_unknown_name_suggests(catalog):

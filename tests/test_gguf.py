@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+from pathlib import Path
 
 import gguf
 import numpy as np
@@ -142,6 +144,20 @@ def test_gguf_is_a_model_for_size_and_report(tmp_path):
         ],
     )
     assert reported.exit_code == 0, reported.output
+
+
+def test_show_reads_a_gguf_file_and_a_config_folder(tmp_path):
+    path = gemma3_270m(tmp_path / "gemma-3-270m.gguf")
+    shown = CliRunner().invoke(app, ["show", str(path), "--format", "json"])
+    assert shown.exit_code == 0, shown.output
+    record = json.loads(shown.stdout)
+    assert (record["num_layers"], record["attention"]["num_kv_heads"]) == (18, 1)
+    folder = Path(__file__).parent / "fixtures" / "hf" / "qwen3-8b"
+    shown = CliRunner().invoke(app, ["show", str(folder), "--format", "json"])
+    assert shown.exit_code == 0, shown.output
+    # Qwen/Qwen3-8B config.json: 36 layers, 8 KV heads of 128.
+    record = json.loads(shown.stdout)
+    assert (record["num_layers"], record["attention"]["num_kv_heads"]) == (36, 8)
 
 
 def test_catalogue_size_does_not_import_gguf():

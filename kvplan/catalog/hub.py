@@ -4,9 +4,10 @@ safetensors headers (never the weights) through HTTP Range requests.
 `huggingface_hub` is imported here only, when a Hub id is used, so catalogue lookups start
 without it. It brings the user's cache (HF_HOME / HF_HUB_CACHE), token (HF_TOKEN or a saved
 login), HF_HUB_OFFLINE, HF_ENDPOINT and its timeouts (HF_HUB_ETAG_TIMEOUT,
-HF_HUB_DOWNLOAD_TIMEOUT, in seconds). The headers it reads are kept in
-$HF_HOME/kvplan/safetensors/<org>--<name>/<commit>.json (or under $KVPLAN_CACHE), so a
-second run, or a run offline, reads the same bytes without the network.
+HF_HUB_DOWNLOAD_TIMEOUT, in seconds; config.json is read within their sum or not at all).
+The headers it reads are kept in $HF_HOME/kvplan/safetensors/<org>--<name>/<commit>.json (or
+under $KVPLAN_CACHE), so a second run, or a run offline, reads the same bytes without the
+network.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -163,6 +166,34 @@ def _fetch_tensors(ref: HubRef, commit: str) -> tuple[tuple[TensorHeader, ...] |
     return tuple(tensors), None
 
 
+def _within(limit_s: float, call: Callable[[], str]) -> str:
+    """`call()`, or TimeoutError after `limit_s` seconds.
+
+    When config.json is not cached and its metadata request times out, huggingface_hub
+    (2.x, file_download.py, _ETAG_RETRY_TIMEOUT = 60) asks again with a 60 s timeout and
+    backoff retries: a slow Hub took nearly a minute to fail whatever HF_HUB_ETAG_TIMEOUT
+    said. The call runs on a daemon thread so the stated timeouts bound the wait; a thread
+    still waiting when the limit passes is left to end on its own (it only fills the cache).
+    """
+    outcome: list[Any] = []
+
+    def run() -> None:
+        try:
+            outcome.append((True, call()))
+        except BaseException as error:  # handed to the caller's thread below
+            outcome.append((False, error))
+
+    worker = threading.Thread(target=run, name="kvplan-hub", daemon=True)
+    worker.start()
+    worker.join(limit_s)
+    if not outcome:
+        raise TimeoutError(f"no answer within {limit_s:g} s")
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return value
+
+
 def fetch_hub_model(ref: HubRef) -> HubModel:
     """config.json of `ref` (downloaded once into the HF cache) and its safetensors headers.
 
@@ -179,11 +210,14 @@ def fetch_hub_model(ref: HubRef) -> HubModel:
     offline = constants.HF_HUB_OFFLINE
     try:
         config_path = Path(
-            hf_hub_download(
-                ref.repo_id,
-                "config.json",
-                revision=ref.revision,
-                etag_timeout=constants.HF_HUB_ETAG_TIMEOUT,
+            _within(
+                constants.HF_HUB_ETAG_TIMEOUT + constants.HF_HUB_DOWNLOAD_TIMEOUT,
+                lambda: hf_hub_download(
+                    ref.repo_id,
+                    "config.json",
+                    revision=ref.revision,
+                    etag_timeout=constants.HF_HUB_ETAG_TIMEOUT,
+                ),
             )
         )
     except Exception as error:
