@@ -91,7 +91,7 @@ def test_mla_keys(tmp_path):
         (lambda p: p.write_bytes(b"NOTAGGUF" + bytes(64)), "wrong magic"),
         (
             lambda p: p.write_bytes(_llama(p.with_suffix(".x")).read_bytes()[:200]),
-            "cannot read GGUF header",
+            "truncated GGUF: the file ends at byte 200, inside ",
         ),
         (
             lambda p: write_gguf(p, "rwkv7", {"{arch}.block_count": 2}),
@@ -119,6 +119,49 @@ def test_bad_files_give_one_line(tmp_path, make, message):
     assert str(path) in str(error.value) and "\n" not in str(error.value)
     result = CliRunner().invoke(app, ["size", str(path), "-e", "llama.cpp"])
     assert result.exit_code == 2 and result.stdout == ""
+
+
+def _header_end(data: bytes) -> int:
+    """Where the tensor table of a file written by gguf_files.write_gguf ends: after the
+    last tensor's offset field, 8 bytes before the padding (its one tensor is last)."""
+    name = b"token_embd.weight"
+    # name length (8) + name + n_dims (4) + 2 dims (16) + type (4) + offset (8)
+    return data.rindex(name) + len(name) + 4 + 16 + 4 + 8
+
+
+def test_a_sweep_of_cut_points_each_names_what_is_cut(tmp_path):
+    data = gemma3_270m(tmp_path / "whole.gguf").read_bytes()
+    header_end = _header_end(data)
+    # One fp16 4 x 8 tensor: 64 bytes of data after the header padded to 32 bytes.
+    data_start = -(-header_end // 32) * 32
+    assert len(data) == data_start + 4 * 8 * 2
+    path = tmp_path / "cut.gguf"
+    for cut in [*range(0, len(data), 5), header_end - 1, header_end, len(data) - 1]:
+        path.write_bytes(data[:cut])
+        with pytest.raises(KvplanError) as error:
+            read_gguf(path)
+        line = str(error.value)
+        assert "\n" not in line and line.startswith(f"{path}: ")
+        if cut == 0:
+            assert line.endswith("empty file (0 bytes), not a GGUF file")
+        elif cut < 4:
+            assert line.endswith(f"truncated GGUF: the file ends at byte {cut}, inside the magic")
+        elif cut < header_end:
+            assert f"truncated GGUF: the file ends at byte {cut}, inside " in line, line
+        else:
+            assert line.endswith(
+                f"truncated GGUF: the file ends at byte {cut}, inside the tensor data "
+                f"(which runs to byte {len(data)})"
+            )
+    path.write_bytes(data[:100])
+    result = CliRunner().invoke(app, ["size", str(path), "-e", "llama.cpp"])
+    assert result.exit_code == 2 and result.stdout == ""
+    # 24-byte preamble; key 1 general.architecture = 8 + 20 name + 4 type + 8 + 6 "gemma3"
+    # ends at 70; key 2 gemma3.block_count = 8 + 18 name (to 96) + 4 type + 4 uint32 to 104.
+    assert result.stderr == (
+        f"error: {path}: truncated GGUF: the file ends at byte 100, inside metadata key "
+        "'gemma3.block_count' (2 of 11)\n"
+    )
 
 
 def test_gguf_is_a_model_for_size_and_report(tmp_path):

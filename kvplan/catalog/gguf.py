@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from kvplan.catalog.gguf_layout import explain_unreadable
 from kvplan.errors import KvplanError
 from kvplan.files import check_regular
 from kvplan.specs import ModelSpec
@@ -72,12 +73,8 @@ def _read(path: Path) -> tuple[dict[str, Any], list[tuple[str, int]]]:
         OverflowError,
         UnicodeDecodeError,
     ) as error:
-        reason = str(error) or type(error).__name__
-        if "magic" in reason:
-            reason = "not a GGUF file (wrong magic)"
-        elif (isinstance(error, IndexError | ValueError) and "reshape" in reason) or not reason:
-            reason = "truncated (the header or tensor table ends early)"
-        raise KvplanError(f"{path}: cannot read GGUF header: {reason}") from None
+        # The reader speaks numpy ("index 0 is out of bounds…"); the walk names the part cut.
+        raise KvplanError(f"{path}: {explain_unreadable(path)}") from None
     except OSError as error:
         raise KvplanError(f"{path}: cannot read: {error.strerror}") from None
     return fields, tensors
