@@ -72,7 +72,7 @@ def _read(path: Path) -> tuple[dict[str, Any], list[tuple[str, int]]]:
         TypeError,
         OverflowError,
         UnicodeDecodeError,
-    ) as error:
+    ):
         # The reader speaks numpy ("index 0 is out of bounds…"); the walk names the part cut.
         raise KvplanError(f"{path}: {explain_unreadable(path)}") from None
     except OSError as error:
