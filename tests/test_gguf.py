@@ -13,9 +13,11 @@ import pytest
 from gguf_files import gemma3_270m, write_gguf
 from typer.testing import CliRunner
 
+from kvplan.catalog import Catalog
 from kvplan.catalog.gguf import read_gguf
 from kvplan.cli import app
 from kvplan.errors import KvplanError
+from kvplan.kvmath import kv_bytes_per_token
 
 Q8 = gguf.GGMLQuantizationType.Q8_0
 
@@ -211,3 +213,78 @@ def test_catalogue_size_does_not_import_gguf():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+def _shexp_tensors() -> dict:
+    f16 = np.zeros((2, 4), np.float16)  # 8 x 2 B = 16 B each
+    return {
+        "token_embd.weight": (f16, None),
+        "output.weight": (f16, None),
+        "blk.0.ffn_up_shexp.weight": (f16, None),
+    }
+
+
+def test_llama4_chunked_layers_and_interleaved_moe(tmp_path):
+    # Llama-4-Maverick's geometry (config.json: 48 layers, 40/8 heads of 128, experts 128 of
+    # 8192, 1 active, interleave_moe_layer_step 2, intermediate_size_mlp 16384); llama.cpp:
+    # 3 chunked layers of 8,192 then 1 full, MoE where (i + 1) % 2 == 0, one shared expert.
+    path = write_gguf(tmp_path / "maverick.gguf", "llama4", {
+        "{arch}.block_count": 48, "{arch}.context_length": 1048576,
+        "{arch}.embedding_length": 5120, "{arch}.feed_forward_length": 16384,
+        "{arch}.expert_feed_forward_length": 8192, "{arch}.attention.head_count": 40,
+        "{arch}.attention.head_count_kv": 8, "{arch}.attention.key_length": 128,
+        "{arch}.attention.value_length": 128, "{arch}.expert_count": 128,
+        "{arch}.expert_used_count": 1, "{arch}.interleave_moe_layer_step": 2,
+        "{arch}.vocab_size": 202048,
+    }, _shexp_tensors())  # fmt: skip
+    spec, weights = read_gguf(path)
+    assert spec.layer_kinds[:8] == ("chunked",) * 3 + ("full",) + ("chunked",) * 3 + ("full",)
+    assert spec.layer_kinds.count("full") == 12 and spec.layers.chunk_size == 8192
+    moe = spec.moe
+    assert (moe.num_experts, moe.experts_per_token, moe.expert_intermediate_size) == (128, 1, 8192)
+    assert (moe.layer_step, moe.layer_offset, moe.dense_intermediate_size) == (2, 1, 16384)
+    assert moe.num_shared_experts == 1 and spec.intermediate_size == 8192
+    assert weights == 3 * 16
+    # The catalogue entry, read from the HF config, holds the same KV geometry.
+    maverick = Catalog().model("llama-4-maverick")
+    assert spec.layer_kinds == maverick.layer_kinds
+    assert spec.attention == maverick.attention.model_copy(update={"qk_norm": False})
+
+
+def test_command_r_reads_as_a_dense_model(tmp_path):
+    # c4ai-command-r-v01 (config.json): 40 layers, 64 heads of 8192/64 = 128, no GQA, 8192
+    # context, tied embeddings (llama.cpp's command-r has no output.weight).
+    path = write_gguf(tmp_path / "command-r.gguf", "command-r", {
+        "{arch}.block_count": 40, "{arch}.context_length": 8192,
+        "{arch}.embedding_length": 8192, "{arch}.feed_forward_length": 22528,
+        "{arch}.attention.head_count": 64, "{arch}.attention.head_count_kv": 64,
+        "{arch}.vocab_size": 256000,
+    })  # fmt: skip
+    spec, _ = read_gguf(path)
+    assert (spec.num_layers, spec.attention.num_kv_heads, spec.attention.head_dim) == (40, 64, 128)
+    assert spec.tie_word_embeddings and set(spec.layer_kinds) == {"full"}
+    # 2 (K, V) x 40 layers x 64 heads x 128 x 2 B = 1,310,720 B per token
+    assert kv_bytes_per_token(spec, kv_dtype="f16") == 1_310_720
+
+
+def test_glm4moe_leaves_the_nextn_block_out_of_the_layers(tmp_path):
+    # GLM-4.5-Air (config.json): 46 layers + 1 NextN (llama.cpp block_count 47), 96/8 heads of
+    # 128, 128 experts of 1408, 8 active, 1 shared, first 1 layer dense (10944).
+    path = write_gguf(tmp_path / "air.gguf", "glm4moe", {
+        "{arch}.block_count": 47, "{arch}.context_length": 131072,
+        "{arch}.embedding_length": 4096, "{arch}.feed_forward_length": 10944,
+        "{arch}.expert_feed_forward_length": 1408, "{arch}.attention.head_count": 96,
+        "{arch}.attention.head_count_kv": 8, "{arch}.attention.key_length": 128,
+        "{arch}.attention.value_length": 128, "{arch}.expert_count": 128,
+        "{arch}.expert_used_count": 8, "{arch}.expert_shared_count": 1,
+        "{arch}.leading_dense_block_count": 1, "{arch}.nextn_predict_layers": 1,
+        "{arch}.vocab_size": 151552,
+    })  # fmt: skip
+    spec, _ = read_gguf(path)
+    air = Catalog().model("glm-4.5-air")
+    assert spec.num_layers == air.num_layers == 46
+    assert (spec.moe.dense_layers, spec.moe.num_shared_experts) == (1, 1)
+    # 2 x 46 x 8 x 128 x 2 B = 188,416 B per token, as the catalogue entry
+    assert kv_bytes_per_token(spec, kv_dtype="f16") == 188_416
+    assert kv_bytes_per_token(air, kv_dtype="bf16") == 188_416
+    assert any("NextN" in note for note in spec.notes)
