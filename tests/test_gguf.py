@@ -215,6 +215,23 @@ def test_catalogue_size_does_not_import_gguf():
     assert out.stdout.strip() == ""
 
 
+def _moe_file(
+    path, arch, *, layers, context, hidden, ff, heads, experts, vocab, extra, tensors=None
+):
+    """A GGUF of a MoE model with 128-wide heads: ff = (dense, expert) widths, heads = (query,
+    KV), experts = (routed, active); `extra` adds `{arch}.` keys."""
+    metadata = {
+        "{arch}.block_count": layers, "{arch}.context_length": context,
+        "{arch}.embedding_length": hidden, "{arch}.feed_forward_length": ff[0],
+        "{arch}.expert_feed_forward_length": ff[1], "{arch}.attention.head_count": heads[0],
+        "{arch}.attention.head_count_kv": heads[1], "{arch}.attention.key_length": 128,
+        "{arch}.attention.value_length": 128, "{arch}.expert_count": experts[0],
+        "{arch}.expert_used_count": experts[1], "{arch}.vocab_size": vocab,
+    }  # fmt: skip
+    metadata |= {"{arch}." + key: value for key, value in extra.items()}
+    return write_gguf(path, arch, metadata, tensors)
+
+
 def _shexp_tensors() -> dict:
     f16 = np.zeros((2, 4), np.float16)  # 8 x 2 B = 16 B each
     return {
@@ -228,15 +245,11 @@ def test_llama4_chunked_layers_and_interleaved_moe(tmp_path):
     # Llama-4-Maverick's geometry (config.json: 48 layers, 40/8 heads of 128, experts 128 of
     # 8192, 1 active, interleave_moe_layer_step 2, intermediate_size_mlp 16384); llama.cpp:
     # 3 chunked layers of 8,192 then 1 full, MoE where (i + 1) % 2 == 0, one shared expert.
-    path = write_gguf(tmp_path / "maverick.gguf", "llama4", {
-        "{arch}.block_count": 48, "{arch}.context_length": 1048576,
-        "{arch}.embedding_length": 5120, "{arch}.feed_forward_length": 16384,
-        "{arch}.expert_feed_forward_length": 8192, "{arch}.attention.head_count": 40,
-        "{arch}.attention.head_count_kv": 8, "{arch}.attention.key_length": 128,
-        "{arch}.attention.value_length": 128, "{arch}.expert_count": 128,
-        "{arch}.expert_used_count": 1, "{arch}.interleave_moe_layer_step": 2,
-        "{arch}.vocab_size": 202048,
-    }, _shexp_tensors())  # fmt: skip
+    path = _moe_file(
+        tmp_path / "maverick.gguf", "llama4", layers=48, context=1048576, hidden=5120,
+        ff=(16384, 8192), heads=(40, 8), experts=(128, 1), vocab=202048,
+        extra={"interleave_moe_layer_step": 2}, tensors=_shexp_tensors(),
+    )  # fmt: skip
     spec, weights = read_gguf(path)
     assert spec.layer_kinds[:8] == ("chunked",) * 3 + ("full",) + ("chunked",) * 3 + ("full",)
     assert spec.layer_kinds.count("full") == 12 and spec.layers.chunk_size == 8192
@@ -254,12 +267,12 @@ def test_llama4_chunked_layers_and_interleaved_moe(tmp_path):
 def test_command_r_reads_as_a_dense_model(tmp_path):
     # c4ai-command-r-v01 (config.json): 40 layers, 64 heads of 8192/64 = 128, no GQA, 8192
     # context, tied embeddings (llama.cpp's command-r has no output.weight).
-    path = write_gguf(tmp_path / "command-r.gguf", "command-r", {
-        "{arch}.block_count": 40, "{arch}.context_length": 8192,
-        "{arch}.embedding_length": 8192, "{arch}.feed_forward_length": 22528,
-        "{arch}.attention.head_count": 64, "{arch}.attention.head_count_kv": 64,
-        "{arch}.vocab_size": 256000,
-    })  # fmt: skip
+    geometry = dict(
+        block_count=40, context_length=8192, embedding_length=8192, feed_forward_length=22528,
+        vocab_size=256000, **{"attention.head_count": 64, "attention.head_count_kv": 64},
+    )  # fmt: skip
+    metadata = {"{arch}." + key: value for key, value in geometry.items()}
+    path = write_gguf(tmp_path / "command-r.gguf", "command-r", metadata)
     spec, _ = read_gguf(path)
     assert (spec.num_layers, spec.attention.num_kv_heads, spec.attention.head_dim) == (40, 64, 128)
     assert spec.tie_word_embeddings and set(spec.layer_kinds) == {"full"}
@@ -270,16 +283,13 @@ def test_command_r_reads_as_a_dense_model(tmp_path):
 def test_glm4moe_leaves_the_nextn_block_out_of_the_layers(tmp_path):
     # GLM-4.5-Air (config.json): 46 layers + 1 NextN (llama.cpp block_count 47), 96/8 heads of
     # 128, 128 experts of 1408, 8 active, 1 shared, first 1 layer dense (10944).
-    path = write_gguf(tmp_path / "air.gguf", "glm4moe", {
-        "{arch}.block_count": 47, "{arch}.context_length": 131072,
-        "{arch}.embedding_length": 4096, "{arch}.feed_forward_length": 10944,
-        "{arch}.expert_feed_forward_length": 1408, "{arch}.attention.head_count": 96,
-        "{arch}.attention.head_count_kv": 8, "{arch}.attention.key_length": 128,
-        "{arch}.attention.value_length": 128, "{arch}.expert_count": 128,
-        "{arch}.expert_used_count": 8, "{arch}.expert_shared_count": 1,
-        "{arch}.leading_dense_block_count": 1, "{arch}.nextn_predict_layers": 1,
-        "{arch}.vocab_size": 151552,
-    })  # fmt: skip
+    path = _moe_file(
+        tmp_path / "air.gguf", "glm4moe", layers=47, context=131072, hidden=4096,
+        ff=(10944, 1408), heads=(96, 8), experts=(128, 8), vocab=151552,
+        extra={
+            "expert_shared_count": 1, "leading_dense_block_count": 1, "nextn_predict_layers": 1,
+        },
+    )  # fmt: skip
     spec, _ = read_gguf(path)
     air = Catalog().model("glm-4.5-air")
     assert spec.num_layers == air.num_layers == 46
