@@ -93,6 +93,8 @@ def test_same_seed_same_answer():
         (["--rate", "5", "--prompt-tokens", "9000"], "every request is at least 9,001 tokens"),
         (["--rate", "5", "--scheduler", "orca"], "--scheduler: unknown 'orca'"),
         (["--rate", "5", "--vs", "--rate 9"], "--vs: --rate cannot differ"),
+        (["--rate", "5", "--vs", "-f json"], "--vs: --format cannot differ"),
+        (["--rate", "5", "--slo-ttft=-2s"], "--slo-ttft: '-2s' must be a positive duration"),
         (["--rate", "5", "--vs", "--speed 2"], "--vs: unknown option '--speed'"),
         (["--rate", "5", "--prompt-tokens", "normal:5"], "unknown distribution 'normal'"),
         (["--rate", "5", "--kv-sinks", "4"], "--kv-sinks needs --kv-window"),

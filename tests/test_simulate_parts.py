@@ -223,6 +223,9 @@ def test_durations_need_a_unit():
         parse_seconds("2", "--slo-ttft")
     with pytest.raises(KvplanError, match="unknown time unit 'sec'"):
         parse_seconds("2sec", "--slo-ttft")
+    for text in ("-2s", "0ms", "-0.5 min"):  # a sign or a zero is not a missing unit
+        with pytest.raises(KvplanError, match=f"--slo-ttft: '{text}' must be a positive duration"):
+            parse_seconds(text, "--slo-ttft")
 
 
 def test_distributions_are_seeded_and_have_their_mean():

@@ -124,9 +124,41 @@ def test_hint_for_a_checkout_installs_its_own_extra(tmp_path):
 
 
 def test_hint_for_a_wheel_install_and_a_machine_without_gpu(tmp_path):
-    # A wheel install: no pyproject.toml beside the package.
-    hint = install_hint(tmp_path, has_gpu_driver=True)
+    # A wheel install from an index: no pyproject.toml beside the package, no direct_url.json.
+    wheel = _dist_info(tmp_path, None)
+    hint = install_hint(tmp_path, has_gpu_driver=True, distribution=wheel)
     assert hint == f"{sys.executable} -m pip install 'kvplan[verify]'"
-    no_gpu = install_hint(tmp_path, has_gpu_driver=False)
+    no_gpu = install_hint(tmp_path, has_gpu_driver=False, distribution=wheel)
     assert no_gpu.startswith(f"{sys.executable} -m pip install torch --index-url {CPU_TORCH_INDEX}")
     assert no_gpu.endswith("'kvplan[verify]'")
+
+
+def _dist_info(tmp_path, direct_url: str | None):
+    # The metadata folder pip writes for an installed kvplan, read back by importlib.
+    info = tmp_path / "site" / "kvplan-0.1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: kvplan\nVersion: 0.1.0\n")
+    if direct_url is not None:
+        (info / "direct_url.json").write_text(direct_url)
+    return metadata.PathDistribution(info)
+
+
+def test_hint_for_an_install_from_a_local_folder_uses_that_folder(tmp_path):
+    # `pip install /src/kvplan` (not editable) records {"url": "file:///src/kvplan", ...}:
+    # the extra must come from that folder, not from an index that may hold another kvplan.
+    source = tmp_path / "my src" / "kvplan"
+    url = source.as_uri()
+    dist = _dist_info(tmp_path, json.dumps({"url": url, "dir_info": {}}))
+    hint = install_hint(tmp_path, has_gpu_driver=True, distribution=dist)
+    assert hint == f"{sys.executable} -m pip install '{source}[verify]'"
+
+
+def test_hint_for_an_index_install_names_the_package(tmp_path):
+    # From an index pip writes no direct_url.json; a remote URL is not a local source either.
+    for record in (
+        None,
+        json.dumps({"url": "https://example.org/kvplan-0.1.0.tar.gz", "archive_info": {}}),
+    ):
+        dist = _dist_info(tmp_path / str(bool(record)), record)
+        hint = install_hint(tmp_path, has_gpu_driver=True, distribution=dist)
+        assert hint == f"{sys.executable} -m pip install 'kvplan[verify]'"

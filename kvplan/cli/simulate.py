@@ -43,7 +43,7 @@ def simulate(
     sku: SimSkuOpt,
     tp: TpOpt = 1,
     pp: PpOpt = 1,
-    kv_dtype: KvDtypeOpt = "bf16",
+    kv_dtype: KvDtypeOpt = None,
     weight_dtype: WeightDtypeOpt = None,
     vs: Annotated[
         str | None,
@@ -166,7 +166,11 @@ def _vs_values(first: dict[str, Any], vs: str) -> dict[str, Any]:
         given[name] = _converted(written, kind, inline)
     refused = sorted(set(given) & NOT_IN_VS)
     if refused:
-        names = ", ".join("--" + name.replace("_", "-") for name in refused)
+        # Name each option as the user writes it (--format), not by its parameter (fmt).
+        written_as: dict[str, str] = {}
+        for text, (name, _, _) in options.items():
+            written_as.setdefault(name, text)
+        names = ", ".join(written_as[name] for name in refused)
         raise KvplanError(f"--vs: {names} cannot differ: both runs share one workload and output")
     if not given:
         raise KvplanError(f"--vs: {vs!r} changes no option")
@@ -226,10 +230,15 @@ def pools(
         ),
     ] = False,
     pp: PpOpt = 1,
-    kv_dtype: KvDtypeOpt = "bf16",
+    kv_dtype: KvDtypeOpt = None,
     weight_dtype: WeightDtypeOpt = None,
     slo_percentile: Annotated[
-        int, typer.Option("--slo-percentile", help="percentile both SLOs are met at (1-99)")
+        int,
+        typer.Option(
+            "--slo-percentile",
+            help="share of all requests, in % (1-99), that must meet each pool's target; "
+            "rejected requests count as misses",
+        ),
     ] = 90,
     prompt_scale: Annotated[
         float,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -33,17 +34,24 @@ CPU_TORCH_INDEX = "https://download.pytorch.org/whl/cpu"
 MAX_VERIFY_SEQUENCES = 65_536
 
 
-def install_hint(root: Path | None = None, has_gpu_driver: bool | None = None) -> str:
+def install_hint(
+    root: Path | None = None,
+    has_gpu_driver: bool | None = None,
+    distribution: metadata.Distribution | None = None,
+) -> str:
     """The command that installs the verify extra for the way kvplan is installed here.
 
     A checkout (editable install, or run from source) has pyproject.toml beside the kvplan
     package: `pip install 'kvplan[verify]'` would fetch another kvplan from an index there,
-    so the hint installs the checkout's own extra. On a machine without an NVIDIA driver it
-    first points at PyTorch's CPU-only wheels (no CUDA libraries to download).
+    so the hint installs the checkout's own extra. An install from a local folder or file
+    records where it came from (PEP 610's direct_url.json); the hint installs the extra from
+    there for the same reason. On a machine without an NVIDIA driver it first points at
+    PyTorch's CPU-only wheels (no CUDA libraries to download).
 
     Args:
         root: the folder holding the kvplan package; default: where it was imported from.
         has_gpu_driver: whether nvidia-smi is on PATH; default: looked up.
+        distribution: kvplan's installed metadata; default: looked up.
     """
     import shutil
 
@@ -56,11 +64,28 @@ def install_hint(root: Path | None = None, has_gpu_driver: bool | None = None) -
     pip = f"{sys.executable} -m pip install"
     if (root / "pyproject.toml").is_file():
         command = f"{pip} -e '{root}[verify]'"
+    elif (local := _installed_from(distribution)) is not None:
+        command = f"{pip} '{local}[verify]'"
     else:
         command = f"{pip} 'kvplan[verify]'"
     if not has_gpu_driver:
         command = f"{pip} torch --index-url {CPU_TORCH_INDEX} && {command}"
     return command
+
+
+def _installed_from(distribution: metadata.Distribution | None) -> str | None:
+    """The local folder or file kvplan was installed from, if pip recorded one (PEP 610)."""
+    import json
+    from urllib.parse import unquote, urlparse
+
+    try:
+        dist = distribution if distribution is not None else metadata.distribution("kvplan")
+        text = dist.read_text("direct_url.json")
+        url = json.loads(text)["url"] if text else ""
+    except (metadata.PackageNotFoundError, ValueError, KeyError, TypeError):
+        return None
+    parsed = urlparse(url)
+    return unquote(parsed.path) if parsed.scheme == "file" and parsed.path else None
 
 
 class _VerifyProgress:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kvplan.report.render import Format, Table, emit
-from kvplan.simulate.pools import PoolChoice, PoolsResult
+from kvplan.simulate.pools import PREFILL_REJECTED, PoolChoice, PoolsResult
 
 
 def _choice_record(choice: PoolChoice) -> dict[str, Any]:
@@ -17,6 +17,8 @@ def _choice_record(choice: PoolChoice) -> dict[str, Any]:
         "ttft_s": choice.ttft_s,
         "tpot_s": choice.tpot_s,
         "met": choice.instances is not None,
+        "slo_met_fraction": choice.slo_met_fraction,
+        "requests_rejected": dict(choice.rejected),
         "tried": [{"tp": tp, "instances": n, "met": met} for tp, n, met in choice.tried],
     }
 
@@ -31,6 +33,7 @@ def pools_record(label: str, result: PoolsResult) -> dict[str, Any]:
     return {
         "label": label,
         "workload": result.workload.description,
+        "requests": len(result.workload.requests),
         "requests_served": result.served,
         "requests_rejected": result.rejected,
         "offered_requests_per_s": result.offered_requests_per_s,
@@ -73,9 +76,20 @@ def pools_table(results: list[tuple[str, PoolsResult]]) -> Table:
             "GPUs",
             f"TTFT p{p}",
             f"TPOT p{p}",
+            "SLO met",
             "req/s per GPU",
         ],
-        ["workload", "pool", "tp", "instances", "gpus", "ttft_s", "tpot_s", "per_gpu"],
+        [
+            "workload",
+            "pool",
+            "tp",
+            "instances",
+            "gpus",
+            "ttft_s",
+            "tpot_s",
+            "slo_met_fraction",
+            "per_gpu",
+        ],
     )
     for label, result in results:
         for choice in (result.prefill, result.decode):
@@ -84,7 +98,7 @@ def pools_table(results: list[tuple[str, PoolsResult]]) -> Table:
         per_gpu = _per_gpu(result, gpus)
         summary = f"{result.ratio}, {gpus} GPUs" if gpus else "not met"
         table.add(
-            [label, "disaggregated", None, result.ratio, gpus, None, None, per_gpu],
+            [label, "disaggregated", None, result.ratio, gpus, None, None, None, per_gpu],
             [
                 label,
                 "disaggregated",
@@ -93,25 +107,45 @@ def pools_table(results: list[tuple[str, PoolsResult]]) -> Table:
                 f"{gpus or '—'}",
                 "",
                 "",
+                "",
                 f"{per_gpu:,.2f}" if per_gpu else "—",
             ],
         )
         _add(table, label, "colocated", result.colocated, result)
-        table.notes.append(
-            f"{label}: {result.served:,} requests at {result.offered_requests_per_s:,.2f} req/s"
-            + (
-                f", {result.rejected:,} longer than max_model_len left out"
-                if result.rejected
-                else ""
-            )
-            + f"; KV copy {_ms(result.transfer_mean_s)} mean, {_ms(result.transfer_percentile_s)}"
-            f" p{p} over {result.link_bytes_per_s / 1e9:,.0f} GB/s links"
-        )
+        table.notes += _workload_notes(label, result)
     table.notes += [n for n in first.notes if n not in table.notes]
     choices = [c for _, r in results for c in (r.prefill, r.decode, r.colocated)]
     if any(choice.instances is None for choice in choices):  # the mark is on some row
-        table.notes.append("—: no instance count up to --max-instances meets the target")
+        table.notes.append(
+            "—: no instance count up to --max-instances meets the target, or the requests the "
+            "pool rejects already miss it (more instances reject the same ones)"
+        )
     return table
+
+
+def _workload_notes(label: str, result: PoolsResult) -> list[str]:
+    """What one workload offered, what the pools rejected, and the KV copy."""
+    p, total = result.percentile, len(result.workload.requests)
+    served = (
+        f"{result.served:,} requests"
+        if not result.rejected
+        else (f"{result.served:,} of {total:,} requests served by every pool")
+    )
+    notes = [
+        f"{label}: {served} at {result.offered_requests_per_s:,.2f} req/s; KV copy "
+        f"{_ms(result.transfer_mean_s)} mean, {_ms(result.transfer_percentile_s)} p{p} over "
+        f"{result.link_bytes_per_s / 1e9:,.0f} GB/s links"
+    ]
+    for choice in (result.prefill, result.decode, result.colocated):
+        # The decode pool's share also misses what the prefill pool rejected: said once, there.
+        own = {k: n for k, n in choice.rejected.items() if k != PREFILL_REJECTED}
+        if own:
+            reasons = ", ".join(f"{reason}: {n:,}" for reason, n in own.items())
+            notes.append(
+                f"{label}: {choice.role} (tp {choice.tp}) rejects {sum(own.values()):,} "
+                f"({reasons}), each an SLO miss"
+            )
+    return notes
 
 
 def _add(table: Table, label: str, role: str, choice: PoolChoice, result: PoolsResult) -> None:
@@ -125,6 +159,7 @@ def _add(table: Table, label: str, role: str, choice: PoolChoice, result: PoolsR
             choice.gpus,
             choice.ttft_s,
             choice.tpot_s,
+            choice.slo_met_fraction,
             per_gpu,
         ],
         [
@@ -135,6 +170,7 @@ def _add(table: Table, label: str, role: str, choice: PoolChoice, result: PoolsR
             f"{choice.gpus:,}" if choice.gpus is not None else "—",
             _ms(choice.ttft_s),
             _ms(choice.tpot_s),
+            "—" if choice.slo_met_fraction is None else f"{choice.slo_met_fraction:.1%}",
             f"{per_gpu:,.2f}" if per_gpu else "",
         ],
     )

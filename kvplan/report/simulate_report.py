@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kvplan.report.render import Format, Table, emit, human_bytes
-from kvplan.simulate import Latency, SimulationResult
+from kvplan.simulate import InstanceModel, Latency, SimulationResult
 from kvplan.simulate.metrics import MemorySplit
 from kvplan.simulate.results import result_fields
 
@@ -48,6 +48,7 @@ def simulation_record(result: SimulationResult) -> dict[str, Any]:
         "kv_blocks": view.num_blocks,
         "kv_bytes_per_block": round(view.bytes_per_block),
         "kv_pool_bytes": round(view.pool_bytes),
+        "kv_capacity_tokens": view.capacity_tokens,
         "kv_bytes_factor": config.kv_bytes_factor,
         "step_time_factor": config.step_time_factor,
         "kv_window_tokens": config.kv_window_tokens,
@@ -128,11 +129,7 @@ def _rows(result: SimulationResult) -> list[tuple[str, str]]:
             "instances",
             f"{result.instances}" + (f" ({config.router})" if result.instances > 1 else ""),
         ),
-        (
-            "KV pool / instance",
-            f"{view.num_blocks:,} blocks × {human_bytes(view.bytes_per_block)}"
-            f" = {human_bytes(view.pool_bytes)}",
-        ),
+        ("KV pool / instance", _pool(view)),
         ("requests", f"{result.completed:,} done, {rejected:,} rejected"),
         (
             "throughput",
@@ -165,6 +162,15 @@ def _rows(result: SimulationResult) -> list[tuple[str, str]]:
             )
         )
     return rows + _memory_rows(result)
+
+
+def _pool(view: InstanceModel) -> str:
+    """The pool in the engine's own terms: blocks and tokens, or tokens alone for a byte pool."""
+    tokens = f"{view.capacity_tokens:,} tokens"
+    if view.is_byte_pool:
+        return f"{tokens} = {human_bytes(view.pool_bytes)}"
+    blocks = f"{view.num_blocks:,} blocks × {human_bytes(view.bytes_per_block)}"
+    return f"{blocks} = {human_bytes(view.pool_bytes)} ({tokens})"
 
 
 def _memory_rows(result: SimulationResult) -> list[tuple[str, str]]:

@@ -4,8 +4,12 @@
 
 `simulate(deployment, sku, workload, config)` runs one configuration and returns a
 `SimulationResult`; `goodput(deployment, sku, workload, slo)` is the single figure an
-optimiser can maximise: requests per second that meet both latency targets. Workloads come
-from `poisson_workload` or `read_trace`; `pools` sizes disaggregated prefill/decode pools.
+optimiser can maximise: requests per second that meet both latency targets. Whether a run
+meets its SLO at a percentile is `SimulationResult.meets_slo(percentile)` (rejected requests
+are misses; `slo_met_count` and `meets_percentile` are its two steps, which `pools` uses too),
+and `kv_refusal` says why a deployment leaves no KV memory before anything is simulated.
+Workloads come from `poisson_workload` or `read_trace`; `pools` sizes disaggregated
+prefill/decode pools.
 """
 
 from __future__ import annotations
@@ -17,8 +21,15 @@ from kvplan.simulate.cluster import run_instances
 from kvplan.simulate.config import SimConfig, Slo
 from kvplan.simulate.distributions import TokenDistribution, parse_distribution
 from kvplan.simulate.durations import parse_seconds
-from kvplan.simulate.engine_view import InstanceModel, instance_model
-from kvplan.simulate.results import Latency, RequestRecord, SimulationResult, summarize
+from kvplan.simulate.engine_view import InstanceModel, instance_model, kv_refusal
+from kvplan.simulate.results import (
+    Latency,
+    RequestRecord,
+    SimulationResult,
+    meets_percentile,
+    slo_met_count,
+    summarize,
+)
 from kvplan.simulate.trace import read_trace
 from kvplan.simulate.workload import RequestSpec, Workload, poisson_workload
 from kvplan.specs import SkuSpec
@@ -35,11 +46,14 @@ __all__ = [
     "Workload",
     "goodput",
     "instance_model",
+    "kv_refusal",
+    "meets_percentile",
     "parse_distribution",
     "parse_seconds",
     "poisson_workload",
     "read_trace",
     "simulate",
+    "slo_met_count",
 ]
 
 

@@ -17,7 +17,8 @@ def parse_seconds(text: str, option: str) -> float:
     Raises:
         KvplanError: no unit, an unknown unit, or a value that is not positive.
     """
-    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([a-zµ]*)\s*", text)
+    # The sign is matched so that "-2s" is refused as negative, not as a missing unit.
+    match = re.fullmatch(r"\s*([-+]?[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([a-zµ]*)\s*", text)
     units = ", ".join(_SECONDS_PER_UNIT)
     if not match or not match.group(2):
         raise KvplanError(f"{option}: {text!r} needs a time unit ({units}), e.g. 2s or 50ms")

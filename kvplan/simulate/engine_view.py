@@ -52,10 +52,17 @@ class InstanceModel:
     request_limit_tokens: int
     host_link_bytes_per_s: float | None
     notes: tuple[str, ...]
+    capacity_tokens: int  # tokens of KV the pool holds, as the engine reports it
 
     @property
     def pool_bytes(self) -> float:
         return self.num_blocks * self.bytes_per_block
+
+    @property
+    def is_byte_pool(self) -> bool:
+        """Whether a block is one byte (exact, hf, naive; llama.cpp without -c): requests
+        take exactly their bytes, so the pool is told in tokens, not blocks."""
+        return all(stage.bytes_per_block == 1 for stage in self.capacity.layout.stages)
 
 
 def instance_model(deployment: Deployment, sku: SkuSpec, config: SimConfig) -> InstanceModel:
@@ -64,19 +71,11 @@ def instance_model(deployment: Deployment, sku: SkuSpec, config: SimConfig) -> I
     Raises:
         KvplanError: the weights leave no KV memory, or --max-model-len is out of range.
     """
-    model = deployment.model
-    max_model_len = config.max_model_len or model.max_context
-    if not 1 <= max_model_len <= model.max_context:
-        raise KvplanError(
-            f"--max-model-len: {max_model_len:,} must be between 1 and {model.name}'s native "
-            f"context {model.max_context:,} tokens"
-        )
-    capacity = Capacity(deployment, sku, context_tokens=max_model_len, efficiency=config.efficiency)
-    if not capacity.kv_usable:
-        raise KvplanError(
-            f"{model.name} on {sku.name} (tp {deployment.tp}, pp {deployment.pp}): "
-            f"{capacity.verdict}; nothing to simulate (try a larger --tp or another --sku)"
-        )
+    capacity = _capacity(deployment, sku, config)
+    refusal = _refusal(capacity)
+    if refusal is not None:
+        raise KvplanError(f"{refusal}; nothing to simulate (try a larger --tp or another --sku)")
+    max_model_len = capacity.context_tokens
     layout, budget = capacity.layout, capacity.budget
     factor = config.kv_bytes_factor
     # The engine's own pool for the budget (bytes per block × factor: the budget ÷ factor).
@@ -114,6 +113,39 @@ def instance_model(deployment: Deployment, sku: SkuSpec, config: SimConfig) -> I
         request_limit_tokens=largest_fitting(lambda n: pool.requests_at(n) > 0, max_model_len),
         host_link_bytes_per_s=config.host_link_bytes_per_s or sku.host_link_bytes_per_s,
         notes=tuple(notes),
+        capacity_tokens=deployment.engine.capacity_tokens(pool, max_model_len),
+    )
+
+
+def kv_refusal(deployment: Deployment, sku: SkuSpec, config: SimConfig) -> str | None:
+    """Why `deployment` leaves no KV memory on `sku` ("llama-3.1-70b on h100-sxm (tp 1,
+    pp 1): weights don't fit"), or None when `instance_model` can build its instance.
+
+    Raises:
+        KvplanError: --max-model-len is out of range.
+    """
+    return _refusal(_capacity(deployment, sku, config))
+
+
+def _capacity(deployment: Deployment, sku: SkuSpec, config: SimConfig) -> Capacity:
+    """The engine model's capacity at max_model_len (checked against the native context)."""
+    model = deployment.model
+    max_model_len = config.max_model_len or model.max_context
+    if not 1 <= max_model_len <= model.max_context:
+        raise KvplanError(
+            f"--max-model-len: {max_model_len:,} must be between 1 and {model.name}'s native "
+            f"context {model.max_context:,} tokens"
+        )
+    return Capacity(deployment, sku, context_tokens=max_model_len, efficiency=config.efficiency)
+
+
+def _refusal(capacity: Capacity) -> str | None:
+    if capacity.kv_usable:
+        return None
+    deployment = capacity.deployment
+    return (
+        f"{deployment.model.name} on {capacity.sku.name} (tp {deployment.tp}, "
+        f"pp {deployment.pp}): {capacity.verdict}"
     )
 
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from kvplan.simulate.config import Slo
 from kvplan.simulate.engine_view import InstanceModel
 from kvplan.simulate.metrics import MemorySplit, Metrics
 from kvplan.simulate.workload import Workload
@@ -89,6 +91,7 @@ class SimulationResult:
     memory_mean: MemorySplit  # time-averaged, per instance
     timeline: tuple[tuple[float, int, int, tuple[float, ...]], ...] = field(repr=False)
     notes: tuple[str, ...]
+    slo_met_requests: int | None = None  # requests meeting both targets (None: no SLO)
 
     @property
     def completed(self) -> int:
@@ -105,6 +108,18 @@ class SimulationResult:
     @property
     def output_tokens_per_s(self) -> float:
         return self.output_tokens / self.makespan_s if self.makespan_s > 0 else 0.0
+
+    @property
+    def offered(self) -> int:
+        """Requests of the workload: returned and rejected."""
+        return len(self.workload.requests)
+
+    def meets_slo(self, percentile: float) -> bool | None:
+        """Whether at least `percentile` % of the workload's requests met both targets;
+        rejected requests count as misses (None: the run had no SLO)."""
+        if self.slo_met_requests is None:
+            return None
+        return meets_percentile(self.slo_met_requests, self.offered, percentile)
 
     @property
     def kv_utilization_fraction(self) -> float | None:
@@ -138,7 +153,7 @@ def summarize(
     slo = view.config.slo
     met = None
     if slo.ttft_s is not None or slo.tpot_s is not None:
-        met = sum(slo.met(r.ttft_s, r.tpot_s) for r in requests)
+        met = slo_met_count(requests, slo)
     summed = {name: sum(getattr(run, name) for run in runs) for name in SUMMED}
     steps = summed["steps"]
     per_makespan = 1 / makespan if makespan else 0.0
@@ -165,8 +180,27 @@ def summarize(
         memory_mean=_memory_mean(runs, makespan),
         timeline=tuple(runs[0].timeline),
         notes=view.notes + workload.notes + _instance_notes(len(runs)),
+        slo_met_requests=met,
         **summed,
     )
+
+
+def slo_met_count(records: Iterable[RequestRecord], slo: Slo) -> int:
+    """Returned requests whose TTFT and TPOT meet every target of `slo`.
+
+    A rejected request never returns, so it is never counted: divided by the requests
+    offered, this is the SLO attainment in which rejections are misses (DistServe, OSDI 2024:
+    goodput is the rate served at a target attainment such as 90 %).
+    """
+    return sum(slo.met(r.ttft_s, r.tpot_s) for r in records)
+
+
+def meets_percentile(met_requests: int, offered_requests: int, percentile: float) -> bool:
+    """Whether `met_requests` of `offered_requests` is at least `percentile` % of them.
+
+    Compared as 100 · met ≥ percentile · offered, so 270 of 300 meets 90 exactly.
+    """
+    return 100 * met_requests >= percentile * offered_requests
 
 
 def _records(runs: list[Metrics]) -> tuple[RequestRecord, ...]:
