@@ -93,7 +93,7 @@ def test_mla_keys(tmp_path):
         (lambda p: p.write_bytes(b"NOTAGGUF" + bytes(64)), "wrong magic"),
         (
             lambda p: p.write_bytes(_llama(p.with_suffix(".x")).read_bytes()[:200]),
-            "truncated GGUF: the file ends at byte 200, inside ",
+            "cannot read GGUF header: truncated: ",
         ),
         (
             lambda p: write_gguf(p, "rwkv7", {"{arch}.block_count": 2}),
@@ -145,24 +145,26 @@ def test_a_sweep_of_cut_points_each_names_what_is_cut(tmp_path):
         line = str(error.value)
         assert "\n" not in line and line.startswith(f"{path}: ")
         if cut == 0:
-            assert line.endswith("empty file (0 bytes), not a GGUF file")
+            assert line.endswith("not a GGUF file (it is empty)")
         elif cut < 4:
-            assert line.endswith(f"truncated GGUF: the file ends at byte {cut}, inside the magic")
+            assert line.endswith(f"truncated: the file ends at byte {cut} inside the magic")
         elif cut < header_end:
-            assert f"truncated GGUF: the file ends at byte {cut}, inside " in line, line
+            # What runs past the end (or, before the entries, that they cannot fit) and where.
+            assert ": cannot read GGUF header: truncated" in line and f" {cut:,} " in line + " "
         else:
             assert line.endswith(
-                f"truncated GGUF: the file ends at byte {cut}, inside the tensor data "
-                f"(which runs to byte {len(data)})"
+                f"truncated: the tensor data runs to byte {len(data):,}, but the file ends at "
+                f"byte {cut:,}"
             )
-    path.write_bytes(data[:100])
+    path.write_bytes(data[:178])
     result = CliRunner().invoke(app, ["size", str(path), "-e", "llama.cpp"])
     assert result.exit_code == 2 and result.stdout == ""
     # 24-byte preamble; key 1 general.architecture = 8 + 20 name + 4 type + 8 + 6 "gemma3"
-    # ends at 70; key 2 gemma3.block_count = 8 + 18 name (to 96) + 4 type + 4 uint32 to 104.
+    # ends at 70; gemma3.block_count 8 + 18 + 4 + 4 ends at 104; gemma3.context_length
+    # 8 + 21 + 4 + 4 at 141; gemma3.embedding_length: 8 + 23 name + 4 type puts its uint32 at 176.
     assert result.stderr == (
-        f"error: {path}: truncated GGUF: the file ends at byte 100, inside metadata key "
-        "'gemma3.block_count' (2 of 11)\n"
+        f"error: {path}: cannot read GGUF header: truncated: gemma3.embedding_length needs 4 "
+        "bytes at byte 176, but the file ends at byte 178\n"
     )
 
 

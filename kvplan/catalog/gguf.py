@@ -1,11 +1,12 @@
 """A model spec and exact weight bytes from a local GGUF file's header (llama.cpp, ollama).
 
-Only the metadata and the tensor-info table are read, with the `gguf` package's reader (it
-memory-maps the file; no tensor data is touched). Keys follow llama.cpp's `llama-arch.cpp`
-(`<arch>.block_count`, `<arch>.attention.head_count_kv`, …). Which layers slide is llama.cpp's
-per-architecture rule (`llama-model.cpp` `hparams.set_swa_pattern`): layer i is sliding when
-i mod n < n − 1 — Gemma 2 and GPT-OSS n = 2, Cohere 2 and EXAONE 4 n = 4, Gemma 3 n = 6 —
-unless the file carries `<arch>.attention.sliding_window_pattern` (one bool per layer).
+Only the metadata and the tensor-info table are read (kvplan.catalog.gguf_header: a bounded
+walk of the memory-mapped header; no tensor data is touched). Keys follow llama.cpp's
+`llama-arch.cpp` (`<arch>.block_count`, `<arch>.attention.head_count_kv`, …). Which layers
+slide is llama.cpp's per-architecture rule (`llama-model.cpp` `hparams.set_swa_pattern`):
+layer i is sliding when i mod n < n − 1 — Gemma 2 and GPT-OSS n = 2, Cohere 2 and EXAONE 4
+n = 4, Gemma 3 n = 6 — unless the file carries `<arch>.attention.sliding_window_pattern` (one
+bool per layer).
 
 Llama 4 (llama-model.cpp LLM_ARCH_LLAMA4): chunked attention of 8,192 tokens on 3 layers of
 every 4 (the 4th full), unless `llama4.attention.sliding_window` is stated as 0 (no chunking);
@@ -24,7 +25,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from kvplan.catalog.gguf_layout import explain_unreadable
+from kvplan.catalog.gguf_header import read_header
 from kvplan.errors import KvplanError
 from kvplan.files import check_regular
 from kvplan.specs import ModelSpec
@@ -62,31 +63,11 @@ def read_gguf(path: Path) -> tuple[ModelSpec, int]:
 
 
 def _read(path: Path) -> tuple[dict[str, Any], list[tuple[str, int]]]:
-    """Metadata (key → Python value) and (tensor name, bytes) of every tensor."""
-    try:
-        from gguf import GGUFReader
-    except ImportError:  # pragma: no cover - a dependency of kvplan
-        raise KvplanError(
-            f"{path}: reading GGUF needs the gguf package (pip install gguf)"
-        ) from None
+    """Metadata (key → Python value) and (tensor name, bytes) of every tensor: the bounded
+    header reader (kvplan.catalog.gguf_header), whose every refusal names the byte."""
     check_regular(path)  # a pipe would block the memory map; a name too long is one line
-    try:
-        reader = GGUFReader(path)
-        fields = {name: field.contents() for name, field in reader.fields.items()}
-        tensors = [(t.name, int(t.n_bytes)) for t in reader.tensors]
-    except (
-        ValueError,
-        IndexError,
-        KeyError,
-        TypeError,
-        OverflowError,
-        UnicodeDecodeError,
-    ):
-        # The reader speaks numpy ("index 0 is out of bounds…"); the walk names the part cut.
-        raise KvplanError(f"{path}: {explain_unreadable(path)}") from None
-    except OSError as error:
-        raise KvplanError(f"{path}: cannot read: {error.strerror}") from None
-    return fields, tensors
+    header = read_header(path)
+    return header.fields, header.tensors
 
 
 def _value(path: Path, fields: dict[str, Any], key: str, default: Any = KvplanError) -> Any:
