@@ -321,3 +321,73 @@ def test_plan_errors_name_the_product(tmp_path):
     assert lines == [
         f"error: {path}:2: products.0 (chat-8k): --pp 64 exceeds the model's 32 layers"
     ]
+
+
+# --- every engine option the CLI has, in a products file ------------------------------------
+
+
+def test_products_take_every_engine_option_of_the_cli():
+    from kvplan.cli.engine_options import _PARAMETERS
+
+    fields = set(ProductSpec.model_fields)
+    assert set(_PARAMETERS) <= fields, sorted(set(_PARAMETERS) - fields)
+
+
+# gpt-oss-120b on 2 × 2 H100s with expert parallelism, 32-token blocks, a 4 GiB activation
+# override and vLLM 0.11's accounting: the file and the flags must plan the same deployment.
+MOE_OPTIONS = {
+    "dp": "2",
+    "ep": "true",
+    "block_size": "32",
+    "activation_memory": "4GiB",
+    "engine_version": '"0.11"',
+}
+
+
+def test_a_product_with_dp_ep_and_engine_options_plans_what_the_cli_plans(tmp_path):
+    extra = "".join(f"    {key}: {value}\n" for key, value in MOE_OPTIONS.items())
+    text = _product("moe", "gpt-oss-120b", "h100-sxm", "32k", "concurrency: 16", extra)
+    result = _check(
+        str(
+            _write(tmp_path, "products:\n" + text.replace("    context", "    tp: 2\n    context"))
+        ),
+        "--format",
+        "json",
+    )
+    assert result.exit_code == 0, result.output
+    (product,) = _json(result)["products"]
+    flags = ["--dp", "2", "--ep", "--block-size", "32", "--activation-memory", "4GiB"]
+    flags += ["--engine-version", "0.11", "--tp", "2", "-c", "32k", "-b", "16"]
+    reported = CliRunner().invoke(
+        app, ["report", "-m", "gpt-oss-120b", "-s", "h100-sxm", *flags, "--format", "json"]
+    )
+    (row,) = json.loads(reported.stdout)
+    assert (product["dp"], product["ep"]) == (2, True)
+    assert product["kv_budget_bytes_per_gpu"] == row["kv_budget_bytes_per_gpu"]
+    assert product["weights_bytes_per_gpu"] == row["weights_bytes_per_gpu"]
+    assert product["supported_concurrency"] == row["max_concurrency"]
+    assert row["budget"]["activation_bytes"] == 4 * GIB
+    assert row["tokens_per_block"] == 32
+    # 16 promised over 2 replicas: each GPU holds 8 requests' KV.
+    assert product["kv_bytes_needed_per_gpu"] == 8 * product["kv_bytes_per_request_per_gpu"]
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "flag"),
+    [
+        ("block_size", "5000", ["--block-size", "5000"]),  # kvplan's block limit is 4,096
+        ("dp", "0", ["--dp", "0"]),
+        ("ep", "true", ["--ep"]),  # llama-3.1-8b has no routed experts
+        ("engine_version", '"0.1"', ["--engine-version", "0.1"]),  # vLLM 0.5 is the oldest
+    ],
+)
+def test_a_bad_engine_option_is_refused_in_a_file_as_on_the_command_line(
+    tmp_path, key, value, flag
+):
+    text = _product(
+        "a", "llama-3.1-8b", "h100-sxm", "8k", "concurrency: 1", f"    {key}: {value}\n"
+    )
+    path, lines = _bad(tmp_path, "products:\n" + text)
+    assert len(lines) == 1 and lines[0].startswith(f"error: {path}:")
+    refused = CliRunner().invoke(app, ["size", "llama-3.1-8b", *flag])
+    assert (refused.exit_code, refused.stdout) == (2, "")

@@ -110,8 +110,9 @@ class SizeReport(Result):
     kv_bytes_by_kind: dict[str, int]
     naive_kv_bytes: int
     full_reservation_kv_bytes: int | None
-    weights_bytes: int
-    weights_bytes_per_gpu: int
+    weights_bytes: int  # the checkpoint's, whole deployment
+    weights_bytes_per_gpu: int  # as the engine loads them on --sku; without one, the checkpoint's
+    checkpoint_weights_bytes_per_gpu: int
     params: int
     active_params: int
     published_params: int | None
@@ -180,6 +181,8 @@ class ProductResult(Result):
     sku: str
     tp: int
     pp: int
+    dp: int
+    ep: bool
     engine: str
     kv_dtype: str
     promised_context: int
@@ -233,14 +236,16 @@ class ClaimReport(Result):
     kv_bytes_per_request_per_gpu: int
     kv_bytes_batch: int
     kv_bytes_batch_per_gpu: int
-    weights_bytes: int
-    weights_bytes_per_gpu: int
+    weights_bytes: int  # the checkpoint's, whole deployment
+    weights_bytes_per_gpu: int  # as the engine loads them (RoPE table, MXFP4 padding)
+    checkpoint_weights_bytes_per_gpu: int
     engine_reserve_bytes_per_gpu: int
     engine_reserve: EngineReserve
     total_bytes_per_gpu: int
     memory_bytes: int
     free_bytes_per_gpu: int
     fits: bool
+    verdict: str
     within_native_limit: bool
     max_context_tokens_at_batch: int
     max_concurrency_at_context: int

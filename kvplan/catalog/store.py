@@ -134,6 +134,7 @@ class Catalog:
                 problems.extend(str(error).splitlines())
                 continue
             (models if kind == "model" else skus).add(spec, path, problems, shipped)
+        problems += _aliases_naming_families(skus)
         if problems:
             raise KvplanError("\n".join(problems))
         self._models, self._skus = models, skus
@@ -240,6 +241,28 @@ def _normal(name: str) -> str:
     """
     text = re.sub(r"[\s_/]+", "-", name.strip().lower())
     return re.sub(r"^(nvidia|amd|intel|tesla|geforce)-", "", text).strip("-")
+
+
+def _aliases_naming_families(index: _Index) -> list[str]:
+    """An alias that is a family's name would pick one SKU where the family means several
+    (`--sku a100`: which A100?): single-SKU commands ask which, reports take them all."""
+    specs = {s.name: s for s in index.by_name.values() if isinstance(s, SkuSpec)}
+    families: dict[str, set[str]] = {}
+    for spec in specs.values():
+        families.setdefault(_normal(spec.family), set()).add(spec.name)
+    problems = []
+    for spec in specs.values():
+        for alias in spec.aliases:
+            if _normal(alias) == _normal(spec.name):
+                continue  # what the name already says ("NVIDIA H200" for h200)
+            members = families.get(_normal(alias), {spec.name})
+            if members != {spec.name}:
+                problems.append(
+                    f"{index.origin[spec.name]}: alias {alias!r} of sku {spec.name!r} names the "
+                    f"family of {', '.join(sorted(members))}; remove it (a family name asks "
+                    "which SKU, or expands in reports)"
+                )
+    return problems
 
 
 def resolve_sku(name: str, skus: list[SkuSpec]) -> SkuSpec:

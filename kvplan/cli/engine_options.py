@@ -299,39 +299,9 @@ class EngineOptions:
 
     def resolve(self) -> tuple[str, Any, int, bool]:
         """(engine name, EngineSettings, dp, ep); raises KvplanError on a bad value."""
-        from kvplan.plan.engines import EngineSettings, engine
-        from kvplan.units import parse_bytes
+        from kvplan.plan.engine_options import engine_settings
 
-        v = self.values
-
-        def size(name: str) -> int | None:
-            text = v[name]
-            option = "--" + name.replace("_", "-")
-            return parse_bytes(text, option) if text is not None else None
-
-        settings = EngineSettings(
-            version=v["engine_version"],
-            tokens_per_block=v["block_size"],
-            hybrid_allocator=False if v["no_hybrid_allocator"] else None,
-            draft_layers=v["draft_layers"],
-            utilization=v["utilization"],
-            kv_memory_bytes=size("kv_memory"),
-            activation_bytes=size("activation_memory"),
-            non_torch_bytes=size("non_torch_memory"),
-            cudagraph_bytes=size("cudagraph_memory"),
-            max_num_batched_tokens=v["max_num_batched_tokens"],
-            max_num_seqs=v["max_num_seqs"],
-            max_kv_tokens=v["max_kv_tokens"],
-            context_size_tokens=v["ctx_size"],
-            parallel=v["parallel"],
-            v_dtype=v["v_dtype"],
-            flash_attention=v["flash_attn"],
-            kv_unified=v["kv_unified"] or None,
-            swa_full=v["swa_full"],
-            gpu_layers=v["gpu_layers"],
-            ubatch_tokens=v["ubatch_size"],
-        )
-        return engine(v["engine"]).name, settings, v["dp"], v["ep"]
+        return engine_settings(self.values)
 
 
 def engine_options(command: F) -> F:

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import cached_property
+from typing import Literal
 
 import kvplan.limits as limits
 from kvplan.errors import KvplanError
 from kvplan.plan.batch import Batch
+from kvplan.plan.context_limit import beyond_limit
 from kvplan.plan.deployment import Deployment
 from kvplan.plan.engines import Budget, KvLayout, KvPool, Scheduler
 from kvplan.plan.engines.base import UNLIMITED_REQUESTS
@@ -33,10 +35,28 @@ def largest_fitting(fits: Callable[[int], bool], upper: int) -> int:
     return low
 
 
+# Why a plan fails, most fundamental first: the weights leave no KV, the context is past the
+# model's limit, not one request fits, not all of them do. Every command's verdict is one.
+Failure = Literal["weights", "native_limit", "one_request", "concurrency"]
+
+
+def _shortest(batch: Batch, count: int) -> Batch:
+    """The `count` shortest sequences of `batch` (count ≥ 1)."""
+    kept, left = [], count
+    for tokens, n in batch:
+        if left <= 0:
+            break
+        kept.append((tokens, min(n, left)))
+        left -= n
+    return Batch(tuple(kept))
+
+
 class Capacity:
     """One deployment on one SKU, asked for `batch` requests of `context_tokens` each.
 
-    Counts are for the whole deployment: `dp` replicas each hold their own requests.
+    `sequences` (a ragged batch; its size is `batch`, its longest `context_tokens`) makes the
+    verdict about those exact lengths. Counts are for the whole deployment: `dp` replicas
+    each hold their own requests.
     """
 
     def __init__(
@@ -46,11 +66,15 @@ class Capacity:
         batch: int = 1,
         context_tokens: int | None = None,
         efficiency: Efficiency = DEFAULT_EFFICIENCY,
+        sequences: Batch | None = None,
     ) -> None:
+        if sequences is not None:
+            batch, context_tokens = sequences.size, sequences.longest
         if batch < 1:
             raise KvplanError(f"--batch: {batch} must be at least 1 sequence")
         limits.BATCH.check(batch, "--batch")
         self.deployment, self.sku, self.batch = deployment, sku, batch
+        self.sequences = sequences if sequences is not None and not sequences.is_uniform else None
         self.context_tokens = context_tokens or deployment.model.context_limit
         self.efficiency = efficiency
         profile = deployment.engine
@@ -115,22 +139,45 @@ class Capacity:
 
     @cached_property
     def fitting_batch(self) -> int:
-        """Requests of the context that fit, up to the batch asked for."""
-        return min(self.batch, self.max_concurrency())
+        """Requests that fit at once, up to the batch asked for: of the context, or the
+        shortest of `sequences`."""
+        if self.sequences is None:
+            return min(self.batch, self.max_concurrency())
+        sequences = self.sequences
+        return largest_fitting(
+            lambda n: n == 0 or self.holds(_shortest(sequences, n)), sequences.size
+        )
+
+    @cached_property
+    def failure(self) -> Failure | None:
+        """Why the plan fails (see `Failure`), or None when the whole batch fits."""
+        if not self.budget.weights_fit or (self.budget.kv_bytes <= 0 and not self.budget.fixed):
+            return "weights"
+        if beyond_limit(self.deployment.model, self.context_tokens) is not None:
+            return "native_limit"
+        if self.fitting_batch == 0:
+            return "one_request"
+        if self.fitting_batch < self.batch:
+            return "concurrency"
+        return None
 
     @property
     def fits(self) -> bool:
-        """The whole batch at the context fits."""
-        return self.fitting_batch == self.batch
+        """The whole batch at the context fits, within the model's context limit."""
+        return self.failure is None
 
     @property
     def verdict(self) -> str:
-        """'fits', 'fits N of B', "weights don't fit" or 'KV too small for one request'."""
-        if not self.budget.weights_fit or (self.budget.kv_bytes <= 0 and not self.budget.fixed):
+        """The one verdict every command prints: 'fits', 'fits N of B', "weights don't fit",
+        'KV too small for one request' or 'exceeds the native limit of L tokens'."""
+        failure = self.failure
+        if failure == "weights":
             return "weights don't fit"
-        if self.fitting_batch == 0:
+        if failure == "native_limit":
+            return str(beyond_limit(self.deployment.model, self.context_tokens))
+        if failure == "one_request":
             return "KV too small for one request"
-        if not self.fits:
+        if failure == "concurrency":
             return f"fits {self.fitting_batch:,} of {self.batch:,}"
         return "fits"
 

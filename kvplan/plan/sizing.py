@@ -17,6 +17,7 @@ from kvplan.kvmath import (
 )
 from kvplan.plan.batch import Batch
 from kvplan.plan.capacity import Capacity
+from kvplan.plan.context_limit import beyond_limit_sentence
 from kvplan.plan.deployment import Deployment
 from kvplan.plan.engines import KvLayout
 from kvplan.plan.weights import WeightBytes
@@ -59,7 +60,24 @@ class SizeResult:
         """The engine's verdict on the SKU for the whole batch (None without a SKU)."""
         if self.capacity is None:
             return None
-        return self.capacity.holds(self.batch)
+        return self.capacity.fits
+
+    @property
+    def weights_bytes_per_gpu(self) -> int:
+        """Weight bytes on the binding GPU as the engine loads them on the SKU (vLLM adds its
+        RoPE table and MXFP4 padding), the figure every command shows; without a SKU, the
+        checkpoint's (`weights.per_gpu_bytes`)."""
+        if self.capacity is None:
+            return self.weights.per_gpu_bytes
+        return self.capacity.weights_bytes_per_gpu
+
+    @property
+    def free_bytes_per_gpu(self) -> int | None:
+        """KV budget left after the batch on the binding GPU; negative: short by that much
+        (None without a SKU)."""
+        if self.capacity is None:
+            return None
+        return self.capacity.budget.kv_bytes - self.kv_bytes_per_gpu
 
 
 def _engine_bytes(deployment: Deployment, layout: KvLayout, batch: Batch) -> tuple[int, int]:
@@ -115,7 +133,7 @@ def size(
         )
     context = batch.longest
     dtype = kv_dtype_info(deployment.kv_dtype)
-    capacity = Capacity(deployment, sku, batch.size, context) if sku is not None else None
+    capacity = Capacity(deployment, sku, sequences=batch) if sku is not None else None
     return SizeResult(
         deployment=deployment,
         batch=batch,
@@ -181,11 +199,7 @@ def context_notes(model: ModelSpec, context: int) -> list[str]:
             f"tokens, within the RoPE extension ({extended:,}): {served}"
         )
     else:
-        which = "native" if model.context_limit == model.max_context else "extended"
-        notes.append(
-            f"context {context:,} exceeds {model.name}'s {which} limit of "
-            f"{model.context_limit:,} tokens"
-        )
+        notes.append(str(beyond_limit_sentence(model, context)))
     return notes
 
 

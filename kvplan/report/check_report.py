@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kvplan.api.results import CheckReport, ProductResult, dump
+from kvplan.plan.context_limit import beyond_limit_sentence
 from kvplan.plan.guardrail import GuardrailResult, ProductCheck
 from kvplan.report.render import Format, Table, emit, gib, plural
 from kvplan.specs import ModelSpec
@@ -16,6 +17,7 @@ def reason(check: ProductCheck) -> str:
     context, promised = check.promised_context_tokens, check.promised_concurrency
     budget = capacity.budget
     where = f"{capacity.sku.name} tp {product.tp}" + (f"×pp {product.pp}" if product.pp > 1 else "")
+    where += f"×dp {product.dp}" if product.dp > 1 else ""
     longest = (
         f"at {plural(promised, 'request')} at once the longest context is "
         f"{check.supported_context_tokens:,} tokens"
@@ -27,11 +29,8 @@ def reason(check: ProductCheck) -> str:
             f"({gib(budget.requested_bytes)} usable of {gib(budget.total_bytes)})"
         )
     if check.failure == "native_limit":
-        return (
-            f"promised context {context:,} tokens exceeds {capacity.deployment.model.name}'s "
-            f"native limit of {capacity.deployment.model.context_limit:,} tokens"
-            + _extension_hint(capacity.deployment.model, context)
-        )
+        model = capacity.deployment.model
+        return f"promised {beyond_limit_sentence(model, context)}" + _extension_hint(model, context)
     if check.failure == "one_request":
         return (
             f"one request of {context:,} tokens needs {gib(check.kv_bytes_per_request_per_gpu)} "
@@ -85,7 +84,7 @@ def check_table(report: CheckReport) -> Table:
             "product",
             "model",
             "sku",
-            "tp×pp",
+            "tp×pp[×dp]",
             "engine",
             "promised ctx × conc",
             "supported conc @ctx",
@@ -119,7 +118,7 @@ def check_table(report: CheckReport) -> Table:
                 record["name"],
                 record["model"],
                 record["sku"],
-                f"{record['tp']}×{record['pp']}",
+                f"{record['tp']}×{record['pp']}" + (f"×{record['dp']}" if record["dp"] > 1 else ""),
                 f"{record['engine']} {record['kv_dtype']}",
                 f"{record['promised_context']:,} × {record['promised_concurrency']:,}",
                 f"{record['supported_concurrency']:,}",

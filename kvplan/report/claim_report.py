@@ -16,6 +16,7 @@ from kvplan.report.render import (
     plural,
     quantity_row,
 )
+from kvplan.report.size_report import weights_rows
 
 
 def claim_record(report: ClaimReport) -> dict[str, Any]:
@@ -52,7 +53,7 @@ def formula_lines(sheet: ClaimSheet) -> list[str]:
             f"KV for the batch ({d.engine.name}, paged/engine rounding) = {result.kv_bytes:,} B"
         )
     lines.append(
-        f"total per GPU = weights {sheet.size.weights.per_gpu_bytes:,} + KV "
+        f"total per GPU = weights {sheet.weights_bytes_per_gpu:,} + KV "
         f"{result.kv_bytes_per_gpu:,} + engine reserve {sheet.reserve_bytes_per_gpu:,} = "
         f"{sheet.total_bytes_per_gpu:,} B vs {sheet.memory_bytes:,} B on {sheet.capacity.sku.name}"
     )
@@ -83,7 +84,7 @@ def vendor_questions(sheet: ClaimSheet) -> list[str]:
     questions = [
         f"At {context:,} tokens and batch {batch}, what KV dtype and how many GPUs (TP × PP)? "
         f"Here {d.kv_dtype} KV on {d.gpus} × {capacity.sku.name} needs "
-        f"{gib(result.kv_bytes_per_gpu)} of KV per GPU next to {gib(result.weights.per_gpu_bytes)} "
+        f"{gib(result.kv_bytes_per_gpu)} of KV per GPU next to {gib(sheet.weights_bytes_per_gpu)} "
         "of weights.",
         _batch_question(sheet),
         "Which engine, version and memory settings (gpu_memory_utilization / "
@@ -148,10 +149,7 @@ def claim_table(sheet: ClaimSheet) -> Table:
         quantity_row(table, "free", free, None, ("free_bytes_per_gpu", None))
     else:
         quantity_row(table, "short by", -free, None)
-    verdict = "fits" if sheet.fits else "does NOT fit"
-    if not sheet.within_native_limit:
-        verdict += "; beyond the native limit"
-    table.add(["fits", sheet.fits, None], ["verdict", verdict, "—"], [None, "/fits", None])
+    table.add(["fits", sheet.fits, None], ["verdict", sheet.verdict, "—"], [None, "/fits", None])
     table.notes += ["formula: " + line for line in formula_lines(sheet)]
     table.notes.append(
         f"limits: longest context at batch {result.batch.size}: {capacity.max_context_tokens:,} "
@@ -184,16 +182,11 @@ def _kv_and_weights_rows(table: Table, sheet: ClaimSheet) -> None:
             result.kv_bytes,
             "kv_bytes_batch",
         ),
-        (
-            f"weights ({result.weights.weight_dtype})",
-            result.weights.per_gpu_bytes,
-            result.weights.total_bytes,
-            "weights_bytes",
-        ),
     ]
     for i, (label, per_gpu, total, key) in enumerate(rows):
         show = human_bytes if i == 0 else gib  # a token's KV is KiB, the rest GiB
         quantity_row(table, label, per_gpu, total, (f"{key}_per_gpu", key), show)
+    weights_rows(table, result)
 
 
 def _reserve_rows(table: Table, sheet: ClaimSheet) -> None:

@@ -56,13 +56,7 @@ def size_table(result: SizeResult) -> Table:
         ["quantity", "per_gpu", "total"],
     )
     _kv_rows(result, table)
-    quantity_row(
-        table,
-        f"weights ({result.weights.weight_dtype})",
-        result.weights.per_gpu_bytes,
-        result.weights.total_bytes,
-        ("weights_bytes_per_gpu", "weights_bytes"),
-    )
+    weights_rows(table, result)
     params = result.weights.params
     table.add(
         ["params", None, params.total],
@@ -78,6 +72,32 @@ def size_table(result: SizeResult) -> Table:
     _comparison_notes(result, table)
     table.notes += list(result.notes)
     return table
+
+
+def weights_rows(table: Table, result: SizeResult) -> None:
+    """Weights as the engine loads them on the SKU and, when that differs, the checkpoint's."""
+    weights, capacity = result.weights, result.capacity
+    dtype = weights.weight_dtype
+    if capacity is None or result.weights_bytes_per_gpu == weights.per_gpu_bytes:
+        keys = ("weights_bytes_per_gpu", "weights_bytes")
+        quantity_row(table, f"weights ({dtype})", weights.per_gpu_bytes, weights.total_bytes, keys)
+        return
+    # vLLM loads more than the checkpoint: its RoPE cos/sin table, padded MXFP4 experts.
+    engine = result.deployment.engine.name
+    quantity_row(
+        table,
+        f"weights ({dtype}, as {engine} loads them on {capacity.sku.name})",
+        result.weights_bytes_per_gpu,
+        None,
+        ("weights_bytes_per_gpu", None),
+    )
+    quantity_row(
+        table,
+        "  checkpoint weights",
+        weights.per_gpu_bytes,
+        weights.total_bytes,
+        ("checkpoint_weights_bytes_per_gpu", "weights_bytes"),
+    )
 
 
 def _kv_rows(result: SizeResult, table: Table) -> None:
@@ -135,7 +155,8 @@ def _fit_rows(result: SizeResult, table: Table) -> None:
         None,
         ("kv_budget_bytes_per_gpu", None),
     )
-    free = budget.kv_bytes - result.kv_bytes_per_gpu
+    free = result.free_bytes_per_gpu
+    assert free is not None  # a SKU was given
     if free >= 0:
         quantity_row(table, "KV budget left", free, None, ("free_bytes", None))
     else:

@@ -134,27 +134,13 @@ class VllmProfile(EngineProfile):
         )
 
     def tp_refusal(self, model: ModelSpec, tp: int) -> str | None:
-        """Why vLLM refuses `tp` for `model` (config/model.py, QKVParallelLinear), or None.
-
-        Query heads must divide by tp; KV heads must divide by tp, or tp by the KV heads when
-        tp is larger (each head is then replicated tp / kv_heads times).
-        """
-        heads, kv_heads = model.attention.num_heads, model.attention.num_kv_heads
-        if heads % tp:
-            return (
-                f"vLLM refuses tp {tp} for {model.name}: total number of attention heads "
-                f"({heads}) must be divisible by tensor parallel size ({tp}); "
-                f"use one of {_divisors(heads)}"
-            )
-        uses_kv_heads = model.mla is None and any(
-            kind in ("full", "sliding", "chunked") for kind in model.layer_kinds
-        )
-        if uses_kv_heads and (kv_heads % tp if tp <= kv_heads else tp % kv_heads):
-            return (
-                f"vLLM refuses tp {tp} for {model.name}: its {kv_heads} KV heads must divide "
-                f"by tp, or tp by them (heads are replicated when tp > {kv_heads})"
-            )
-        return None
+        """Why vLLM refuses `tp` for `model` (config/model.py, QKVParallelLinear), or None;
+        the refusal lists the degrees up to 64 that vLLM accepts."""
+        reason = _tp_rule(model, tp)
+        if reason is None:
+            return None
+        accepted = ", ".join(str(t) for t in range(1, 65) if _tp_rule(model, t) is None)
+        return f"vLLM refuses tp {tp} for {model.name}: {reason}; use one of {accepted}"
 
     def scheduler(
         self, deployment: Deployment, sku: SkuSpec | None, max_model_len: int | None = None
@@ -348,8 +334,25 @@ def _kv_cache_dtype_flag(deployment: Deployment) -> str | None:
     return flags.get(deployment.kv_dtype)
 
 
-def _divisors(n: int) -> str:
-    return ", ".join(str(d) for d in range(1, min(n, 64) + 1) if n % d == 0)
+def _tp_rule(model: ModelSpec, tp: int) -> str | None:
+    """The rule `tp` breaks for `model`, or None: query heads must divide by tp; KV heads must
+    divide by tp, or tp by the KV heads when tp is larger (each head is then replicated
+    tp / kv_heads times)."""
+    heads, kv_heads = model.attention.num_heads, model.attention.num_kv_heads
+    if heads % tp:
+        return (
+            f"total number of attention heads ({heads}) must be divisible by tensor parallel "
+            f"size ({tp})"
+        )
+    uses_kv_heads = model.mla is None and any(
+        kind in ("full", "sliding", "chunked") for kind in model.layer_kinds
+    )
+    if uses_kv_heads and (kv_heads % tp if tp <= kv_heads else tp % kv_heads):
+        return (
+            f"its {kv_heads} KV heads must divide by tp, or tp by them (heads are replicated "
+            f"when tp > {kv_heads})"
+        )
+    return None
 
 
 def _layout_key(deployment: Deployment) -> Deployment:

@@ -23,6 +23,7 @@ from fractions import Fraction
 import kvplan.limits as limits
 from kvplan.errors import KvplanError
 from kvplan.plan.capacity import Capacity
+from kvplan.plan.context_limit import beyond_limit_sentence
 from kvplan.plan.deployment import Deployment
 from kvplan.plan.recommend.candidates import Candidate, Ranked, closer, rank_candidates
 from kvplan.plan.recommend.objective import Cost, GpuCount, Objective
@@ -82,16 +83,13 @@ def recommend(
     if not 0 <= headroom < 1:
         raise KvplanError(f"--headroom: {float(headroom):g} must be at least 0 and below 1")
     model = base.model
-    if objective.context_tokens > model.context_limit:
-        which = "native" if model.context_limit == model.max_context else "extended"
+    beyond = beyond_limit_sentence(model, objective.context_tokens)
+    if beyond is not None:
         hint, scaling, extended = "", model.rope_scaling, model.extended_context
         if scaling is not None and extended and objective.context_tokens <= extended:
             declared = f"{scaling.rope_type}:{scaling.factor:g}"
             hint = f"; declare the RoPE scaling: --rope-scaling {declared}"
-        raise KvplanError(
-            f"--context: {objective.context_tokens:,} tokens exceed {model.name}'s {which} "
-            f"limit of {model.context_limit:,} (engines refuse a longer max_model_len){hint}"
-        )
+        raise KvplanError(f"--context: {beyond} (engines refuse a longer max_model_len){hint}")
     cost = cost or GpuCount()
     points, unpriced, searched = points_of(base, objective, space, cost)
     points.sort(key=lambda p: p.cost)

@@ -1,0 +1,259 @@
+"""The `kvplan check` deployment file: products, each a model on a SKU and what it promises.
+
+A product names its engine options as the CLI does (`--block-size` is `block_size:`), and every
+one of them reaches the plan through the same validator (`kvplan.plan.engine_options`).
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from typing import Annotated
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+
+import kvplan.limits as limits
+from kvplan.catalog.resolve import parse_rope_scaling
+from kvplan.errors import KvplanError
+from kvplan.plan.engines import DEFAULT_ENGINE, ENGINES
+from kvplan.plan.engines.vllm_version import parse_version
+from kvplan.specs import kv_dtype_info, weight_dtype_info
+from kvplan.specs.common import Name
+from kvplan.units import parse_bytes, parse_tokens
+
+
+def _without_prefix(error: KvplanError) -> str:
+    """A parser's message without its leading `what:`; pydantic already names the field."""
+    return str(error).split(": ", 1)[-1]
+
+
+def _token_count(value: object) -> object:
+    """'128k' → 131,072 before the strict int check; other types pass on and fail there."""
+    if isinstance(value, str):
+        try:
+            return parse_tokens(value)
+        except KvplanError as error:
+            raise ValueError(_without_prefix(error)) from None
+    return value
+
+
+def _byte_count(value: object) -> object:
+    """'40GiB' → 42,949,672,960 before the strict int check; other types pass on."""
+    if isinstance(value, str):
+        try:
+            return parse_bytes(value)
+        except KvplanError as error:
+            raise ValueError(_without_prefix(error)) from None
+    return value
+
+
+# Every number has kvplan's stated maximum (kvplan.limits); floats are finite (no .inf/.nan).
+TokenCount = Annotated[int, BeforeValidator(_token_count), Field(gt=0, le=limits.CONTEXT.maximum)]
+ByteCount = Annotated[int, BeforeValidator(_byte_count), Field(ge=0, le=limits.MEMORY.maximum)]
+GpuCount = Annotated[int, Field(gt=0, le=limits.GPUS.maximum)]
+SequenceCount = Annotated[int, Field(gt=0, le=limits.BATCH.maximum)]
+BatchedTokens = Annotated[int, Field(gt=0, le=limits.BATCHED_TOKENS.maximum)]
+RequestRate = Annotated[float, Field(gt=0, le=limits.REQUEST_RATE.maximum, allow_inf_nan=False)]
+Duration = Annotated[float, Field(gt=0, le=limits.DURATION.maximum, allow_inf_nan=False)]
+BlockTokens = Annotated[int, Field(gt=0, le=limits.BLOCK.maximum)]
+LayerCount = Annotated[int, Field(ge=0, le=limits.LAYERS.maximum)]
+
+
+class ProductSpec(BaseModel):
+    """One product: a model served on a SKU, and what it promises its users."""
+
+    model_config = ConfigDict(strict=True, frozen=True, extra="forbid")
+
+    name: Name = Field(description="product name, unique in the file")
+    model: Name = Field(description="catalogue model name or alias")
+    sku: Name = Field(description="catalogue GPU SKU name or alias")
+    tp: GpuCount = Field(1, description="tensor-parallel degree (GPUs per stage)")
+    pp: GpuCount = Field(1, description="pipeline-parallel degree (stages)")
+    engine: Name = Field(
+        DEFAULT_ENGINE,
+        description="KV accounting: vllm, sglang, trtllm, llama.cpp, ollama, exact, hf or naive",
+    )
+    kv_dtype: Name | None = Field(
+        None, description="KV element type: bf16, fp8, int8, q8_0, ...; null: the engine's default"
+    )
+    weight_dtype: Name | None = Field(
+        None, description="weight type (bf16, fp8, int4, ...); null: the model's released dtype"
+    )
+    context: TokenCount = Field(
+        description="promised context per request in tokens; accepts 8k, 128k, 1M (k = 1024)"
+    )
+    concurrency: SequenceCount | None = Field(
+        None, description="promised concurrent requests at that context"
+    )
+    requests_per_s: RequestRate | None = Field(
+        None, description="promised arrival rate in requests per second (with duration_s)"
+    )
+    duration_s: Duration | None = Field(
+        None, description="time one request stays in the engine in seconds (with requests_per_s)"
+    )
+    utilization: float | None = Field(
+        None,
+        gt=0,
+        le=1,
+        allow_inf_nan=False,
+        description="fraction of GPU memory the engine may use (vLLM gpu_memory_utilization, "
+        "SGLang mem_fraction_static); null: the engine's default",
+    )
+    kv_memory: ByteCount | None = Field(
+        None,
+        description="fixed KV budget per GPU in bytes or with a unit (40GiB), like vLLM "
+        "--kv-cache-memory",
+    )
+    vllm_version: str | None = Field(
+        None,
+        description="vLLM version whose accounting to follow, e.g. 0.11 (engine_version "
+        "under its older name); null: 0.11",
+    )
+    max_num_batched_tokens: BatchedTokens | None = Field(
+        None, description="vLLM max_num_batched_tokens in tokens; null: vLLM's default"
+    )
+    max_num_seqs: SequenceCount | None = Field(
+        None, description="vLLM max_num_seqs in requests; null: vLLM's default"
+    )
+    # The rest of the CLI's engine options (`kvplan size --help`), the same names with '_'.
+    dp: GpuCount = Field(1, description="data-parallel replicas, each with its own KV cache")
+    ep: bool = Field(
+        False, description="expert parallelism: routed experts spread over all tp × dp GPUs"
+    )
+    engine_version: str | None = Field(
+        None,
+        description="engine version whose rules to follow (vLLM 0.11, SGLang 0.5.3, "
+        "TensorRT-LLM 1.0, llama.cpp b7900, ollama 0.13); null: the engine's default",
+    )
+    block_size: BlockTokens | None = Field(
+        None, description="tokens per KV block for paged engines; null: the engine's default"
+    )
+    activation_memory: ByteCount | None = Field(
+        None, description="activation peak in bytes or with a unit; null: the estimate"
+    )
+    non_torch_memory: ByteCount | None = Field(
+        None, description="non-torch memory (CUDA context, NCCL) in bytes; null: the estimate"
+    )
+    cudagraph_memory: ByteCount | None = Field(
+        None, description="CUDA-graph memory the engine subtracts, in bytes; null: its default"
+    )
+    no_hybrid_allocator: bool = Field(
+        False, description="windowed layers reserve the full length (vLLM)"
+    )
+    draft_layers: LayerCount = Field(
+        0, description="speculative-decoding draft layers sharing the KV cache (EAGLE: 1)"
+    )
+    max_kv_tokens: TokenCount | None = Field(
+        None, description="cap on the KV pool in tokens per GPU (SGLang, TensorRT-LLM)"
+    )
+    ctx_size: TokenCount | None = Field(
+        None, description="llama.cpp -c: cells for all slots, in tokens; null: planned"
+    )
+    parallel: SequenceCount | None = Field(None, description="llama.cpp -np: slots")
+    v_dtype: Name | None = Field(None, description="llama.cpp -ctv: the V cache type")
+    flash_attn: bool | None = Field(None, description="llama.cpp -fa; null: the build's default")
+    kv_unified: bool = Field(False, description="llama.cpp --kv-unified")
+    swa_full: bool = Field(False, description="llama.cpp --swa-full")
+    gpu_layers: Annotated[int, Field(ge=0, le=limits.LAYERS.maximum)] | None = Field(
+        None, description="llama.cpp -ngl: layers on the GPU(s); null: all"
+    )
+    ubatch_size: BatchedTokens | None = Field(
+        None, description="llama.cpp -ub: tokens per physical batch; null: 512"
+    )
+    rope_scaling: str | None = Field(
+        None,
+        description="RoPE scaling the deployment serves with, TYPE:FACTOR[:ORIGINAL_TOKENS] "
+        "(e.g. yarn:4; vLLM --hf-overrides): a context past the model's native limit counts "
+        "as served only when declared here (or stated in the model's config)",
+    )
+
+    @field_validator("rope_scaling")
+    @classmethod
+    def _rope_syntax(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                parse_rope_scaling(value, "rope_scaling")
+            except KvplanError as error:
+                raise ValueError(str(error).removeprefix("rope_scaling: ")) from None
+        return value
+
+    @field_validator("engine")
+    @classmethod
+    def _known_engine(cls, value: str) -> str:
+        if value.lower() not in ENGINES:
+            raise ValueError(f"unknown engine (allowed: {', '.join(ENGINES)})")
+        return value.lower()
+
+    @field_validator("kv_dtype")
+    @classmethod
+    def _known_kv_dtype(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        try:
+            return kv_dtype_info(value).name
+        except KvplanError as error:
+            raise ValueError(_without_prefix(error)) from None
+
+    @field_validator("weight_dtype")
+    @classmethod
+    def _known_weight_dtype(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        try:
+            return weight_dtype_info(value).name
+        except KvplanError as error:
+            raise ValueError(_without_prefix(error)) from None
+
+    @field_validator("vllm_version")
+    @classmethod
+    def _version(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                parse_version(value)
+            except KvplanError as error:
+                raise ValueError(_without_prefix(error)) from None
+        return value
+
+    @model_validator(mode="after")
+    def _one_version(self) -> ProductSpec:
+        if self.vllm_version is not None and self.engine_version is not None:
+            raise ValueError("give engine_version or vllm_version (its older name), not both")
+        return self
+
+    @model_validator(mode="after")
+    def _one_promise(self) -> ProductSpec:
+        rate = (self.requests_per_s, self.duration_s)
+        if self.concurrency is not None and any(v is not None for v in rate):
+            raise ValueError("give either concurrency or requests_per_s with duration_s, not both")
+        if self.concurrency is None and None in rate:
+            raise ValueError(
+                "give concurrency, or both requests_per_s and duration_s (Little's law)"
+            )
+        if self.promised_concurrency > limits.BATCH.maximum:
+            raise ValueError(
+                f"requests_per_s × duration_s = {self.promised_concurrency:,} requests at once: "
+                + limits.BATCH.describe(self.promised_concurrency)
+            )
+        return self
+
+    @property
+    def promised_concurrency(self) -> int:
+        """Requests in flight at once: `concurrency`, or ceil(requests_per_s × duration_s).
+
+        The rate and duration are read as the decimals the user wrote (Fraction of their
+        repr), so 0.1 req/s × 30 s is 3 requests, not the 4 that binary floats would give.
+        """
+        if self.concurrency is not None:
+            return self.concurrency
+        assert self.requests_per_s is not None and self.duration_s is not None  # _one_promise
+        return math.ceil(Fraction(repr(self.requests_per_s)) * Fraction(repr(self.duration_s)))
+
+
+class DeploymentFile(BaseModel):
+    """A deployment file: the products a team promises, checked by `kvplan check`."""
+
+    model_config = ConfigDict(strict=True, frozen=True, extra="forbid")
+
+    # Unique names are checked by the loader (kvplan.catalog.deployments), which can point at
+    # the repeated entry's line; a validator here could only show the whole list.
+    products: list[ProductSpec] = Field(min_length=1, description="the products to check")
