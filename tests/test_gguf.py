@@ -42,7 +42,7 @@ def test_every_field_is_recovered(tmp_path):
     assert spec.attention.head_dim == 256 // 8  # no key_length: n_embd / n_head
     assert (spec.intermediate_size, spec.max_context) == (512, 8192)
     assert set(spec.layer_kinds) == {"full"} and not spec.tie_word_embeddings
-    assert weights == 1280 + 68
+    assert weights.total_bytes == 1280 + 68
 
 
 def test_sliding_pattern_by_architecture(tmp_path):
@@ -259,7 +259,7 @@ def test_llama4_chunked_layers_and_interleaved_moe(tmp_path):
     assert (moe.num_experts, moe.experts_per_token, moe.expert_intermediate_size) == (128, 1, 8192)
     assert (moe.layer_step, moe.layer_offset, moe.dense_intermediate_size) == (2, 1, 16384)
     assert moe.num_shared_experts == 1 and spec.intermediate_size == 8192
-    assert weights == 3 * 16
+    assert weights.total_bytes == 3 * 16
     # The catalogue entry, read from the HF config, holds the same KV geometry.
     maverick = Catalog().model("llama-4-maverick")
     assert spec.layer_kinds == maverick.layer_kinds

@@ -123,8 +123,10 @@ def test_launch_command_flags_for_quantised_weights_pp_dp_and_a100(catalog):
     fixed = vllm(catalog, "llama-3.1-8b", kv_memory_bytes=10 * GIB)
     command = fixed.engine.launch_command(fixed, a100, 8192)
     assert "--kv-cache-memory-bytes 10737418240" in command and "utilization" not in command
-    # vLLM 0.11 has no int4 KV cache, and int4 weights need another checkpoint.
-    assert fixed.engine.launch_command(fixed.replace(kv_dtype="int4"), a100, 8192) is None
+    # vLLM 0.11 has no int4 KV cache (refused before any command), and int4 weights need
+    # another checkpoint.
+    with pytest.raises(KvplanError, match="does not store KV as int4"):
+        fixed.replace(kv_dtype="int4")
     assert fixed.engine.launch_command(fixed.replace(weight_dtype="int4"), a100, 8192) is None
     # DeepSeek-V3.2's sparse MLA defaults to fp8 in vLLM: 16 bits are asked for by name.
     sparse = vllm(catalog, "deepseek-v3.2")

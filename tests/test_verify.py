@@ -137,6 +137,43 @@ def test_mla_model(tmp_path):
     traffic = record["bandwidth"]["traffic_per_step_per_layer"]
     assert traffic["head_blocks_per_kv_head"] == 1
     assert record["verdict"]["numerics"] == "pass"
+    # No --sku on CPU: the page is vLLM's reading without a GPU, and the record says so.
+    assert "MLA blocks of 64 tokens (no GPU given: FlashMLA's Hopper page assumed)" in (
+        record["notes"]
+    )
+
+
+# DeepSeek-V2-Lite at 100 tokens: 27 layers of one 576-value bf16 latent (1,152 B per token).
+# vLLM's MLA page by GPU (platforms/cuda.py): Triton MLA 16 on an A100 (8.0), FlashMLA 64 on an
+# H100 (9.0), CUTLASS MLA 128 on a B200 (10.0). 16: ceil(100/16) = 7 blocks = 112 tokens;
+# 64: 2 blocks = 128 tokens; 128: 1 block = 128 tokens. x 1,152 B x 27 layers.
+@pytest.mark.parametrize(
+    ("sku", "block", "whole_model"),
+    [("a100-80gb", 16, 3_483_648), ("h100-sxm", 64, 3_981_312), ("b200", 128, 3_981_312)],
+)
+def test_mla_pages_follow_the_sku(catalog, sku, block, whole_model):
+    from kvplan.validate.plan import build_plan
+
+    spec = catalog.model("deepseek-v2-lite")
+    plan = build_plan(spec, lengths=[100], layers=2, sku=catalog.sku(sku))
+    assert plan.tokens_per_block == block
+    assert plan.plan_kv_bytes_per_gpu == whole_model
+    assert plan.page_note.startswith(f"MLA blocks of {block} tokens ({sku}, compute capability")
+
+
+def test_verify_plans_mla_pages_for_the_given_sku_as_size_does(tmp_path):
+    record = verify_record(
+        tmp_path, "deepseek-v2-lite", "--sku", "a100-80gb", "--context", "100", "--layers", "1"
+    )
+    # As above: 16-token pages on an A100, 3,483,648 B over the whole model, which is also
+    # `kvplan size deepseek-v2-lite --sku a100-80gb --context 100`'s kv_bytes_per_gpu.
+    assert record["inputs"]["tokens_per_block"] == 16
+    assert record["memory"]["plan_kv_bytes_per_gpu_whole_model"] == 3_483_648
+    sized = runner.invoke(
+        app, ["size", "deepseek-v2-lite", "--sku", "a100-80gb", "-c", "100", "-f", "json"]
+    )
+    assert json.loads(sized.stdout)["kv_bytes_per_gpu"] == 3_483_648
+    assert "MLA blocks of 16 tokens (a100-80gb, compute capability 8.0)" in record["notes"]
 
 
 def test_ragged_lengths_with_split_k(tmp_path):

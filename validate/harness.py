@@ -185,6 +185,7 @@ def _setup(model: ModelSpec, request: VerifyRequest) -> Setup:
         tp=request.tp,
         tokens_per_block=request.block_size,
         layers=default_layers(model, target.type) if layers is None else layers,
+        sku=sku,
     )
     if capacity is not None:
         capacity.check_plan(plan)
@@ -367,6 +368,8 @@ def _record(
 def _notes(setup: Setup, result: dict[str, Any]) -> list[str]:
     plan, kind = setup.plan, setup.device.type
     notes = [plan.scaling_statement, record.NULL_PAGE_NOTE]
+    if plan.page_note:
+        notes.append(plan.page_note)
     if kind != "cuda":
         notes.append(CPU_TIMING_NOTE)
     if setup.capacity is not None:

@@ -48,6 +48,7 @@ def build_plan(
     tp: int = 1,
     tokens_per_block: int | None = None,
     layers: int,
+    sku: SkuSpec | None = None,
 ) -> VerifyPlan:
     """The verify plan for `model` on one TP rank, with every predicted byte count.
 
@@ -60,6 +61,9 @@ def build_plan(
         tp: tensor-parallel degree; one GPU holds ⌈Hkv / tp⌉ KV heads (MLA: the whole latent).
         tokens_per_block: --block-size, or None for the engine's default.
         layers: how many layers to verify (1 … num_layers).
+        sku: the GPU the plan is for (--sku, or detected): the engine's page size can depend
+            on it (vLLM's MLA backends); None: the engine's reading without a GPU, said in
+            `page_note`.
 
     Raises:
         KvplanError: an option the kernel or the allocator cannot honour; the message names it.
@@ -67,7 +71,9 @@ def build_plan(
     dtype = kv_dtype_info(kv_dtype)
     kind = _check_options(model, dtype, engine, tp, tokens_per_block, layers)
     cache = layer_caches(model, dtype, tp)[0]  # every layer is one kind: one cache stands for all
-    engine_kv = engine_kv_prediction(model, dtype, engine, tp, tokens_per_block, cache, lengths)
+    engine_kv = engine_kv_prediction(
+        model, dtype, engine, tp, tokens_per_block, cache, lengths, sku
+    )
     block = engine_kv.tokens_per_block
     heads = _head_geometry(model, kind, tp)
     return VerifyPlan(
@@ -87,6 +93,7 @@ def build_plan(
         predicted_kv_bytes=layers * engine_kv.kv_bytes_per_layer,
         predicted_null_page_bytes=layers * NULL_PAGES_PER_LAYER * block * cache.token_bytes,
         plan_kv_bytes_per_gpu=engine_kv.plan_kv_bytes_per_gpu,
+        page_note=engine_kv.page_note,
     )
 
 
@@ -187,6 +194,8 @@ class EngineKv:
     """Σ_b the blocks the engine holds for sequence b in one layer (no null page)."""
     plan_kv_bytes_per_gpu: int
     """the engine's bytes for the batch over every layer (kvplan size's kv_bytes_per_gpu)."""
+    page_note: str | None = None
+    """which page the engine takes on this GPU and why, where the GPU decides it."""
 
 
 def engine_kv_prediction(
@@ -197,8 +206,10 @@ def engine_kv_prediction(
     tokens_per_block: int | None,
     cache: LayerCache,
     lengths: list[int],
+    sku: SkuSpec | None = None,
 ) -> EngineKv:
-    """The engine profile's page size, bytes and blocks for the batch (one layer, one GPU).
+    """The engine profile's page size, bytes and blocks for the batch (one layer, one GPU of
+    `sku`; None: no GPU known).
 
     The bytes are the engine's charge for the batch on one GPU (``KvLayout.request_bytes``);
     verify's models have one layer kind, so each layer holds an equal share, whole pages.
@@ -216,7 +227,7 @@ def engine_kv_prediction(
         tp=tp,
         settings=EngineSettings(tokens_per_block=tokens_per_block),
     )
-    layout = profile.layout(deployment, None)
+    layout = profile.layout(deployment, sku)
     block = layout.tokens_per_block
     plan_bytes = sum(count * layout.request_bytes(tokens) for tokens, count in batch)
     per_layer, rest = divmod(plan_bytes, model.num_layers)
@@ -232,6 +243,7 @@ def engine_kv_prediction(
         kv_bytes_per_layer=per_layer,
         blocks_per_layer=blocks,
         plan_kv_bytes_per_gpu=plan_bytes,
+        page_note=profile.page_note(deployment, sku),
     )
 
 

@@ -34,7 +34,8 @@ class VerifyPlan:
     lengths: tuple[int, ...]
     """tokens of each sequence in the batch."""
     tokens_per_block: int
-    """P, tokens per page, from the engine profile (vLLM 16, MLA 64, or --block-size)."""
+    """P, tokens per page, from the engine profile on the plan's GPU (vLLM 16; MLA by GPU: 64
+    on Hopper, 128 on Blackwell; or --block-size)."""
     layers_verified: int
     kind: str
     """full or mla."""
@@ -61,6 +62,8 @@ class VerifyPlan:
     """one null page per verified layer: P · token bytes."""
     plan_kv_bytes_per_gpu: int
     """the engine formula for every layer of the model (kvplan size's kv_bytes_per_gpu)."""
+    page_note: str | None = None
+    """which page the engine takes on the plan's GPU and why (MLA backends), else None."""
 
     @property
     def batch(self) -> int:

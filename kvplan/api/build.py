@@ -57,7 +57,7 @@ def weights_breakdown(result: SizeResult) -> WeightsBreakdown:
     stage = max(weights.stages, key=lambda s: s.per_gpu_bytes(d.tp, expert_shards=shards))
     checkpoint = weights.checkpoint
     return WeightsBreakdown(
-        basis="computed" if checkpoint is None else "safetensors headers",
+        basis="computed" if checkpoint is None else checkpoint.basis,
         checkpoint=checkpoint.source if checkpoint else None,
         scaled_to_index_total=weights.scale != 1.0,
         total_bytes=weights.total_bytes,
@@ -116,6 +116,7 @@ def size_report(result: SizeResult) -> SizeReport:
         "rope_scaling": model.rope_scaling.model_dump() if model.rope_scaling else None,
         "weights": weights_breakdown(result),
         "layers": result.layers,
+        "engine_caveat": d.engine.caveat(d),
         "notes": list(result.notes),
     }
     capacity = result.capacity

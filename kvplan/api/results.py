@@ -133,6 +133,8 @@ class SizeReport(Result):
     max_context_tokens: int | None = None
     fits: bool | None = None
     verdict: str | None = None
+    # Why the figures may not be the engine's own (ollama's Go engine models), else None.
+    engine_caveat: str | None = None
     notes: list[str]
 
 

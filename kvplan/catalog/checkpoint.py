@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from kvplan.catalog.tensor_headers import TensorHeader
@@ -51,10 +51,14 @@ class CheckpointWeights:
     `place` is a layer index, FIRST (embeddings, vision tower) or LAST (lm_head, final norm).
     """
 
-    source: str  # where the headers were read: a folder, or org/name@commit
+    source: str  # where the headers were read: a folder, a file, or org/name@commit
     groups: tuple[tuple[str, int, int], ...]  # (role, place, bytes), role in ROLES
-    bytes_by_dtype: tuple[tuple[str, int], ...]  # safetensors dtype -> bytes, largest first
+    bytes_by_dtype: tuple[tuple[str, int], ...]  # file's dtype name -> bytes, largest first
     num_tensors: int
+    basis: str = "safetensors headers"  # what the bytes were read from (or "GGUF tensor table")
+    # The weights' dtype in the file's own names where kvplan's weight dtypes do not name them
+    # (GGUF: "Q4_K/Q6_K/F32"); None: the model's weight_dtype.
+    weight_dtype: str | None = None
 
     @property
     def total_bytes(self) -> int:
@@ -107,9 +111,14 @@ def tensor_role(name: str, numel: int, num_layers: int) -> tuple[str, int]:
 
 
 def checkpoint_weights(
-    tensors: Iterable[TensorHeader], num_layers: int, source: str
+    tensors: Iterable[TensorHeader],
+    num_layers: int,
+    source: str,
+    role: Callable[[str, int, int], tuple[str, int]] = tensor_role,
+    basis: str = "safetensors headers",
 ) -> CheckpointWeights:
-    """Sum `tensors` by role and place (see the module docstring) and by dtype."""
+    """Sum `tensors` by role and place (see the module docstring) and by dtype; `role` reads
+    a tensor's name (transformers' names by default; GGUF's in `catalog.gguf_weights`)."""
     groups: Counter[tuple[str, int]] = Counter()
     by_dtype: Counter[str] = Counter()
     count = 0
@@ -117,7 +126,7 @@ def checkpoint_weights(
         numel = 1
         for size in tensor.shape:
             numel *= size
-        groups[tensor_role(tensor.name, numel, num_layers)] += tensor.nbytes
+        groups[role(tensor.name, numel, num_layers)] += tensor.nbytes
         by_dtype[tensor.dtype] += tensor.nbytes
         count += 1
     return CheckpointWeights(
@@ -125,4 +134,5 @@ def checkpoint_weights(
         groups=tuple((role, place, size) for (role, place), size in sorted(groups.items())),
         bytes_by_dtype=tuple(sorted(by_dtype.items(), key=lambda item: (-item[1], item[0]))),
         num_tensors=count,
+        basis=basis,
     )

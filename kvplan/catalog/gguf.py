@@ -25,7 +25,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from kvplan.catalog.checkpoint import CheckpointWeights
 from kvplan.catalog.gguf_header import read_header
+from kvplan.catalog.gguf_weights import gguf_checkpoint
+from kvplan.catalog.tensor_headers import TensorHeader
 from kvplan.errors import KvplanError
 from kvplan.files import check_regular
 from kvplan.specs import ModelSpec
@@ -43,8 +46,9 @@ SWA_PATTERN = {"gemma2": 2, "gpt-oss": 2, "cohere2": 4, "exaone4": 4, "gemma3": 
 _SPLIT = re.compile(r"^(?P<stem>.*)-(?P<index>\d{5})-of-(?P<count>\d{5})\.gguf$")
 
 
-def read_gguf(path: Path) -> tuple[ModelSpec, int]:
-    """(spec, exact weight bytes) from the GGUF header at `path`.
+def read_gguf(path: Path) -> tuple[ModelSpec, CheckpointWeights]:
+    """(spec, exact weight bytes by tensor) from the GGUF header at `path` (and the other
+    files of a split GGUF).
 
     Raises:
         KvplanError: one line naming the file and the key or problem (not a GGUF file,
@@ -58,13 +62,13 @@ def read_gguf(path: Path) -> tuple[ModelSpec, int]:
             f"GGUF (known: {', '.join(sorted(DENSE_ARCHS))}); import its config.json instead"
         )
     spec = _spec(path, arch, fields, tensors)
-    weights = sum(size for _, size in tensors) + _other_splits_bytes(path, fields)
-    return spec, weights
+    every = [*tensors, *_other_splits_tensors(path, fields)]
+    return spec, gguf_checkpoint(every, spec.num_layers, str(path))
 
 
-def _read(path: Path) -> tuple[dict[str, Any], list[tuple[str, int]]]:
-    """Metadata (key → Python value) and (tensor name, bytes) of every tensor: the bounded
-    header reader (kvplan.catalog.gguf_header), whose every refusal names the byte."""
+def _read(path: Path) -> tuple[dict[str, Any], list[TensorHeader]]:
+    """Metadata (key → Python value) and every tensor's name, ggml type, shape and bytes: the
+    bounded header reader (kvplan.catalog.gguf_header), whose every refusal names the byte."""
     check_regular(path)  # a pipe would block the memory map; a name too long is one line
     header = read_header(path)
     return header.fields, header.tensors
@@ -101,9 +105,7 @@ def _count(path: Path, fields: dict[str, Any], key: str, default: Any = KvplanEr
     return value
 
 
-def _spec(
-    path: Path, arch: str, fields: dict[str, Any], tensors: list[tuple[str, int]]
-) -> ModelSpec:
+def _spec(path: Path, arch: str, fields: dict[str, Any], tensors: list[TensorHeader]) -> ModelSpec:
     def key(name: str) -> str:
         return f"{arch}.{name}"
 
@@ -122,7 +124,7 @@ def _spec(
     kv_heads = _count(path, fields, key("attention.head_count_kv"), heads)
     head_dim = _count(path, fields, key("attention.key_length"), hidden // heads)
     value_dim = _count(path, fields, key("attention.value_length"), head_dim)
-    names = {name for name, _ in tensors}
+    names = {tensor.name for tensor in tensors}
     vocab = len(fields.get("tokenizer.ggml.tokens") or []) or _count(
         path, fields, key("vocab_size")
     )
@@ -273,17 +275,16 @@ def _moe(path: Path, fields: dict[str, Any], key) -> dict[str, Any]:
     return moe
 
 
-def _other_splits_bytes(path: Path, fields: dict[str, Any]) -> int:
-    """Tensor bytes of the other files of a split GGUF (`-00001-of-00003.gguf`)."""
+def _other_splits_tensors(path: Path, fields: dict[str, Any]) -> list[TensorHeader]:
+    """Tensors of the other files of a split GGUF (`-00001-of-00003.gguf`)."""
     count = int(fields.get("split.count") or 1)
     match = _SPLIT.match(path.name)
     if count <= 1 or match is None:
-        return 0
-    total = 0
+        return []
+    tensors = []
     for index in range(1, count + 1):
         name = f"{match['stem']}-{index:05d}-of-{count:05d}.gguf"
         if name == path.name:
             continue
-        _, tensors = _read(path.with_name(name))
-        total += sum(size for _, size in tensors)
-    return total
+        tensors += _read(path.with_name(name))[1]
+    return tensors

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kvplan.catalog.tensor_headers import TensorHeader
 from kvplan.errors import KvplanError
 
 MAGIC = b"GGUF"
@@ -52,7 +53,7 @@ class GgufHeader:
     """What kvplan reads from a GGUF file: metadata by key, and bytes of each tensor."""
 
     fields: dict[str, Any]
-    tensors: list[tuple[str, int]]
+    tensors: list[TensorHeader]  # dtype: the ggml type's name (Q4_K, F16, …)
 
 
 def read_header(path: Path) -> GgufHeader:
@@ -139,7 +140,7 @@ class _Cursor:
         self.check_data(fields, tensors)
         return GgufHeader(fields, tensors)
 
-    def check_data(self, fields: dict[str, Any], tensors: list[tuple[str, int]]) -> None:
+    def check_data(self, fields: dict[str, Any], tensors: list[TensorHeader]) -> None:
         """Refuse a file cut inside its tensor data (an interrupted download): the data start
         at the header's end rounded up to general.alignment (32 by default), each tensor at
         its stated offset."""
@@ -147,7 +148,7 @@ class _Cursor:
         if isinstance(alignment, bool) or not isinstance(alignment, int) or alignment <= 0:
             raise self.fail(f"general.alignment is {alignment!r}, not a positive integer")
         start = -(-self.offset // alignment) * alignment
-        ends = [offset + nbytes for offset, (_, nbytes) in zip(self.offsets, tensors, strict=True)]
+        ends = [offset + t.nbytes for offset, t in zip(self.offsets, tensors, strict=True)]
         end = start + max(ends, default=0)
         if end > self.size:
             raise self.fail(
@@ -191,7 +192,7 @@ class _Cursor:
             offset = end
         self.offset = offset
 
-    def tensor(self, index: int) -> tuple[str, int]:
+    def tensor(self, index: int) -> TensorHeader:
         from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
 
         name = self.string(f"the name of tensor {index}")
@@ -213,4 +214,5 @@ class _Cursor:
                 f"tensor {name}: its first dimension {shape[0]:,} is not a whole number of "
                 f"{GGMLQuantizationType(kind).name} blocks of {block}"
             )
-        return name, elements // block * block_bytes
+        ggml_type = GGMLQuantizationType(kind).name
+        return TensorHeader(name, ggml_type, tuple(shape), elements // block * block_bytes)

@@ -91,8 +91,8 @@ def _from_gguf(path: Path) -> ResolvedModel:
     """A GGUF file's header; the gguf package (and numpy) load only here."""
     from kvplan.catalog.gguf import read_gguf
 
-    spec, weights_bytes = read_gguf(path)
-    return ResolvedModel(spec, "file", (), weights_bytes)
+    spec, checkpoint = read_gguf(path)
+    return ResolvedModel(spec, "file", (), checkpoint.total_bytes, checkpoint)
 
 
 def _is_local(path: Path) -> bool:

@@ -139,8 +139,10 @@ _PARAMETERS: dict[str, tuple[Any, Any]] = {
             str | None,
             _option(
                 "--cudagraph-memory",
-                help="CUDA-graph memory the engine subtracts (vLLM ≥ 0.20; default 0, said in "
-                "the notes)",
+                help="CUDA-graph memory the engine subtracts from the KV budget (bytes or with a "
+                "unit: 1GiB). Default: vLLM ≥ 0.20 estimates it, 0.45 GiB + 16.5 MiB per layer of "
+                "the largest pipeline stage (0.97 GiB for 32 layers; said in the notes); 0 before "
+                "0.20 and for other engines",
             ),
         ],
         None,
@@ -207,7 +209,8 @@ _PARAMETERS: dict[str, tuple[Any, Any]] = {
             _option(
                 "--v-dtype",
                 help="llama.cpp -ctv: V cache type when it differs from --kv-dtype (-ctk): "
-                "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl",
+                "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl (also the exact and hf "
+                "profiles; engines with one KV type refuse it); default: --kv-dtype",
             ),
         ],
         None,

@@ -101,7 +101,8 @@ KvDtypeOpt = Annotated[
         parser=name,
         help="KV element type: fp32, bf16, fp16, fp8 (= fp8_e4m3), fp8_e5m2, int8, int4, "
         "nvfp4, mxfp4; llama.cpp/ollama ggml types f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, "
-        "q5_1, iq4_nl (-ctk; scales counted); default bf16 (llama.cpp/ollama f16)",
+        "q5_1, iq4_nl (-ctk; scales counted); each engine accepts only the dtypes it stores "
+        "(docs/engines.md); default bf16 (llama.cpp/ollama f16)",
         show_default=False,
     ),
 ]

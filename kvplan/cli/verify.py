@@ -138,8 +138,9 @@ def verify(
             "--engine",
             "-e",
             parser=name,
-            help="KV accounting to verify: vllm (16-token blocks, MLA 64), sglang or exact "
-            "(1-token pages)",
+            help="KV accounting to verify: vllm (16-token blocks; MLA pages by GPU as `size` "
+            "takes them: 64 on Hopper, 128 on Blackwell, 16 elsewhere, from --sku or the detected "
+            "GPU, 64 when neither, said in the notes), sglang or exact (1-token pages)",
         ),
     ] = "vllm",
     tp: Annotated[
@@ -157,9 +158,9 @@ def verify(
             "--sku",
             "-s",
             parser=name,
-            help="SKU whose datasheet bandwidth to compare with (and, with --capacity, whose "
-            "plan to prove); default: detected from the GPU's name (unknown GPU: comparison "
-            "marked unknown)",
+            help="SKU whose datasheet bandwidth to compare with and whose engine pages to "
+            "plan (MLA), and with --capacity whose plan to prove; default: detected from the "
+            "GPU's name (unknown GPU: comparison marked unknown)",
             show_default=False,
         ),
     ] = None,

@@ -40,46 +40,60 @@ INDEXER_KEY_DTYPE = DtypeInfo("fp8_e4m3", 8, 128, 32, "fp8 + one fp32 scale per 
 
 @lru_cache(maxsize=4096)  # specs and dtypes are frozen: reports reuse one tuple per SKU row
 def layer_caches(
-    model: ModelSpec, kv_dtype: DtypeInfo, tp: int = 1, full_reservation: bool = False
+    model: ModelSpec,
+    kv_dtype: DtypeInfo,
+    tp: int = 1,
+    full_reservation: bool = False,
+    v_dtype: DtypeInfo | None = None,
 ) -> tuple[LayerCache, ...]:
     """One cache object per layer for one TP rank.
 
     `full_reservation` turns sliding and chunked layers into full ones: what an
-    engine without a hybrid allocator reserves (compute is still windowed).
+    engine without a hybrid allocator reserves (compute is still windowed). `v_dtype` stores
+    V in another type than K (llama.cpp -ctv); None: the K type. An MLA latent is K's.
     """
     kinds = model.layer_kinds
-    per_kind = {k: _layer_cache(model, k, kv_dtype, tp, full_reservation) for k in set(kinds)}
+    v_dtype = v_dtype or kv_dtype
+    per_kind = {
+        k: _layer_cache(model, k, (kv_dtype, v_dtype), tp, full_reservation) for k in set(kinds)
+    }
     return tuple(per_kind[kind] for kind in kinds)
 
 
 def _layer_cache(
-    model: ModelSpec, kind: str, kv_dtype: DtypeInfo, tp: int, full_reservation: bool
+    model: ModelSpec,
+    kind: str,
+    kv_dtypes: tuple[DtypeInfo, DtypeInfo],
+    tp: int,
+    full_reservation: bool,
 ) -> LayerCache:
-    """The cache of one layer of `kind` (every layer of a kind holds the same)."""
+    """The cache of one layer of `kind` (every layer of a kind holds the same); `kv_dtypes`
+    are the K and V types."""
     plan = model.layers
     if full_reservation and kind in ("sliding", "chunked"):
         kind = "full"
+    k_dtype, v_dtype = kv_dtypes
     match kind:
         case "full":
-            return FullCache(attention_token_bytes(model, kv_dtype, tp))
+            return FullCache(attention_token_bytes(model, k_dtype, tp, v_dtype))
         case "sliding":
-            token_bytes = attention_token_bytes(model, kv_dtype, tp)
+            token_bytes = attention_token_bytes(model, k_dtype, tp, v_dtype)
             return SlidingCache(token_bytes, window_tokens=plan.sliding_window or 0)
         case "chunked":
-            token_bytes = attention_token_bytes(model, kv_dtype, tp)
+            token_bytes = attention_token_bytes(model, k_dtype, tp, v_dtype)
             return ChunkedCache(token_bytes, chunk_tokens=plan.chunk_size or 0)
         case "mla":
-            return _mla_cache(model, kv_dtype)
+            return _mla_cache(model, k_dtype)
         case "state":
             return StateCache(state_bytes_per_seq(model, tp))
         case "parallel":
-            token_bytes = attention_token_bytes(model, kv_dtype, tp)
+            token_bytes = attention_token_bytes(model, k_dtype, tp, v_dtype)
             return ParallelCache(token_bytes, state_bytes=state_bytes_per_seq(model, tp))
         case "cross":
             vision = model.vision
             assert vision is not None  # guaranteed by ModelSpec validation
             encoder_tokens = vision.tokens_per_image * vision.images_per_request
-            token_bytes = attention_token_bytes(model, kv_dtype, tp)
+            token_bytes = attention_token_bytes(model, k_dtype, tp, v_dtype)
             return CrossCache(token_bytes, encoder_tokens=encoder_tokens)
         case "shared":
             return SharedCache()
@@ -87,10 +101,14 @@ def _layer_cache(
             return EmptyCache()
 
 
-def attention_token_bytes(model: ModelSpec, kv_dtype: DtypeInfo, tp: int) -> int:
-    """K and V of one token in one attention layer on one TP rank: 2 · h · row(head_dim)."""
+def attention_token_bytes(
+    model: ModelSpec, kv_dtype: DtypeInfo, tp: int, v_dtype: DtypeInfo | None = None
+) -> int:
+    """K and V of one token in one attention layer on one TP rank, in bytes:
+    h · (row_K(head_dim) + row_V(head_dim)), 2 · h · row(head_dim) when V is stored as K."""
     heads = num_kv_heads_per_gpu(model.attention.num_kv_heads, tp)
-    return 2 * heads * kv_dtype.row_bytes(model.attention.head_dim)
+    head_dim = model.attention.head_dim
+    return heads * (kv_dtype.row_bytes(head_dim) + (v_dtype or kv_dtype).row_bytes(head_dim))
 
 
 def _mla_cache(model: ModelSpec, kv_dtype: DtypeInfo) -> MlaCache:

@@ -191,7 +191,8 @@ class Capacity:
 
     def log_lines(self) -> list[str]:
         """The startup lines the engine prints for this plan."""
-        return self.deployment.engine.log_lines(self.budget, self.pool, self.context_tokens)
+        engine = self.deployment.engine
+        return engine.log_lines(self.budget, self.pool, self.context_tokens, self.sku)
 
 
 # Tensor-parallel degrees a report tries when none is given: powers of two up to one node.

@@ -47,11 +47,7 @@ class Deployment:
         if not self.kv_dtype:
             object.__setattr__(self, "kv_dtype", self.engine.default_kv_dtype)
         kv_dtype_info(self.kv_dtype)  # fail early on a typo
-        if not self.engine.accepts_kv_dtype(self.kv_dtype):
-            raise KvplanError(
-                f"--kv-dtype: {self.engine.name} does not store KV as {self.kv_dtype} (a ggml "
-                "block type: use --engine llama.cpp or ollama, or fp8/int8 with this engine)"
-            )
+        self.engine.check_kv_dtypes(self)
         stage_layer_ranges(self.model.num_layers, self.pp)
         self.engine.check(self)
 
@@ -69,9 +65,21 @@ class Deployment:
         """GPUs one MoE layer's routed experts are spread over."""
         return self.tp * self.dp if self.ep else self.tp
 
+    @property
+    def v_dtype(self) -> str:
+        """The V cache's dtype: --v-dtype (llama.cpp -ctv) when set, else the K type."""
+        return kv_dtype_info(self.settings.v_dtype or self.kv_dtype).name
+
     def exact_caches(self, full_reservation: bool = False) -> tuple[LayerCache, ...]:
-        """The physics: one cache per layer on one TP rank (kvmath), no engine rounding."""
-        return layer_caches(self.model, kv_dtype_info(self.kv_dtype), self.tp, full_reservation)
+        """The physics: one cache per layer on one TP rank (kvmath), no engine rounding; K in
+        `kv_dtype`, V in `v_dtype`."""
+        return layer_caches(
+            self.model,
+            kv_dtype_info(self.kv_dtype),
+            self.tp,
+            full_reservation,
+            kv_dtype_info(self.v_dtype),
+        )
 
     def stage_ranges(self) -> tuple[range, ...]:
         """The layers of each pipeline stage."""

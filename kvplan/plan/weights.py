@@ -191,7 +191,7 @@ def checkpoint_weight_bytes(
         active += routed_total * counts.active_routed_experts // counts.routed_experts
     return WeightBytes(
         params=counts,
-        weight_dtype=model.weight_dtype,
+        weight_dtype=checkpoint.weight_dtype or model.weight_dtype,
         total_bytes=loaded,
         per_gpu_bytes=max(s.per_gpu_bytes(tp, expert_shards=expert_shards) for s in stages),
         active_bytes=active,

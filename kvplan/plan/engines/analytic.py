@@ -70,6 +70,7 @@ class AnalyticProfile(EngineProfile):
 
     name = "exact"
     summary = "the physics: exactly the bytes the tokens need, no engine reserve"
+    separate_v_dtype = True  # the physics of K and V in their own types (--v-dtype)
 
     def layout(self, deployment: Deployment, sku: SkuSpec | None) -> KvLayout:
         return _cached_layout(self, deployment)
@@ -124,6 +125,7 @@ def _decompressed_mla(
 class NaiveProfile(AnalyticProfile):
     name = "naive"
     summary = "textbook MHA formula 2·layers·hidden·L·e (ignores GQA/MQA/MLA/windows)"
+    separate_v_dtype = False  # one e for K and V in the formula
 
     def stored_caches(
         self, deployment: Deployment, full_reservation: bool = False

@@ -27,15 +27,13 @@ from typing import TYPE_CHECKING, Protocol
 
 from kvplan.errors import KvplanError
 from kvplan.plan.engines.choices import SearchChoices, default_search_choices
+from kvplan.specs import KV_DTYPES, kv_dtype_info
 
 if TYPE_CHECKING:
     from kvplan.kvmath import LayerCache
     from kvplan.plan.batch import Batch
     from kvplan.plan.deployment import Deployment
     from kvplan.specs import ModelSpec, SkuSpec
-
-# ggml's block-quantised KV types (llama.cpp -ctk/-ctv): only llama.cpp and ollama store them.
-GGML_KV_DTYPES = frozenset({"q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl"})
 
 # A request that is charged no block (a model whose every layer reuses another's KV) is
 # limited by the scheduler, not by memory; this stands for "no memory limit" in counts.
@@ -352,6 +350,11 @@ class EngineProfile(ABC):
     summary: str
     default_utilization_text: str = "1.0"  # for --help and docs
     default_kv_dtype: str = "bf16"  # --kv-dtype when not given (the model's 16-bit type)
+    # KV dtypes (canonical names) the engine stores, each module citing where its list comes
+    # from; the analytic profiles (exact, hf, naive) take every dtype kvplan knows.
+    kv_dtypes: tuple[str, ...] = tuple(KV_DTYPES)
+    kv_dtype_setting: str = ""  # how the engine is told (vLLM --kv-cache-dtype), for messages
+    separate_v_dtype: bool = False  # V may be stored in another type than K (llama.cpp -ctv)
 
     def check(self, deployment: Deployment) -> None:
         """Refuse a deployment the engine refuses to start (raise KvplanError)."""
@@ -408,8 +411,11 @@ class EngineProfile(ABC):
         bytes_per_block = min(stage.bytes_per_block for stage in pool.layout.stages)
         return pool.num_blocks * bytes_per_block // per_token if per_token else 0
 
-    def log_lines(self, budget: Budget, pool: KvPool, max_model_len: int) -> list[str]:
-        """The startup lines the engine prints for this budget and pool (none by default)."""
+    def log_lines(
+        self, budget: Budget, pool: KvPool, max_model_len: int, sku: SkuSpec | None = None
+    ) -> list[str]:
+        """The startup lines the engine prints for this budget and pool on `sku` (none by
+        default)."""
         return []
 
     def search_choices(self, model: ModelSpec, sku: SkuSpec) -> SearchChoices:
@@ -422,15 +428,61 @@ class EngineProfile(ABC):
         """Memory fractions a search may try, ascending (None: the engine's default only)."""
         return (None,)
 
-    def accepts_kv_dtype(self, kv_dtype: str) -> bool:
-        """Whether the engine stores KV in `kv_dtype` (ggml block types are llama.cpp's own)."""
-        return kv_dtype not in GGML_KV_DTYPES
+    def accepted_kv_dtypes(self, deployment: Deployment | None = None) -> tuple[str, ...]:
+        """KV dtypes the engine stores, for the deployment's version (None: in any version
+        kvplan follows)."""
+        return self.kv_dtypes
+
+    def accepts_kv_dtype(self, kv_dtype: str, deployment: Deployment | None = None) -> bool:
+        """Whether the engine stores KV in `kv_dtype` (a canonical name)."""
+        return kv_dtype in self.accepted_kv_dtypes(deployment)
+
+    def check_kv_dtypes(self, deployment: Deployment) -> None:
+        """Refuse a K or V dtype the engine does not store (raise KvplanError)."""
+        self.check_kv_dtype(deployment.kv_dtype, deployment, "--kv-dtype")
+        v_dtype = deployment.v_dtype
+        if v_dtype == kv_dtype_info(deployment.kv_dtype).name:
+            return
+        if not self.separate_v_dtype:
+            setting = f" ({self.kv_dtype_setting})" if self.kv_dtype_setting else ""
+            raise KvplanError(
+                f"--v-dtype: {self.name} stores K and V in one type{setting}, so {v_dtype} "
+                f"cannot differ from --kv-dtype {deployment.kv_dtype}"
+            )
+        self.check_kv_dtype(v_dtype, deployment, "--v-dtype")
+
+    def check_kv_dtype(self, kv_dtype: str, deployment: Deployment, option: str) -> None:
+        """Refuse a KV dtype the engine does not store, naming `option` and what it accepts."""
+        accepted = self.accepted_kv_dtypes(deployment)
+        name = kv_dtype_info(kv_dtype).name
+        if name in accepted:
+            return
+        engine = f"{self.name}{self.version_label(deployment)}"
+        setting = f" ({self.kv_dtype_setting})" if self.kv_dtype_setting else ""
+        raise KvplanError(
+            f"{option}: {engine}{setting} does not store KV as {name}; "
+            f"accepted: {', '.join(accepted)}"
+        )
+
+    def version_label(self, deployment: Deployment) -> str:
+        """' <version>' where the engine's accepted values depend on it, else ''."""
+        return ""
 
     def launch_command(
         self, deployment: Deployment, sku: SkuSpec | None, context_tokens: int
     ) -> str | None:
         """The command that starts this engine as planned (flags that differ from defaults or
         matter for KV), or None when the profile is not a real engine."""
+        return None
+
+    def page_note(self, deployment: Deployment, sku: SkuSpec | None) -> str | None:
+        """Which page size the engine was given on `sku` and why, where it depends on the GPU
+        (and no --block-size set it), or None."""
+        return None
+
+    def caveat(self, deployment: Deployment) -> str | None:
+        """Why the figures may not be this engine's own for `deployment` (the engine runs it
+        with a part kvplan does not model), or None; also one of `notes()`."""
         return None
 
     def notes(self, deployment: Deployment, sku: SkuSpec | None) -> list[str]:

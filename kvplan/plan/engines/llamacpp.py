@@ -48,6 +48,8 @@ OLDEST_BUILD, NEWEST_BUILD = 1, 20_000
 DEFAULT_BUILD = 7900
 # ggml type names for kvplan's KV dtype names (log lines and -ctk/-ctv).
 GGML_NAMES = {"fp32": "f32", "fp16": "f16", "bf16": "bf16"}
+# -ctk/-ctv types: common/arg.cpp kv_cache_types (ggml-org/llama.cpp): F32, F16, BF16, Q8_0,
+# Q4_0, Q4_1, IQ4_NL, Q5_0, Q5_1.
 GGML_KV_TYPES = ("fp32", "fp16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl")
 
 
@@ -93,9 +95,19 @@ def layer_rows(
     return tuple(rows)
 
 
+def gpu_backend_name(sku: SkuSpec | None) -> str:
+    """What llama.cpp's GPU backend calls its devices on `sku` (buffers `<name>0`, `<name>1`…).
+
+    ggml/include/ggml-cuda.h: GGML_CUDA_NAME is "ROCm" in HIP builds (AMD GPUs), "MUSA" in
+    Moore Threads builds, else "CUDA".
+    """
+    return "ROCm" if sku is not None and sku.vendor == "amd" else "CUDA"
+
+
 def devices_of(num_layers: int, gpu_layers: int, gpus: int) -> tuple[str, ...]:
     """The buffer each layer's cache lives in: the last `gpu_layers` layers on CUDA0..N−1
-    (split like --split-mode layer, evenly), the rest on the CPU."""
+    (split like --split-mode layer, evenly), the rest on the CPU. The log lines print the
+    GPU backend's own name (`gpu_backend_name`: ROCm0 on AMD)."""
     on_gpu = min(gpu_layers, num_layers)
     first = num_layers - on_gpu
     devices = ["CPU"] * first
@@ -173,15 +185,15 @@ class LlamaCppProfile(EngineProfile):
     default_utilization_text = "1.0 (no fraction: the cache is what -c allocates)"
     default_kv_dtype = "fp16"
     engine_label = "llama.cpp"
+    kv_dtypes = GGML_KV_TYPES
+    kv_dtype_setting = "-ctk/-ctv"
+    separate_v_dtype = True
 
     def build_of(self, deployment: Deployment) -> int:
         text = deployment.settings.version
         if text is None:
             return DEFAULT_BUILD
         return parse_build(text, "llama.cpp", OLDEST_BUILD, NEWEST_BUILD)
-
-    def accepts_kv_dtype(self, kv_dtype: str) -> bool:
-        return kv_dtype in GGML_KV_TYPES
 
     def tp_refusal(self, model: ModelSpec, tp: int) -> str | None:
         if tp > 1:
@@ -197,11 +209,7 @@ class LlamaCppProfile(EngineProfile):
         settings = deployment.settings
         if deployment.dp > 1 or deployment.ep:
             raise KvplanError(f"--dp/--ep: {self.name} runs one model instance; drop them")
-        v_dtype = self.v_dtype(deployment)
-        if not self.accepts_kv_dtype(v_dtype):
-            raise KvplanError(
-                f"--v-dtype: {v_dtype} is not a ggml KV type ({', '.join(GGML_KV_TYPES)})"
-            )
+        v_dtype = deployment.v_dtype
         if kv_dtype_info(v_dtype).is_quantised and not self.flash_attention(deployment):
             raise KvplanError(
                 f"--v-dtype: a quantised V cache ({ggml_name(v_dtype)}) needs flash attention "
@@ -209,10 +217,6 @@ class LlamaCppProfile(EngineProfile):
             )
         if settings.parallel and settings.context_size_tokens is None:
             raise KvplanError("--parallel: give --ctx-size with it (the cells the slots share)")
-
-    def v_dtype(self, deployment: Deployment) -> str:
-        v = deployment.settings.v_dtype
-        return kv_dtype_info(v).name if v else deployment.kv_dtype
 
     def flash_attention(self, deployment: Deployment) -> bool:
         """-fa as set; else on from the -fa auto builds (CUDA supports it), off before."""
@@ -275,14 +279,18 @@ class LlamaCppProfile(EngineProfile):
             return plan.fixed.n_ctx if pool.num_blocks else 0
         return super().capacity_tokens(pool, max_model_len)
 
-    def log_lines(self, budget: Budget, pool: KvPool, max_model_len: int) -> list[str]:
+    def log_lines(
+        self, budget: Budget, pool: KvPool, max_model_len: int, sku: SkuSpec | None = None
+    ) -> list[str]:
         from kvplan.plan.engines.llamacpp_log import startup_lines
 
         plan = pool.layout.plan if isinstance(pool.layout, LlamaCppLayout) else None
         if plan is None:
             return []
         allocation = plan.fixed or launch_allocation(plan, pool, max_model_len)
-        return startup_lines(plan, allocation) if allocation else []
+        if allocation is None:
+            return []
+        return startup_lines(plan, allocation, gpu_backend_name(sku))
 
     def notes(self, deployment: Deployment, sku: SkuSpec | None) -> list[str]:
         notes = super().notes(deployment, sku)
@@ -297,6 +305,11 @@ class LlamaCppProfile(EngineProfile):
                 f"{self.engine_label} allocates -c {settings.context_size_tokens} "
                 f"-np {settings.parallel or 1} up front: requests fit only within a slot"
             )
+        if deployment.v_dtype != deployment.kv_dtype:
+            notes.append(
+                f"K cache {ggml_name(deployment.kv_dtype)} (-ctk), V cache "
+                f"{ggml_name(deployment.v_dtype)} (-ctv)"
+            )
         offloaded = self.gpu_layers(deployment)
         if offloaded < deployment.model.num_layers:
             notes.append(
@@ -307,7 +320,7 @@ class LlamaCppProfile(EngineProfile):
         if sku is not None and settings.activation_bytes is None:
             notes.append(
                 "compute buffers are an estimate (logits of one ubatch, plus the KQ matrix "
-                "without flash attention); the CUDA context is not counted"
+                f"without flash attention); the {gpu_backend_name(sku)} context is not counted"
             )
         return notes
 
@@ -362,7 +375,7 @@ def _plan(profile: LlamaCppProfile, deployment: Deployment) -> Plan:
     devices = devices_of(deployment.model.num_layers, profile.gpu_layers(deployment), deployment.pp)
     k_dtype, v_dtype = (
         kv_dtype_info(deployment.kv_dtype),
-        kv_dtype_info(profile.v_dtype(deployment)),
+        kv_dtype_info(deployment.v_dtype),
     )
     rows = layer_rows(deployment.model, k_dtype, v_dtype, build, devices)
     return Plan(

@@ -29,8 +29,9 @@ INIT_FROM_MODEL_BUILD = 4500
 NEW_FORMAT_BUILD = 5940
 
 
-def startup_lines(plan: Plan, allocation: Allocation) -> list[str]:
-    """The lines llama.cpp prints for `allocation` under `plan`'s build."""
+def startup_lines(plan: Plan, allocation: Allocation, gpu_backend: str = "CUDA") -> list[str]:
+    """The lines llama.cpp prints for `allocation` under `plan`'s build; GPU buffers are named
+    `gpu_backend` and the device index (CUDA0, ROCm0)."""
     build = plan.rules.build
     total = allocation.k_bytes + allocation.v_bytes
     if build < PAD_ERA_BUILD:
@@ -42,7 +43,8 @@ def startup_lines(plan: Plan, allocation: Allocation) -> list[str]:
             else ("llama_new_context_with_model")
         )
         lines = [
-            f"llama_kv_cache_init: {b.device:>10} KV buffer size = {b.kv_bytes / MIB:8.2f} MiB"
+            f"llama_kv_cache_init: {_device(b.device, gpu_backend):>10} KV buffer size = "
+            f"{b.kv_bytes / MIB:8.2f} MiB"
             for b in allocation.buffers
             if b.kv_bytes
         ]
@@ -52,10 +54,15 @@ def startup_lines(plan: Plan, allocation: Allocation) -> list[str]:
             f"{allocation.v_bytes / MIB:7.2f} MiB"
         )
         return lines
-    return _new_format(plan, allocation)
+    return _new_format(plan, allocation, gpu_backend)
 
 
-def _new_format(plan: Plan, allocation: Allocation) -> list[str]:
+def _device(device: str, gpu_backend: str) -> str:
+    """A buffer's name as the build prints it: kvplan's CUDA<i> under the GPU backend's name."""
+    return gpu_backend + device.removeprefix("CUDA") if device.startswith("CUDA") else device
+
+
+def _new_format(plan: Plan, allocation: Allocation, gpu_backend: str) -> list[str]:
     """b5940+: one summary per sub-cache (non-SWA, SWA) with its cells, layers and seqs."""
     sub_caches = [("full", allocation.cells, allocation.full_layers)]
     lines = []
@@ -73,7 +80,8 @@ def _new_format(plan: Plan, allocation: Allocation) -> list[str]:
         )
         part = allocate(rows, plan.rules, allocation.n_ctx, allocation.n_seq)
         lines += [
-            f"llama_kv_cache: {b.device:>10} KV buffer size = {b.kv_bytes / MIB:8.2f} MiB"
+            f"llama_kv_cache: {_device(b.device, gpu_backend):>10} KV buffer size = "
+            f"{b.kv_bytes / MIB:8.2f} MiB"
             for b in part.buffers
             if b.kv_bytes
         ]

@@ -10,9 +10,14 @@ OLLAMA_NUM_PARALLEL, `--parallel` = OLLAMA_NUM_PARALLEL, `--kv-dtype` = OLLAMA_K
 
 `--engine-version` is ollama's release; the llama.cpp build it vendored decides the rules
 (kvplan's reading of ollama's release dates; approximate): ≤ 0.5 → b4000 era (padded cells,
-per-head DeepSeek cache), 0.6 → b4800, 0.7 – 0.9 → b5500 (MLA latent, SWA caches),
-0.10 – 0.12 → b6100 (streams), ≥ 0.13 → b7000. Models served by ollama's own Go engine
-(`ollamarunner`: gemma3, llama4, gpt-oss, …) follow its `kvcache` package instead: not modelled.
+per-head DeepSeek cache), 0.6 → b4400 (ollama#8308 vendored llama.cpp 46e3556 in January 2025,
+the b44xx builds; the next update, ollama#10655 to de4c07f9 on 2025-05-11, shipped in 0.7),
+0.7 – 0.9 → b5500 (MLA latent, SWA caches), 0.10 – 0.12 → b6100 (streams), ≥ 0.13 → b7000.
+
+Models ollama serves with its own Go engine (`ollamarunner`, `model/models/<arch>` in
+ollama/ollama: gemma3, gemma3n, llama4, gpt-oss, mistral3, mllama, qwen2.5-vl) keep their cache
+in its `kvcache` package instead, which kvplan does not model: their figures are llama.cpp's
+accounting, and `caveat()` says so wherever they are shown.
 """
 
 from __future__ import annotations
@@ -25,11 +30,22 @@ from kvplan.plan.engines.release import parse_release
 
 if TYPE_CHECKING:
     from kvplan.plan.deployment import Deployment
+    from kvplan.specs import SkuSpec
 
 OLDEST, NEWEST = (0, 1, 0), (0, 99, 99)
 DEFAULT_RELEASE_TEXT = "0.13.0"
 # ollama release (major, minor) from which a vendored llama.cpp build applies.
 VENDORED_BUILDS = (((0, 13), 7000), ((0, 10), 6100), ((0, 7), 5500), ((0, 6), 4400), ((0, 0), 4000))
+# Architectures only ollama's Go engine runs (ollama/ollama model/models/: gemma3, gemma3n,
+# llama4, gptoss, mistral3, mllama, qwen25vl), as HF model_type and as GGUF architecture.
+GO_ENGINE_FAMILIES = frozenset(
+    {
+        "gemma3", "gemma3_text", "gemma3n", "gemma3n_text", "llama4", "llama4_text",
+        "gpt_oss", "gpt-oss", "mistral3", "mllama", "qwen2_5_vl", "qwen25vl",
+    }
+)  # fmt: skip
+# OLLAMA_KV_CACHE_TYPE: f16, q8_0, q4_0 (docs/faq.md "How can I set the quantization type for
+# the K/V cache?", ollama/ollama).
 OLLAMA_KV_TYPES = ("fp16", "q8_0", "q4_0")
 
 
@@ -37,6 +53,9 @@ class OllamaProfile(LlamaCppProfile):
     name = "ollama"
     summary = "llama.cpp's cells via ollama's settings (num_ctx × OLLAMA_NUM_PARALLEL cells)"
     engine_label = "ollama"
+    kv_dtypes = OLLAMA_KV_TYPES
+    kv_dtype_setting = "OLLAMA_KV_CACHE_TYPE"
+    separate_v_dtype = False  # one OLLAMA_KV_CACHE_TYPE for K and V
 
     def release(self, deployment: Deployment) -> tuple[int, int, int]:
         text = deployment.settings.version or DEFAULT_RELEASE_TEXT
@@ -50,16 +69,22 @@ class OllamaProfile(LlamaCppProfile):
         """OLLAMA_FLASH_ATTENTION as set; off by default."""
         return bool(deployment.settings.flash_attention)
 
+    def caveat(self, deployment: Deployment) -> str | None:
+        family = deployment.model.family
+        if family not in GO_ENGINE_FAMILIES:
+            return None
+        return (
+            f"ollama serves {family} models with its own Go engine (ollamarunner), whose "
+            "kvcache kvplan does not model: these figures are llama.cpp's accounting, not "
+            "that engine's"
+        )
+
+    def notes(self, deployment: Deployment, sku: SkuSpec | None) -> list[str]:
+        caveat = self.caveat(deployment)
+        return [*([caveat] if caveat else []), *super().notes(deployment, sku)]
+
     def check(self, deployment: Deployment) -> None:
         super().check(deployment)
-        settings = deployment.settings
-        if settings.v_dtype and settings.v_dtype != deployment.kv_dtype:
-            raise KvplanError("--v-dtype: ollama sets one OLLAMA_KV_CACHE_TYPE for K and V")
-        if deployment.kv_dtype not in OLLAMA_KV_TYPES:
-            raise KvplanError(
-                f"--kv-dtype: OLLAMA_KV_CACHE_TYPE accepts f16, q8_0 and q4_0, not "
-                f"{deployment.kv_dtype}"
-            )
         if deployment.kv_dtype != "fp16" and not self.flash_attention(deployment):
             raise KvplanError(
                 f"--kv-dtype: ollama falls back to f16 for {deployment.kv_dtype} unless "

@@ -46,8 +46,12 @@ if TYPE_CHECKING:
 Release = tuple[int, int, int]
 OLDEST, NEWEST = (0, 1, 0), (0, 5, 99)
 DEFAULT_RELEASE_TEXT = "0.5.3"
-# KV dtypes SGLang's pools store (--kv-cache-dtype auto / fp8_e4m3 / fp8_e5m2).
-KV_DTYPES = frozenset({"bf16", "fp16", "fp32", "fp8_e4m3", "fp8_e5m2"})
+# KV dtypes SGLang's pools store as kvplan sizes them: --kv-cache-dtype auto (the model's
+# dtype), fp8_e4m3 and fp8_e5m2 with per-tensor scales (server_args.py; docs/advanced_features/
+# quantized_kv_cache.md, sgl-project/sglang 03cd2ec). Not offered: the experimental fp4_e2m1
+# (E2M1 with one 8-bit scale per 16 values) and the --int8-kv-cache phase-1 feature (Triton,
+# page 1 only), which kvplan does not model.
+KV_DTYPES = ("fp32", "bf16", "fp16", "fp8_e4m3", "fp8_e5m2")
 # Backends that force a page size for MLA (server_args.py): trtllm_mla, the default for
 # DeepSeek on Blackwell (SM100), pages of 64; FlashAttention-3 on Hopper keeps page 1.
 MLA_PAGE_BY_CAPABILITY = {"10.0": 64, "10.3": 64}
@@ -135,13 +139,12 @@ class SglangProfile(EngineProfile):
         "weights, over one token's cells"
     )
     default_utilization_text = "by GPU memory and TP (0.835 on an H100 at TP 1, SGLang ≥ 0.5.3)"
+    kv_dtypes = KV_DTYPES
+    kv_dtype_setting = "--kv-cache-dtype"
 
     def check(self, deployment: Deployment) -> None:
         release_of(deployment)  # a bad version fails before anything is sized
         super().check(deployment)
-
-    def accepts_kv_dtype(self, kv_dtype: str) -> bool:
-        return kv_dtype in KV_DTYPES
 
     def layout(self, deployment: Deployment, sku: SkuSpec | None) -> KvLayout:
         return _layout(deployment, page_tokens(deployment, sku))
@@ -190,11 +193,29 @@ class SglangProfile(EngineProfile):
         """max_total_num_tokens: pages × page size."""
         return pool.num_blocks * pool.layout.tokens_per_block
 
-    def log_lines(self, budget: Budget, pool: KvPool, max_model_len: int) -> list[str]:
+    def log_lines(
+        self, budget: Budget, pool: KvPool, max_model_len: int, sku: SkuSpec | None = None
+    ) -> list[str]:
         return startup_lines(budget, pool, max_model_len)
+
+    def page_note(self, deployment: Deployment, sku: SkuSpec | None) -> str | None:
+        """MLA pages depend on the GPU's attention backend (`page_tokens`): say which."""
+        if deployment.model.mla is None or deployment.settings.tokens_per_block:
+            return None
+        page = page_tokens(deployment, sku)
+        if sku is None:
+            where = "no GPU given: page 1 assumed, as off Blackwell"
+        elif page > 1:
+            where = f"{sku.name}: the trtllm_mla backend's page"
+        else:
+            where = f"{sku.name}: token pages"
+        return f"MLA pages of {page} tokens ({where})"
 
     def notes(self, deployment: Deployment, sku: SkuSpec | None) -> list[str]:
         notes = super().notes(deployment, sku)
+        page = self.page_note(deployment, sku)
+        if page:
+            notes.append(page)
         kinds = set(deployment.model.layer_kinds)
         if kinds & {"sliding", "chunked"}:
             notes.append(

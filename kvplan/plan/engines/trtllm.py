@@ -48,7 +48,11 @@ if TYPE_CHECKING:
 Release = tuple[int, int, int]
 OLDEST, NEWEST = (0, 5, 0), (1, 9, 99)
 DEFAULT_RELEASE_TEXT = "1.0.0"
-KV_DTYPES = frozenset({"bf16", "fp16", "fp32", "fp8_e4m3", "nvfp4"})
+# KvCacheConfig.dtype: auto (the model's dtype), fp8 and nvfp4 (E2M1 with one fp8 scale per
+# 16 values; a ModelOpt checkpoint) (nvidia.github.io/TensorRT-LLM/features/quantization.html
+# "FP8 KV Cache", "NVFP4 KV Cache"). Not offered: the TensorRT path's int8 KV cache, which has
+# per-tensor scales where kvplan's int8 counts one fp32 scale per token per head.
+KV_DTYPES = ("fp32", "bf16", "fp16", "fp8_e4m3", "nvfp4")
 MIB = 2**20
 # One public log states every term (docs/source/reference/memory.md, a 7B FP8 engine on an
 # H100, max_num_tokens 8192): execution context (activations) 1134.01 MiB; runtime buffers
@@ -113,13 +117,12 @@ class TrtllmProfile(EngineProfile):
         "of the memory free after the engine loads"
     )
     default_utilization_text = "0.9 of free memory (0.85 before 0.7)"
+    kv_dtypes = KV_DTYPES
+    kv_dtype_setting = "KvCacheConfig.dtype"
 
     def check(self, deployment: Deployment) -> None:
         release_of(deployment)
         super().check(deployment)
-
-    def accepts_kv_dtype(self, kv_dtype: str) -> bool:
-        return kv_dtype in KV_DTYPES
 
     def scheduler(
         self, deployment: Deployment, sku: SkuSpec | None, max_model_len: int | None = None
@@ -182,7 +185,9 @@ class TrtllmProfile(EngineProfile):
         """Tokens of the primary pool: blocks × tokens per block."""
         return pool.num_blocks * pool.layout.tokens_per_block
 
-    def log_lines(self, budget: Budget, pool: KvPool, max_model_len: int) -> list[str]:
+    def log_lines(
+        self, budget: Budget, pool: KvPool, max_model_len: int, sku: SkuSpec | None = None
+    ) -> list[str]:
         return startup_lines(budget, pool, max_model_len)
 
     def notes(self, deployment: Deployment, sku: SkuSpec | None) -> list[str]:

@@ -64,10 +64,25 @@ SEARCHED_BLOCK_TOKENS = (16, 32)
 # NCCL buffers, other processes. Close to 1 that share no longer holds them: capture runs out
 # of memory at 0.98 (vllm#57475, vllm#19186). kvplan stops at 0.95: 4 GiB of an 80 GiB GPU.
 SEARCHED_UTILIZATIONS = (0.92, 0.95)
-# --kv-cache-dtype for kvplan's KV dtypes (config/cache.py CacheDType, 0.11): "auto" stores
-# the model's 16-bit dtype, "fp8" is E4M3 on CUDA. Sparse MLA (DeepSeek-V3.2) is the
-# exception: its "auto" is fp8 (fp8_ds_mla), and 16 bits must be asked for as "bfloat16".
-KV_CACHE_DTYPE_FLAGS = {"bf16": "auto", "fp16": "auto", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8_e5m2"}
+# --kv-cache-dtype choices (config/cache.py CacheDType; docs.vllm.ai/en/v0.9.0/api/vllm/
+# config.html: auto, fp8, fp8_e4m3, fp8_e5m2, as in 0.5.3's engine_args; 0.10 adds fp8_inc
+# (Gaudi), 0.11 bfloat16 and fp8_ds_mla). "auto" stores the model's dtype (--dtype: fp32,
+# bf16 or fp16), "fp8" is E4M3 on CUDA. int8_per_token_head (int8 plus one fp32 scale per
+# token per head: kvplan's int8) came with vllm#38378 and is in 0.26's Triton backend
+# (docs.vllm.ai/en/v0.26.0/api/vllm/v1/attention/backends/triton_attn/); kvplan takes it from
+# 0.26. Not offered: int4_per_token_head (a per-row scale, not kvplan's group-64 int4), nvfp4
+# (listed on main, commit 002f10e0, in no release kvplan has read) and mxfp4 (none).
+KV_DTYPES = ("fp32", "bf16", "fp16", "fp8_e4m3", "fp8_e5m2")
+INT8_PER_TOKEN_HEAD_FROM = (0, 26)
+# --kv-cache-dtype for kvplan's KV dtypes. Sparse MLA (DeepSeek-V3.2) is the exception: its
+# "auto" is fp8 (fp8_ds_mla), and 16 bits must be asked for as "bfloat16".
+KV_CACHE_DTYPE_FLAGS = {
+    "bf16": "auto",
+    "fp16": "auto",
+    "fp8_e4m3": "fp8",
+    "fp8_e5m2": "fp8_e5m2",
+    "int8": "int8_per_token_head",
+}
 SPARSE_MLA_KV_CACHE_DTYPE_FLAGS = {"bf16": "bfloat16", "fp8_e4m3": "auto"}
 # Layer kinds whose block size a search may set: plain attention. MLA backends have their
 # own page, and attention + Mamba hybrids let vLLM size the attention block to the state.
@@ -112,6 +127,17 @@ class VllmProfile(EngineProfile):
         "window-aware, one state block per request; budget from vLLM's memory profile"
     )
     default_utilization_text = "0.9 (0.92 from vLLM 0.20)"
+    kv_dtypes = KV_DTYPES
+    kv_dtype_setting = "--kv-cache-dtype"
+
+    def accepted_kv_dtypes(self, deployment: Deployment | None = None) -> tuple[str, ...]:
+        """auto (the model's dtype), fp8 E4M3 and E5M2; int8 per token-head from 0.26."""
+        if deployment is None or version_of(deployment).major_minor >= INT8_PER_TOKEN_HEAD_FROM:
+            return (*KV_DTYPES, "int8")
+        return KV_DTYPES
+
+    def version_label(self, deployment: Deployment) -> str:
+        return f" {version_of(deployment).text}"
 
     def check(self, deployment: Deployment) -> None:
         version_of(deployment)  # a bad --vllm-version fails here, before anything is sized
@@ -213,7 +239,9 @@ class VllmProfile(EngineProfile):
             return int(pool.concurrency_at(max_model_len) * max_model_len)
         return pool.num_blocks // len(stage.groups) * stage.block_tokens
 
-    def log_lines(self, budget: Budget, pool: KvPool, max_model_len: int) -> list[str]:
+    def log_lines(
+        self, budget: Budget, pool: KvPool, max_model_len: int, sku: SkuSpec | None = None
+    ) -> list[str]:
         return startup_lines(budget, pool, max_model_len)
 
     def launch_command(
@@ -263,6 +291,18 @@ class VllmProfile(EngineProfile):
             parts.append(f"--hf-overrides {shlex.quote(override)}")
         return " ".join(parts)
 
+    def page_note(self, deployment: Deployment, sku: SkuSpec | None) -> str | None:
+        """MLA backends page by GPU (`block_tokens`): say which page and from what."""
+        if deployment.model.mla is None or deployment.settings.tokens_per_block:
+            return None
+        if sku is not None and sku.compute_capability:
+            where = f"{sku.name}, compute capability {sku.compute_capability}"
+        elif sku is not None:
+            where = f"{sku.name} has no compute capability in the catalogue: FlashMLA's page"
+        else:
+            where = "no GPU given: FlashMLA's Hopper page assumed"
+        return f"MLA blocks of {block_tokens(deployment, sku)} tokens ({where})"
+
     def notes(self, deployment: Deployment, sku: SkuSpec | None) -> list[str]:
         notes = super().notes(deployment, sku)
         model, settings = deployment.model, deployment.settings
@@ -290,14 +330,9 @@ class VllmProfile(EngineProfile):
                 "vLLM serves cross-attention (mllama) models only up to 0.10.2 (the V0 engine); "
                 "sized here as its V1 accounting would be"
             )
-        if model.mla is not None and not settings.tokens_per_block:
-            block = block_tokens(deployment, sku)
-            where = (
-                f"compute capability {sku.compute_capability}"
-                if sku is not None and sku.compute_capability
-                else "no GPU given: FlashMLA's Hopper page assumed"
-            )
-            notes.append(f"MLA blocks of {block} tokens ({where})")
+        page = self.page_note(deployment, sku)
+        if page:
+            notes.append(page)
         version = version_of(deployment)
         if sku is not None and version.subtracts_cudagraph_estimate:
             notes.append(

@@ -60,6 +60,9 @@ def points_of(
 ) -> tuple[list[Point], tuple[str, ...], dict[str, tuple[object, ...]]]:
     """Every point of the space (memory fraction and max_num_seqs are chosen per point)."""
     model, profile, settings = base.model, base.engine, base.settings
+    for kv_dtype in space.kv_dtypes or ():
+        # A dtype the engine does not store is bad input, not a point the engine refuses.
+        profile.check_kv_dtype(kv_dtype, base, "--kv-dtype")
     points, unpriced = [], []
     seen: dict[str, set[object]] = {k: set() for k in ("tp", "pp", "dp", "kv", "weights", "block")}
     for sku in space.skus:
