@@ -6,8 +6,9 @@ Usage:
     python bench/vllm_budget_errors.py --python OTHER/.venv/bin/python   # another checkout
 
 The logs and their mapping onto catalogue models are tests/golden/vllm_memory/*.yaml and
-tests/golden/vllm_budget_cases.yaml. The tolerance is max(0.35 GiB, 3 % of the logged figure);
-"over" means kvplan promised more KV than vLLM had (the dangerous direction).
+tests/golden/vllm_budget_cases.yaml (with SKU profiles for logged nodes no shipped SKU
+describes in tests/golden/vllm_budget_skus/). The tolerance is max(0.35 GiB, 3 % of the logged
+figure); "over" means kvplan promised more KV than vLLM had (the dangerous direction).
 """
 
 from __future__ import annotations
@@ -32,7 +33,9 @@ def report_args(log: dict, case: dict) -> list[str]:
         "-m",
         case["model"],
         "--sku",
-        log["sku"],
+        case.get("sku", log["sku"]),
+        "--catalog",
+        str(GOLDEN / "vllm_budget_skus"),
         "--tp",
         str(log["tp"]),
         "--pp",

@@ -189,7 +189,8 @@ PRINTED = re.compile(r"printed (\d+\.(\d+)) GiB")
 EXACT = re.compile(r"\((\d+) bytes\)")
 TRUNCATED_MIB = re.compile(r"(\d+) MiB \(truncated\)")
 INTERVAL = re.compile(r"in \[(\d+\.\d+), (\d+\.\d+)\) GiB")
-RULE = re.compile(r"rule: nvidia-smi total (\d+) MiB x (0\.\d+)")
+RULE = re.compile(r"rule: (?:nvidia-smi|hl-smi) total (\d+) MiB x (0\.\d+)")
+KFD_RULE = re.compile(r"rule: (\d+) GiB - 16 MiB")  # AMD: capacity less the KFD reservation
 
 
 def test_runtime_memory_below_datasheet_memory(catalog):
@@ -221,6 +222,9 @@ def _check_basis(name: str, runtime: int, basis: str) -> int:
         # nvidia-smi MiB x the measured sibling's ratio, floored to whole MiB.
         expected_mib = int(int(m.group(1)) * float(m.group(2)))
         assert runtime == expected_mib * MIB, (name, runtime / MIB, expected_mib)
+        checks += 1
+    if (m := KFD_RULE.search(basis)) is not None:
+        assert runtime == int(m.group(1)) * GIB - 16 * MIB, name
         checks += 1
     return checks
 

@@ -197,9 +197,9 @@ class VllmProfile(EngineProfile):
         def estimate() -> tuple[int, int, int, int]:
             return (
                 vllm_memory.activation_bytes(deployment, version, scheduler),
-                vllm_memory.non_torch_bytes(deployment, version),
+                vllm_memory.non_torch_bytes(deployment, version, sku),
                 vllm_memory.cudagraph_bytes(deployment, version),
-                vllm_memory.ESTIMATE_BAND_BYTES,
+                vllm_memory.estimate_band_bytes(deployment, scheduler),
             )
 
         utilization = deployment.settings.utilization or version.default_utilization
@@ -338,6 +338,23 @@ class VllmProfile(EngineProfile):
             notes.append(
                 f"vLLM {version.text} subtracts its CUDA-graph estimate from the budget; kvplan "
                 "estimates it from the layers captured (--cudagraph-memory to set it)"
+            )
+        if sku is not None and settings.kv_memory_bytes is None and model.vision is not None:
+            requests = self.scheduler(deployment, sku).max_num_seqs
+            peak = vllm_memory.vision_encoder_bytes(model, deployment.tp, requests)
+            images = requests * model.vision.images_per_request
+            notes.append(
+                f"the profile run's vision encoder peak ({peak / GIB:.2f} GiB: {images} dummy "
+                f"images of {model.vision.max_num_tiles} tiles, one per request up to "
+                "max_num_seqs) is read from vLLM's mllama source, not fitted on logs; it errs "
+                "towards less KV and widens the band by a quarter of it (--max-num-seqs lowers it)"
+            )
+        if sku is not None and vllm_memory.spans_nodes(deployment, sku):
+            extra = vllm_memory.CROSS_NODE_NON_TORCH_BYTES / GIB
+            notes.append(
+                f"TP across nodes: vLLM runs without custom all-reduce and NCCL's network "
+                f"buffers grow; kvplan adds {extra:.2f} GiB of non-torch memory per GPU "
+                "(one public two-node log)"
             )
         if sku is not None and settings.kv_memory_bytes is None:
             band = vllm_memory.band_for(version)

@@ -69,6 +69,12 @@ MEMORY_BANDS = (
     # TP 1 (granite 0.46), 2.07 – 2.21 GiB at TP 2 – 4.
     MemoryBand((0, 19), 17.0, round(0.27 * GIB), round(2.25 * GIB), "0.19 logs (llm-d)"),
 )
+# TP across nodes: vLLM turns custom all-reduce off ("Custom allreduce is disabled because this
+# process group spans across nodes", 0.10.1.1) and NCCL runs the all-reduces over the network
+# with its own transport buffers. The one public log (Qwen2-7B at TP 2 over two single-A100
+# 40GB nodes, 0.10.1.1, tests/golden/vllm_memory) had 0.40 GiB less KV than the one-node
+# estimate gives: 0.5 GiB more non-torch memory, rounded up.
+CROSS_NODE_NON_TORCH_BYTES = round(0.5 * GIB)
 # vLLM 0.19's printed CUDA-graph estimate grows with the layers captured: 0.71 – 0.84 GiB for
 # 28 – 42 layers, 1.70 – 1.82 GiB for Llama-70B's 80; 0.45 GiB + 16.5 MiB per layer bounds all
 # but one of them from above. 0.20+ subtracts it from the budget.
@@ -182,18 +188,69 @@ def forward_bytes_per_token(model: ModelSpec, tp: int) -> int:
 
 
 def activation_bytes(deployment: Deployment, version: VllmVersion, scheduler: Scheduler) -> int:
-    """The profile run's torch peak: the larger of the forward pass and the sampler."""
+    """The profile run's torch peak: the largest of the forward pass, the sampler and a
+    cross-attended vision encoder's pass over the dummy images."""
     model = deployment.model
     band = band_for(version)
     sampler = int(band.sampler_bytes_per_logit * scheduler.max_num_seqs * model.vocab_size)
     forward = scheduler.max_num_batched_tokens * forward_bytes_per_token(model, deployment.tp)
-    return max(sampler, forward)
+    vision = vision_encoder_bytes(model, deployment.tp, scheduler.max_num_seqs)
+    return max(sampler, forward, vision)
 
 
-def non_torch_bytes(deployment: Deployment, version: VllmVersion) -> int:
-    """CUDA memory outside torch's allocator that grows during profiling (cuBLAS, NCCL)."""
+def vision_encoder_bytes(model: ModelSpec, tp: int, max_num_seqs: int) -> int:
+    """Torch peak of an mllama vision encoder in vLLM's profile run (0 for other models).
+
+    vLLM serves mllama on V0's encoder-decoder runner (`worker/enc_dec_model_runner.py`
+    `profile_run`): one dummy request per max_num_seqs, each with the per-prompt image
+    limit of 1024×1024 dummy images, which fill all max_num_tiles tiles. Read from
+    `model_executor/models/mllama.py` (vllm-project/vllm, commit 005ad95), the encoder runs
+    all images at once, each as S = tiles × patches-per-tile padded to a multiple of 8
+    tokens (4 × 1608 = 6432 for Llama-3.2-Vision), with a 16-bit S × S attention mask per
+    image. At the MLP of the last local layer whose input is kept for the projector, live
+    are: the mask, the kept hidden states (output_dim / hidden − 1 of them), the residual,
+    the norm output, and fc1's output with its activation (intermediate / tp wide each).
+    Llama-3.2-11B-Vision at 128 requests: 9.86 GiB of masks + 7 × 1.96 GiB + 2 × 7.85 GiB
+    = 39.31 GiB. The release that printed 36.63 GiB frees some of these sooner; the reading
+    errs towards less KV, and `vision_band_bytes` says how much.
+    """
+    vision = model.vision
+    if vision is None:
+        return 0
+    images = max_num_seqs * vision.images_per_request
+    patches = _round_up((vision.image_size // vision.patch_size) ** 2 + 1, 8)
+    tokens_per_image = vision.max_num_tiles * patches
+    mask = images * tokens_per_image**2 * 2
+    hidden = images * tokens_per_image * vision.hidden_size * 2
+    kept = vision.output_dim // vision.hidden_size - 1
+    mlp = 2 * images * tokens_per_image * (vision.intermediate_size // tp) * 2
+    return mask + (kept + 2) * hidden + mlp
+
+
+def vision_band_bytes(model: ModelSpec, tp: int, max_num_seqs: int) -> int:
+    """The band of the vision encoder term: a quarter of it (read from one source revision,
+    not fitted on a log; the one public log lies 7 % below it)."""
+    return vision_encoder_bytes(model, tp, max_num_seqs) // 4
+
+
+def estimate_band_bytes(deployment: Deployment, scheduler: Scheduler) -> int:
+    """± KV bytes the estimated terms carry: the fitted band, plus the vision term's."""
+    vision = vision_band_bytes(deployment.model, deployment.tp, scheduler.max_num_seqs)
+    return ESTIMATE_BAND_BYTES + vision
+
+
+def non_torch_bytes(deployment: Deployment, version: VllmVersion, sku: SkuSpec) -> int:
+    """CUDA memory outside torch's allocator that grows during profiling (cuBLAS, NCCL),
+    more when the TP group spans nodes."""
     band = band_for(version)
-    return band.non_torch_bytes_tp if deployment.tp > 1 else band.non_torch_bytes_tp1
+    base = band.non_torch_bytes_tp if deployment.tp > 1 else band.non_torch_bytes_tp1
+    return base + (CROSS_NODE_NON_TORCH_BYTES if spans_nodes(deployment, sku) else 0)
+
+
+def spans_nodes(deployment: Deployment, sku: SkuSpec) -> bool:
+    """Whether the TP group is larger than one node of `sku` (its all-reduces cross the
+    network)."""
+    return deployment.tp > sku.max_gpus_per_node
 
 
 def cudagraph_bytes(deployment: Deployment, version: VllmVersion) -> int:
