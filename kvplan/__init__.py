@@ -22,6 +22,7 @@ API_NAMES = frozenset(
         "ProductResult",
         "RecommendCandidate",
         "RecommendReport",
+        "RefusedRow",
         "Result",
         "SizeReport",
         "WeightsBreakdown",

@@ -206,7 +206,8 @@ def test_tp_beyond_a_node_is_noted(catalog):
 
 def test_an_overflowing_batch_is_drawn_as_overflow(catalog):
     # Llama-3.1-8B, 64 requests of 32k on one H100: 64 x 32,768 x 131,072 B = 256 GiB of KV
-    # against an 80 GB GPU. The bar must not look exactly full: it runs past the memory.
+    # against an 80 GB GPU. The bar must not look exactly full: what the KV budget does not
+    # hold is overflow, and it runs past the memory.
     from kvplan.api.build import capacity_row
     from kvplan.report.capacity_report import capacity_table, memory_split
 
@@ -214,7 +215,7 @@ def test_an_overflowing_batch_is_drawn_as_overflow(catalog):
     row = capacity_row(Capacity(deployment, catalog.sku("h100-sxm"), 64, 32_768))
     split = memory_split(row)
     assert split.kv_bytes == 64 * 32_768 * 131_072
-    assert split.overflow_bytes == split.weights_bytes + split.kv_bytes - split.memory_bytes
+    assert split.overflow_bytes == split.kv_bytes - row.kv_budget_bytes_per_gpu
     assert split.free_bytes == 0
     (shown,) = capacity_table([row]).display_rows
     assert "!" in shown[-1] and shown[-1].endswith("GiB")

@@ -32,6 +32,7 @@ from kvplan.api.results import (
     ProductResult,
     RecommendCandidate,
     RecommendReport,
+    RefusedRow,
     Result,
     SizeReport,
     WeightsBreakdown,

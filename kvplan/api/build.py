@@ -16,13 +16,14 @@ from kvplan.api.results import (
     RecommendCandidate,
     RecommendLoss,
     RecommendReport,
+    RefusedRow,
     SearchSummary,
     Sequences,
     SizeReport,
     WeightsBreakdown,
     WeightsPerGpu,
 )
-from kvplan.plan.capacity import Capacity
+from kvplan.plan.capacity import Capacity, Refusal
 from kvplan.plan.engines import Budget
 from kvplan.plan.guardrail import ClaimSheet, GuardrailResult, ProductCheck
 from kvplan.plan.recommend import Candidate, Loss, Recommendation
@@ -150,6 +151,7 @@ def capacity_row(row: Capacity) -> CapacityRow:
         dp=d.dp,
         ep=d.ep,
         gpus=d.gpus,
+        nodes=d.nodes_per_replica(row.sku.max_gpus_per_node),
         kv_dtype=d.kv_dtype,
         batch=row.batch,
         context=row.context_tokens,
@@ -176,6 +178,23 @@ def capacity_row(row: Capacity) -> CapacityRow:
         log_lines=row.log_lines(),
         notes=d.engine.notes(d, row.sku),
     ).with_source(row)
+
+
+def refused_row(refusal: Refusal) -> RefusedRow:
+    """A row of `kvplan report` whose TP degree the engine refuses."""
+    d = refusal.deployment
+    return RefusedRow(
+        model=d.model.name,
+        sku=refusal.sku.name,
+        engine=d.engine.name,
+        tp=refusal.tp,
+        pp=d.pp,
+        kv_dtype=d.kv_dtype,
+        batch=refusal.batch,
+        context=refusal.context_tokens,
+        verdict=f"refused: {refusal.reason}",
+        refused=refusal.reason,
+    ).with_source(refusal)
 
 
 def product_result(check: ProductCheck) -> ProductResult:

@@ -28,6 +28,7 @@ from kvplan.api.build import (
     check_report,
     claim_report,
     recommend_report,
+    refused_row,
     size_report,
 )
 from kvplan.api.results import (
@@ -35,6 +36,7 @@ from kvplan.api.results import (
     CheckReport,
     ClaimReport,
     RecommendReport,
+    RefusedRow,
     SizeReport,
 )
 from kvplan.catalog.deployments import load_deployments
@@ -43,7 +45,7 @@ from kvplan.catalog.store import Catalog
 from kvplan.errors import KvplanError
 from kvplan.limits import NUMBER_CHARS
 from kvplan.plan.batch import Batch
-from kvplan.plan.capacity import Capacity, capacity_grid
+from kvplan.plan.capacity import Capacity, Refusal, capacity_grid
 from kvplan.plan.deployment import Deployment
 from kvplan.plan.engines import DEFAULT_ENGINE, EngineSettings
 from kvplan.plan.engines import engine as engine_profile
@@ -199,12 +201,14 @@ def report(
     efficiency: Efficiency = DEFAULT_EFFICIENCY,
     catalog: Catalog | None = None,
     **deployment_options: Any,
-) -> list[CapacityRow]:
+) -> list[CapacityRow | RefusedRow]:
     """Per model × SKU × TP degree: the KV budget, longest context at `batch`, highest
     concurrency at `context` (default: each model's limit), decode tokens/s, the verdict.
 
     `skus` may name families ("h100": every H100); `tp` defaults to the powers of two up to a
-    node that the engine accepts.
+    node that the engine accepts. Of several combinations, one whose TP degree the engine
+    refuses is a RefusedRow (its reason, no figures); a single refused combination, or a
+    report where every one is refused, raises KvplanError.
     """
     known = _catalog(catalog)
     single = isinstance(models, str | ModelSpec | ResolvedModel | Deployment)
@@ -213,8 +217,12 @@ def report(
     chosen = _skus(skus, known)
     degrees = (tp,) if isinstance(tp, int) else (tuple(tp) if tp is not None else None)
     tokens = _tokens(context, "--context") if context is not None else None
-    rows = capacity_grid(planned, chosen, batch, tokens, degrees, efficiency)
-    return [capacity_row(row) for row in rows]
+    many = len(planned) * len(chosen) * len(degrees or ()) > 1
+    rows = capacity_grid(planned, chosen, batch, tokens, degrees, efficiency, keep_refusals=many)
+    refusals = [row for row in rows if isinstance(row, Refusal)]
+    if refusals and len(refusals) == len(rows):
+        raise KvplanError(f"--tp: every combination is refused; {refusals[0].reason}")
+    return [refused_row(r) if isinstance(r, Refusal) else capacity_row(r) for r in rows]
 
 
 def capacity(

@@ -149,6 +149,7 @@ class CapacityRow(Result):
     dp: int
     ep: bool
     gpus: int
+    nodes: int  # nodes one replica spans (tp · pp over the SKU's GPUs per node)
     kv_dtype: str
     batch: int
     context: int
@@ -173,6 +174,22 @@ class CapacityRow(Result):
     verdict: str
     log_lines: list[str]
     notes: list[str]
+
+
+class RefusedRow(Result):
+    """A row of `kvplan report` that the engine refuses to start (its TP degree): the
+    combination and the engine's reason, no figures."""
+
+    model: str
+    sku: str
+    engine: str
+    tp: int
+    pp: int
+    kv_dtype: str
+    batch: int
+    context: int
+    verdict: str  # "refused: " + refused
+    refused: str  # the engine's reason
 
 
 class ProductResult(Result):

@@ -54,7 +54,8 @@ def report(
             "--tp",
             parser=count(limits.GPUS),
             metavar="N",
-            help="TP degrees (repeatable); default 1, 2, 4, 8 that fit the node",
+            help="TP degrees (repeatable); default 1, 2, 4, 8 that fit the node; of several "
+            "rows, one the engine refuses is a 'refused' row",
         ),
     ] = None,
     pp: PpOpt = 1,
@@ -157,17 +158,20 @@ def report(
                 "size and the models' attention heads"
             )
         if sort is not None:
-            rows.sort(
-                key=lambda r: _sort_key(getattr(r, sort)),
-                reverse=sort not in ("model", "sku", "tp"),
-            )
+            # Refused rows have no figures: they sort last either way.
+            descending = sort not in ("model", "sku", "tp")
+            rows.sort(key=lambda r: _sort_key(getattr(r, sort, None), descending))
         render_report(rows, output, log_lines=len(rows) <= 4, columns=_columns(columns))
         if plot is not None:
+            from kvplan.api import CapacityRow
             from kvplan.report.plot import plot_report
 
-            plot_report(rows, plot)
+            plot_report([r for r in rows if isinstance(r, CapacityRow)], plot)
             sys.stderr.write(f"wrote {plot}\n")
 
 
-def _sort_key(value: object) -> tuple[int, object]:
-    return (0, value) if value is not None else (1, 0)
+def _sort_key(value: object, descending: bool) -> tuple[int, object]:
+    """Values in order (largest first when `descending`), missing ones last."""
+    if value is None:
+        return (1, 0)
+    return (0, -value if descending and isinstance(value, int | float) else value)

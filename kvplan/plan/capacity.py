@@ -9,6 +9,7 @@ exact "how many requests fit", never by dividing a budget by bytes per token.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Literal
 
@@ -209,6 +210,18 @@ def tp_degrees(deployment: Deployment, sku: SkuSpec) -> list[int]:
     ]
 
 
+@dataclass(frozen=True)
+class Refusal:
+    """A model × SKU × TP degree of a grid that the engine refuses to start, and why."""
+
+    deployment: Deployment  # the model's deployment; `tp` is the degree refused
+    sku: SkuSpec
+    tp: int
+    reason: str
+    batch: int
+    context_tokens: int
+
+
 def capacity_grid(
     deployments: list[Deployment],
     skus: list[SkuSpec],
@@ -216,16 +229,23 @@ def capacity_grid(
     context_tokens: int | None = None,
     tps: tuple[int, ...] | None = None,
     efficiency: Efficiency = DEFAULT_EFFICIENCY,
-) -> list[Capacity]:
+    keep_refusals: bool = False,
+) -> list[Capacity | Refusal]:
     """Capacity of every deployment (one per model) × SKU × TP degree.
 
-    Degrees the user asks for are validated (the engine's refusal is an error); the default
-    degrees skip those the engine refuses.
+    Degrees the user asks for are validated: the engine's refusal is an error, or with
+    `keep_refusals` a Refusal in the combination's place (one refused model does not sink
+    a whole report). The default degrees skip those the engine refuses.
     """
-    rows = []
+    rows: list[Capacity | Refusal] = []
     for base in deployments:
         for sku in skus:
             for tp in tps or tp_degrees(base, sku):
+                reason = base.engine.tp_refusal(base.model, tp) if keep_refusals else None
+                if reason:
+                    context = context_tokens or base.model.context_limit
+                    rows.append(Refusal(base, sku, tp, reason, batch, context))
+                    continue
                 deployment = base if tp == base.tp else base.replace(tp=tp)
                 rows.append(Capacity(deployment, sku, batch, context_tokens, efficiency))
     return rows

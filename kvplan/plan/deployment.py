@@ -60,6 +60,10 @@ class Deployment:
     def gpus_per_replica(self) -> int:
         return self.tp * self.pp
 
+    def nodes_per_replica(self, gpus_per_node: int) -> int:
+        """Nodes of `gpus_per_node` GPUs one replica (tp · pp GPUs) spans."""
+        return -(-self.gpus_per_replica // gpus_per_node)
+
     @property
     def expert_shards(self) -> int:
         """GPUs one MoE layer's routed experts are spread over."""

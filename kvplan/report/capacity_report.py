@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvplan.api.results import CapacityRow, dump
+from kvplan.api.results import CapacityRow, RefusedRow, dump
 from kvplan.report.render import (
     Format,
     Table,
@@ -13,6 +13,8 @@ from kvplan.report.render import (
     gib,
     human_bytes,
 )
+
+NODES_MARK = "†"  # the tp cell of a deployment that spans nodes
 
 SORT_KEYS = (
     "model",
@@ -31,12 +33,31 @@ class MemorySplit:
     """One GPU's memory for the requested batch: weights, KV, and what is left or missing.
 
     KV is the engine's charge for the whole requested batch (one replica's share), never
-    clipped to the budget: a batch that does not fit shows as overflow.
+    clipped: the part the KV budget does not hold is overflow. The budget binds before the
+    memory does (the engine keeps a reserve beside the weights and the KV pool); the memory
+    binds when the budget would reach past it (a --kv-memory larger than the weights leave).
     """
 
     memory_bytes: int
     weights_bytes: int
     kv_bytes: int
+    kv_budget_bytes: int  # the engine's KV pool per GPU; negative when the weights overrun it
+
+    @property
+    def kv_room_bytes(self) -> int:
+        """KV the GPU holds: the budget, within the memory the weights leave (negative when
+        the weights and the engine's reserve alone overrun the memory)."""
+        return min(self.kv_budget_bytes, self.memory_bytes - self.weights_bytes)
+
+    @property
+    def kv_inside_bytes(self) -> int:
+        """The part of the batch's KV that the budget holds."""
+        return max(0, min(self.kv_bytes, self.kv_room_bytes))
+
+    @property
+    def kv_beyond_bytes(self) -> int:
+        """The batch's KV that the budget does not hold."""
+        return self.kv_bytes - self.kv_inside_bytes
 
     @property
     def free_bytes(self) -> int:
@@ -44,26 +65,30 @@ class MemorySplit:
         return max(self.memory_bytes - self.weights_bytes - self.kv_bytes, 0)
 
     @property
-    def kv_inside_bytes(self) -> int:
-        """The part of the KV that lies within the GPU's memory."""
-        return max(0, min(self.kv_bytes, self.memory_bytes - self.weights_bytes))
+    def overflow_bytes(self) -> int:
+        """What the batch needs beyond the KV budget, per GPU: its KV less the room for KV
+        (more than the KV when the budget is negative): the memory the batch lacks."""
+        return max(self.kv_bytes - self.kv_room_bytes, 0)
 
     @property
-    def overflow_bytes(self) -> int:
-        """Weights + KV beyond the GPU's memory."""
-        return max(self.weights_bytes + self.kv_bytes - self.memory_bytes, 0)
+    def drawn_bytes(self) -> int:
+        """The length of the bar: the memory, or weights + KV when they run past it."""
+        return max(self.memory_bytes, self.weights_bytes + self.kv_bytes)
 
 
 def memory_split(row: CapacityRow) -> MemorySplit:
-    """The table's bar and the plot's stacked bar: the same three figures."""
+    """The table's bar, the plot's and the HTML page's stacked bars: the same figures."""
     per_replica = -(-row.batch // row.dp)
-    budget = row.budget
-    weights_fit = budget.fixed_kv_memory or row.weights_bytes_per_gpu <= budget.requested_bytes
-    kv = per_replica * row.kv_bytes_per_request_per_gpu if weights_fit else 0
-    return MemorySplit(row.memory_bytes, row.weights_bytes_per_gpu, kv)
+    kv_bytes = per_replica * row.kv_bytes_per_request_per_gpu
+    return MemorySplit(
+        row.memory_bytes, row.weights_bytes_per_gpu, kv_bytes, row.kv_budget_bytes_per_gpu
+    )
 
 
-def capacity_table(rows: list[CapacityRow]) -> Table:
+Row = CapacityRow | RefusedRow
+
+
+def capacity_table(rows: list[Row]) -> Table:
     """The per-SKU table; exact values in the records, rounded strings on screen."""
     first = rows[0]
     batch, context = first.batch, first.context
@@ -104,52 +129,71 @@ def capacity_table(rows: list[CapacityRow]) -> Table:
         key_columns=3,
         rows_at="",
         text_pictures=("bar",),
+        # A refusal's reason is a sentence: it may wrap in a terminal.
+        wrap=("verdict",) if any(isinstance(r, RefusedRow) for r in rows) else (),
     )
     for row in rows:
-        record = dump(row)
-        picture = _bar(row)
-        cap_mark = "*" if record["native_limit_binds"] else ""
-        tokens_per_s = record["decode_tokens_per_s"]
-        per_token = record["kv_bytes_per_token_per_gpu"]
-        table.add(
-            [record[k] for k in table.keys[:-1]] + [picture],
-            [
-                row.model,
-                row.sku,
-                _parallel(row),
-                gib(row.weights_bytes_per_gpu),
-                gib(record["kv_budget_bytes_per_gpu"]),
-                f"{record['kv_capacity_tokens']:,}",
-                f"{record['max_context_tokens']:,}{cap_mark}",
-                f"{record['max_concurrency']:,}",
-                f"{tokens_per_s:,.0f}" if tokens_per_s else "—",
-                human_bytes(per_token) if per_token else "—",
-                record["verdict"],
-                picture,
-            ],
-        )
-    _capacity_notes(table, rows)
+        table.add(*_cells(row, table.keys))
+    _capacity_notes(table, [r for r in rows if isinstance(r, CapacityRow)])
     return table
 
 
+def _cells(row: Row, keys: list[str]) -> tuple[list[object], list[str]]:
+    """One row of the table: its exact values (by `keys`) and the rounded cells shown."""
+    record = dump(row)
+    if isinstance(row, RefusedRow):
+        return [record.get(k) for k in keys], [
+            row.model, row.sku, str(row.tp), *["—"] * 7, row.verdict, ""
+        ]  # fmt: skip
+    picture = _bar(row)
+    cap_mark = "*" if record["native_limit_binds"] else ""
+    tokens_per_s = record["decode_tokens_per_s"]
+    per_token = record["kv_bytes_per_token_per_gpu"]
+    shown = [
+        row.model,
+        row.sku,
+        _parallel(row),
+        gib(row.weights_bytes_per_gpu),
+        gib(record["kv_budget_bytes_per_gpu"]),
+        f"{record['kv_capacity_tokens']:,}",
+        f"{record['max_context_tokens']:,}{cap_mark}",
+        f"{record['max_concurrency']:,}",
+        f"{tokens_per_s:,.0f}" if tokens_per_s else "—",
+        human_bytes(per_token) if per_token else "—",
+        record["verdict"],
+        picture,
+    ]
+    return [record[k] for k in keys[:-1]] + [picture], shown
+
+
 def _bar(row: CapacityRow) -> str:
-    """The row's memory per GPU as 12 text cells: █ weights ▒ KV ░ free, ! beyond memory."""
+    """The row's memory per GPU as 12 text cells: █ weights ▒ KV ! KV beyond the budget
+    ░ free, then +N GiB when something does not fit."""
     split = memory_split(row)
     picture = bar(
         [
             (split.weights_bytes, "█"),
             (split.kv_inside_bytes, "▒"),
+            # Past the budget the batch eats the engine's reserve, then runs past the memory.
+            (split.kv_beyond_bytes, "!"),
             (split.free_bytes, "░"),
-            (split.overflow_bytes, "!"),
         ],
-        split.memory_bytes + split.overflow_bytes,
+        split.drawn_bytes,
         width=12,
+        always="!",
     )
     return picture + (f" +{gib(split.overflow_bytes)}" if split.overflow_bytes else "")
 
 
 def _capacity_notes(table: Table, rows: list[CapacityRow]) -> None:
     """The footnotes of the marked columns and the notes every report carries."""
+    spanning = sorted({r.nodes for r in rows if r.nodes > 1})
+    if spanning:
+        counts = " or ".join(f"{n:,}" for n in spanning)
+        table.footnotes["tp"] = (
+            f"{NODES_MARK} one replica spans {counts} nodes (tp × pp above the SKU's GPUs per "
+            "node): its TP or pipeline traffic crosses the network (JSON: nodes, notes)"
+        )
     if any(r.native_limit_binds for r in rows):
         table.footnotes["max_context_tokens"] = (
             "* the model's native context limit binds, not memory"
@@ -158,7 +202,7 @@ def _capacity_notes(table: Table, rows: list[CapacityRow]) -> None:
         "decode tok/s: roofline (weights + KV bytes read per step / bandwidth × efficiency) at "
         "the requests that fit, up to the batch above; KV/token is per GPU"
     )
-    band = max(r.kv_budget_uncertainty_bytes for r in rows)
+    band = max((r.kv_budget_uncertainty_bytes for r in rows), default=0)
     if band:
         table.notes.append(
             f"KV budgets carry estimated engine terms (activation peak, non-torch memory): "
@@ -166,17 +210,21 @@ def _capacity_notes(table: Table, rows: list[CapacityRow]) -> None:
         )
     table.footnotes["bar"] = "weights/KV/free: █ weights ▒ KV of the batch ░ free or engine reserve"
     if any(memory_split(r).overflow_bytes for r in rows):
-        table.footnotes["bar"] += "; ! and +N GiB: what the batch needs beyond the GPU's memory"
+        table.footnotes["bar"] += (
+            "; ! KV of the batch the KV budget does not hold, +N GiB what the batch needs beyond "
+            "the budget (per GPU)"
+        )
 
 
 def _parallel(row: CapacityRow) -> str:
-    """tp, then ×pp and dp N (+ep) when they are used."""
+    """tp, then ×pp and dp N (+ep) when they are used; † when a replica spans nodes."""
     text = f"{row.tp}" + (f"×{row.pp}" if row.pp > 1 else "")
-    return text + (f" dp{row.dp}" + ("+ep" if row.ep else "") if row.dp > 1 else "")
+    text += f" dp{row.dp}" + ("+ep" if row.ep else "") if row.dp > 1 else ""
+    return text + (NODES_MARK if row.nodes > 1 else "")
 
 
 def render_report(
-    rows: list[CapacityRow],
+    rows: list[Row],
     fmt: Format,
     log_lines: bool,
     columns: list[str] | None = None,
@@ -193,23 +241,29 @@ def render_report(
 
     records = [dump(r) for r in rows]
     flat = [{k: v for k, v in r.items() if not isinstance(v, dict)} for r in records]
+    if len({tuple(r) for r in flat}) > 1:
+        # Refused rows among planned ones: every CSV line in the planned rows' column order,
+        # the reason last (empty where none).
+        keys = list(dict.fromkeys([k for r in flat if "refused" not in r for k in r]))
+        flat = [{k: r.get(k) for k in [*keys, "refused"]} for r in flat]
+    planned = [r for r in rows if isinstance(r, CapacityRow)]
     emit(
         fmt,
         records,
         flat,
         lambda: _table_with_log_lines(rows, log_lines),
-        figures=lambda: capacity_figures(rows),
+        figures=lambda: capacity_figures(planned),
         columns=columns,
     )
 
 
-def _table_with_log_lines(rows: list[CapacityRow], log_lines: bool) -> Table:
+def _table_with_log_lines(rows: list[Row], log_lines: bool) -> Table:
     table = capacity_table(rows)
     if not log_lines:
         return table
     seen: dict[tuple[str, ...], list[str]] = {}
     for row in rows:
-        if row.log_lines:
+        if isinstance(row, CapacityRow) and row.log_lines:
             seen.setdefault(tuple(row.log_lines), []).append(f"{row.model} tp{row.tp} {row.sku}")
     engine = rows[0].engine
     for lines, labels in seen.items():

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from kvplan.api.results import CapacityRow, CheckReport, ClaimReport, RecommendReport
 from kvplan.plan.capacity import Capacity, concurrency_by_context
-from kvplan.report.capacity_report import memory_split
+from kvplan.report.capacity_report import MemorySplit, memory_split
 from kvplan.report.render import gib, tokens_label
 from kvplan.report.svg import (
     Bar,
@@ -33,8 +33,9 @@ MEMORY_LEGEND = [
     ("weights", "weights"),
     ("kv", "KV of the batch"),
     ("free", "free / engine reserve"),
-    ("over", "KV beyond GPU memory"),
+    ("over", "KV beyond the KV budget"),
     ("memory", "GPU memory"),
+    ("budget", "where the KV budget ends"),
 ]
 # The simulated pool's parts (kvplan simulate's JSON keys, less _bytes) and their names.
 SIMULATED_KV = [
@@ -61,6 +62,45 @@ def _parts(label: str, split_values: list[tuple[int, str, str | None]]) -> list[
     ]
 
 
+def _memory_bar(label: str, split: MemorySplit, at: str, kv_path: str | None = None) -> Bar:
+    """One GPU's memory as a bar: weights, the KV the budget holds, the KV beyond it, free;
+    the memory and the end of the KV budget marked, and +N GiB when the batch does not fit.
+
+    Args:
+        label: the bar's name.
+        split: its figures (kvplan.report.capacity_report.memory_split).
+        at: the JSON Pointer of the record the bar draws ("/0", "/products/1").
+        kv_path: where the JSON holds the batch's KV, if it does.
+    """
+    segments = _parts(
+        label,
+        [
+            (split.weights_bytes, "weights", f"{at}/weights_bytes_per_gpu"),
+            (
+                split.kv_inside_bytes,
+                "kv",
+                kv_path if split.kv_inside_bytes == split.kv_bytes else None,
+            ),
+            (split.kv_beyond_bytes, "over", None),
+            (split.free_bytes, "free", None),
+        ],
+    )
+    markers = [
+        Marker(
+            split.memory_bytes,
+            "memory",
+            _exact("GPU memory", split.memory_bytes),
+            f"{at}/memory_bytes",
+        ),
+        Marker(
+            max(split.weights_bytes + split.kv_budget_bytes, 0),
+            "budget",
+            _exact("KV budget ends after the weights: budget", split.kv_budget_bytes),
+        ),
+    ]
+    return Bar(label, segments, markers, split.overflow_bytes)
+
+
 def _capacity_line(label: str, capacity: Capacity, mark: tuple[int, int], ok: bool) -> Series:
     limit = capacity.deployment.model.context_limit
     contexts = contexts_up_to(limit, mark[0])
@@ -84,26 +124,7 @@ def capacity_figures(rows: list[CapacityRow]) -> list[str]:
 
     figures = []
     if len(rows) <= MAX_BARS:
-        bars = []
-        for i, row in enumerate(rows):
-            split = memory_split(row)
-            segments = _parts(
-                label(row),
-                [
-                    (split.weights_bytes, "weights", f"/{i}/weights_bytes_per_gpu"),
-                    (split.kv_inside_bytes, "kv", None),
-                    (split.free_bytes, "free", None),
-                    # KV past the memory (weights past it are drawn whole already).
-                    (split.kv_bytes - split.kv_inside_bytes, "over", None),
-                ],
-            )
-            memory = Marker(
-                row.memory_bytes,
-                "memory",
-                _exact("GPU memory", row.memory_bytes),
-                f"/{i}/memory_bytes",
-            )
-            bars.append(Bar(label(row), segments, [memory]))
+        bars = [_memory_bar(label(row), memory_split(row), f"/{i}") for i, row in enumerate(rows)]
         first = rows[0]
         figures.append(
             bar_chart(
@@ -138,44 +159,18 @@ def check_figures(report: CheckReport) -> list[str]:
     bars, lines = [], []
     for i, product in enumerate(report.products):
         at = f"/products/{i}"
-        free = product.memory_bytes - product.weights_bytes_per_gpu
-        kv_inside = max(0, min(product.kv_bytes_needed_per_gpu, free))
-        segments = _parts(
-            product.name,
-            [
-                (product.weights_bytes_per_gpu, "weights", f"{at}/weights_bytes_per_gpu"),
-                (
-                    kv_inside,
-                    "kv",
-                    f"{at}/kv_bytes_needed_per_gpu"
-                    if kv_inside == product.kv_bytes_needed_per_gpu
-                    else None,
-                ),
-                (max(free - product.kv_bytes_needed_per_gpu, 0), "free", None),
-                (max(product.kv_bytes_needed_per_gpu - max(free, 0), 0), "over", None),
-            ],
+        split = MemorySplit(
+            product.memory_bytes,
+            product.weights_bytes_per_gpu,
+            product.kv_bytes_needed_per_gpu,
+            product.kv_budget_bytes_per_gpu,
         )
-        budget_end = product.weights_bytes_per_gpu + max(product.kv_budget_bytes_per_gpu, 0)
-        markers = [
-            Marker(
-                product.memory_bytes,
-                "memory",
-                _exact("GPU memory", product.memory_bytes),
-                f"{at}/memory_bytes",
-            ),
-            Marker(
-                budget_end,
-                "budget",
-                _exact("KV budget ends after the weights: budget", product.kv_budget_bytes_per_gpu),
-            ),
-        ]
-        bars.append(Bar(product.name, segments, markers))
+        bars.append(_memory_bar(product.name, split, at, f"{at}/kv_bytes_needed_per_gpu"))
         capacity = product.source.capacity
         if capacity.kv_usable:
             mark = (product.promised_context, product.promised_concurrency)
             lines.append(_capacity_line(product.name, capacity, mark, product.ok))
-    legend = [*MEMORY_LEGEND, ("budget", "where the KV budget ends")]
-    figures = [bar_chart("Memory per GPU at the promised load", bars[:MAX_BARS], legend)]
+    figures = [bar_chart("Memory per GPU at the promised load", bars[:MAX_BARS], MEMORY_LEGEND)]
     if lines:
         figures.append(
             line_chart(

@@ -28,6 +28,8 @@ WEIGHTS_COLOR, KV_COLOR, FREE_COLOR = "#4c72b0", "#dd8452", "#d9d9d9"
 OVERFLOW_COLOR = "#c44e52"
 # The context panel's own colours: memory-bound vs capped at the native limit.
 MEMORY_BOUND_COLOR, NATIVE_CAPPED_COLOR = "#55a868", "#8172b3"
+# Legend entries drawn as ticks across a bar; listed after the bars' colours.
+MARKER_LABELS = ("native limit", "GPU memory", "KV budget ends")
 
 
 def _matplotlib() -> ModuleType:
@@ -83,22 +85,43 @@ def _context_panel(axes: Any, rows: list[CapacityRow], labels: list[str]) -> Non
 def _memory_panel(axes: Any, rows: list[CapacityRow]) -> None:
     """Stacked bars per GPU in GiB: weights, KV of the requested batch, the rest free.
 
-    KV is the whole requested batch, never clipped: what does not fit runs past the memory
-    mark in its own colour, so an overflowing row never looks exactly full.
+    KV is the whole requested batch, never clipped: what the KV budget does not hold is
+    drawn in its own colour after the part it holds (into the engine's reserve, and past
+    the memory mark when it gets that far), so a batch that does not fit never looks as if
+    it did.
     """
     positions = list(range(len(rows)))
     splits = [memory_split(r) for r in rows]
     weights = [s.weights_bytes / GIB for s in splits]
     kv_inside = [s.kv_inside_bytes / GIB for s in splits]
-    overflow = [(s.kv_bytes - s.kv_inside_bytes) / GIB for s in splits]
+    kv_beyond = [s.kv_beyond_bytes / GIB for s in splits]
     free = [s.free_bytes / GIB for s in splits]
     axes.barh(positions, weights, color=WEIGHTS_COLOR, label="weights")
     axes.barh(positions, kv_inside, left=weights, color=KV_COLOR, label="KV (batch × context)")
     lefts = [w + k for w, k in zip(weights, kv_inside, strict=True)]
+    axes.barh(positions, kv_beyond, left=lefts, color=OVERFLOW_COLOR, label="KV beyond the budget")
+    lefts = [w + k for w, k in zip(lefts, kv_beyond, strict=True)]
     axes.barh(positions, free, left=lefts, color=FREE_COLOR, label="free / engine reserve")
-    axes.barh(positions, overflow, left=lefts, color=OVERFLOW_COLOR, label="beyond GPU memory")
     memory = [s.memory_bytes / GIB for s in splits]
     axes.scatter(memory, positions, marker="|", s=220, color="black", label="GPU memory", zorder=3)
+    # Left of the weights' end when the weights and the engine's reserve overrun the memory.
+    budget_ends = [max(s.weights_bytes + s.kv_budget_bytes, 0) / GIB for s in splits]
+    axes.scatter(
+        budget_ends, positions, marker="|", s=220, color=KV_COLOR, label="KV budget ends", zorder=3
+    )
+    for position, split in zip(positions, splits, strict=True):
+        if split.overflow_bytes:
+            axes.annotate(
+                f"+{split.overflow_bytes / GIB:,.2f} GiB",
+                (split.drawn_bytes / GIB, position),
+                xytext=(4, 0),
+                textcoords="offset points",
+                va="center",
+                fontsize=8,
+                color=OVERFLOW_COLOR,
+            )
+    # Room for the +N GiB labels right of the longest bar.
+    axes.set_xlim(0, max(s.drawn_bytes for s in splits) / GIB * 1.15)
     # Same rows as the left panel, in the same order; the labels are there.
     axes.set_yticks(positions, [""] * len(rows))
     axes.invert_yaxis()
@@ -108,9 +131,29 @@ def _memory_panel(axes: Any, rows: list[CapacityRow]) -> None:
     axes.grid(axis="x", alpha=0.3)
 
 
-def _legend_above(axes: Any) -> None:
-    """The legend above the panel, where it never hides a bar (it doubles as the title)."""
-    axes.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=4, fontsize=8, frameon=False)
+def _legend_above(axes: Any, columns: int = 3) -> None:
+    """The legend above its panel, where it never hides a bar.
+
+    `columns` entries a row keep it no wider than the panel, so it never runs into the
+    neighbouring panel's (constrained layout makes room above for its rows). matplotlib
+    fills a legend column by column: the entries are reordered to read row by row.
+    """
+    handles, labels = axes.get_legend_handles_labels()
+    # matplotlib lists markers (scatter) before bars; the bars' parts read first.
+    pairs = sorted(zip(handles, labels, strict=True), key=lambda pair: pair[1] in MARKER_LABELS)
+    handles, labels = [h for h, _ in pairs], [label for _, label in pairs]
+    rows = -(-len(handles) // columns)
+    order = [r * columns + c for c in range(columns) for r in range(rows)]
+    order = [i for i in order if i < len(handles)]
+    axes.legend(
+        [handles[i] for i in order],
+        [labels[i] for i in order],
+        loc="lower left",
+        bbox_to_anchor=(0.0, 1.02),
+        ncol=columns,
+        fontsize=8,
+        frameon=False,
+    )
 
 
 def _checked_format(path: Path) -> str:
@@ -140,11 +183,23 @@ def plot_report(rows: list[CapacityRow], path: Path) -> None:
         KvplanError: an unknown suffix, too many rows, matplotlib missing, or a write error.
     """
     image_format = _checked_format(path)
+    figure = report_figure(rows, str(path))
+    # A fixed salt for the SVG's element ids: the same report draws the same bytes.
+    with _matplotlib().rc_context({"svg.hashsalt": "kvplan"}):
+        _save(figure, path, image_format)
+
+
+def report_figure(rows: list[CapacityRow], name: str = "") -> Any:
+    """The report's picture as a matplotlib Figure: longest context and memory per GPU.
+
+    Raises:
+        KvplanError: no rows, too many rows, or matplotlib missing (`name` says for which file).
+    """
     if not rows:
-        raise KvplanError(f"--plot {path}: no rows to draw")
+        raise KvplanError(f"--plot {name}: no rows to draw")
     if len(rows) > MAX_PLOT_ROWS:
         raise KvplanError(
-            f"--plot {path}: {len(rows)} rows are too many for one picture (at most "
+            f"--plot {name}: {len(rows)} rows are too many for one picture (at most "
             f"{MAX_PLOT_ROWS}); narrow --model, --sku or --tp"
         )
     matplotlib = _matplotlib()
@@ -158,9 +213,7 @@ def plot_report(rows: list[CapacityRow], path: Path) -> None:
     _memory_panel(memory_axes, rows)
     first = rows[0]
     figure.suptitle(f"kvplan report · engine {first.engine} · KV {first.kv_dtype}", fontsize=11)
-    # A fixed salt for the SVG's element ids: the same report draws the same bytes.
-    with matplotlib.rc_context({"svg.hashsalt": "kvplan"}):
-        _save(figure, path, image_format)
+    return figure
 
 
 def _save(figure: Any, path: Path, image_format: str) -> None:

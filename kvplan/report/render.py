@@ -59,17 +59,28 @@ def tokens_label(tokens: int) -> str:
     return f"{tokens:,}"
 
 
-def bar(parts: Sequence[tuple[int, str]], total: int, width: int = 40) -> str:
-    """A text bar of `width` cells split in proportion to `parts` (value, fill character)."""
+def bar(parts: Sequence[tuple[int, str]], total: int, width: int = 40, always: str = "") -> str:
+    """A text bar of `width` cells split in proportion to `parts` (value, fill character).
+
+    A part whose character is in `always` gets at least one cell when its value is positive
+    (taken from the widest part): an overflow too small to round to a cell still shows.
+    """
     if total <= 0:
         return ""
-    cells = []
+    counts = []
     used = 0
-    for value, char in parts:
+    for value, _ in parts:
         n = max(0, min(width - used, round(width * max(value, 0) / total)))
-        cells.append(char * n)
+        counts.append(n)
         used += n
-    return "".join(cells) + " " * (width - used)
+    for i, (value, char) in enumerate(parts):
+        if char in always and value > 0 and counts[i] == 0:
+            widest = max(range(len(counts)), key=lambda j: counts[j])
+            if counts[widest] > 1:
+                counts[widest] -= 1
+                counts[i] = 1
+    cells = "".join(char * n for (_, char), n in zip(parts, counts, strict=True))
+    return cells + " " * (width - sum(counts))
 
 
 @dataclass

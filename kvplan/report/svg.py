@@ -48,9 +48,13 @@ class Marker:
 
 @dataclass(frozen=True)
 class Bar:
+    """One row of a bar chart; `overflow_bytes` > 0 writes +N GiB after it (what does not
+    fit)."""
+
     label: str
     segments: list[Segment]
     markers: list[Marker] = field(default_factory=list)
+    overflow_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -135,11 +139,7 @@ def bar_chart(
                 f"<title>{escape(part.label)}</title></rect>"
             )
             x += w
-        if sums[row] > total:
-            body.append(
-                f'<text class="beyond" x="{right - 4}" y="{y + ROW * 0.68:.1f}" '
-                f'text-anchor="end">» {sums[row] / GIB:,.0f} GiB</text>'
-            )
+        body += _bar_end_text(item, sums[row] > total, x, right, y + ROW * 0.68)
         for mark in item.markers:
             mx = left + mark.value * scale
             body.append(
@@ -155,6 +155,25 @@ def bar_chart(
         f'text-anchor="middle">{escape(axis_label)}</text>'
     )
     return _figure(title, bottom + 42, body, legend(entries))
+
+
+def _bar_end_text(item: Bar, cut: bool, x: float, right: float, y: float) -> list[str]:
+    """What a bar says at its end: its total when the axis cuts it (» N GiB), and +N GiB
+    when something does not fit (after the bar when there is room, else inside its end)."""
+    words = []
+    if cut:
+        words.append(f"» {sum(max(s.value, 0) for s in item.segments) / GIB:,.0f} GiB")
+    if item.overflow_bytes > 0:
+        words.append(f"+{item.overflow_bytes / GIB:,.2f} GiB")
+    if not words:
+        return []
+    text = " ".join(words)
+    inside = cut or x + 8 + CHAR * len(text) > right
+    anchor, at = ("end", right - 4) if inside else ("start", x + 4)
+    return [
+        f'<text class="beyond" x="{at:.2f}" y="{y:.1f}" text-anchor="{anchor}">'
+        f"{escape(text)}</text>"
+    ]
 
 
 def _x_axis(

@@ -489,7 +489,7 @@ class EngineProfile(ABC):
         """Assumptions this profile made for the plan, said where the numbers are shown."""
         notes = []
         if sku is not None and deployment.gpus_per_replica > sku.max_gpus_per_node:
-            nodes = -(-deployment.gpus_per_replica // sku.max_gpus_per_node)
+            nodes = deployment.nodes_per_replica(sku.max_gpus_per_node)
             # TP within a node keeps its all-reduces on the node's links; only the pipeline
             # hand-offs between stages cross the network then.
             crossing = "TP" if deployment.tp > sku.max_gpus_per_node else "pipeline"
