@@ -46,6 +46,11 @@ _BYTE_HELP = (
 )
 
 
+def gib(value: int | float) -> str:
+    """Bytes as GiB with two decimals (the table unit)."""
+    return f"{value / GIB:,.2f} GiB"
+
+
 def _why_not_a_number(text: str) -> str:
     """The reason `text` did not parse, pointing at a non-ASCII digit when there is one."""
     foreign = next((c for c in text if unicodedata.category(c) == "Nd" and not c.isascii()), None)

@@ -220,3 +220,40 @@ def test_an_overflowing_batch_is_drawn_as_overflow(catalog):
     (shown,) = capacity_table([row]).display_rows
     assert "!" in shown[-1] and shown[-1].endswith("GiB")
     assert shown[-2].startswith("fits ") and " of 64" in shown[-2]
+
+
+def _fixed(model, kv_bytes: int, memory_bytes: int, activation_bytes: int | None = None):
+    settings = EngineSettings(kv_memory_bytes=kv_bytes, activation_bytes=activation_bytes)
+    deployment = Deployment(model, engine("vllm"), settings=settings)
+    return Capacity(deployment, _sku(memory_bytes), batch=1, context_tokens=1024)
+
+
+def test_a_fixed_kv_budget_beside_the_weights_must_fit_the_gpu():
+    # vLLM allocates a --kv-cache-memory pool whole at startup: weights + pool past the device
+    # memory is a failed plan, however small the batch; the verdict says by how much.
+    model = make_model(max_context=4096)
+    roomy = _fixed(model, 1 * GIB, 80 * GIB)
+    weights = roomy.budget.weights_bytes
+    assert roomy.fits and roomy.budget.overcommit_bytes == 0
+    memory = weights + 2 * GIB
+    over = weights - weights // 2  # a pool of all the memory but half the weights' bytes
+    tight = _fixed(model, memory - weights // 2, memory)
+    assert tight.overcommit_bytes == tight.budget.overcommit_bytes == over > 0
+    assert tight.failure == "memory" and not tight.fits and tight.fitting_batch == 0
+    assert tight.verdict == f"weights + KV exceed the GPU by {over / GIB:,.2f} GiB"
+    assert _fixed(model, 2 * GIB, memory).fits  # exactly the memory the weights leave
+
+
+def test_a_reserve_that_takes_what_the_weights_leave_is_not_a_weights_failure():
+    # The weights fit the engine's share, but a 100 GiB activation peak leaves no KV: the
+    # verdict must not blame the weights. Without the reserve the same plan fits.
+    model = make_model(max_context=4096)
+    settings = EngineSettings(activation_bytes=100 * GIB)
+    deployment = Deployment(model, engine("vllm"), settings=settings)
+    starved = Capacity(deployment, _sku(80 * GIB), batch=1, context_tokens=1024)
+    assert starved.budget.weights_fit and starved.budget.kv_bytes < 0
+    assert starved.verdict == "no memory left for KV"
+    plain = Deployment(model, engine("vllm"), settings=EngineSettings(activation_bytes=0))
+    assert Capacity(plain, _sku(80 * GIB), batch=1, context_tokens=1024).fits
+    heavy = _sku(starved.budget.weights_bytes // 2)  # the weights alone overrun this one
+    assert Capacity(plain, heavy, batch=1, context_tokens=1024).verdict == "weights don't fit"

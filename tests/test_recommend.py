@@ -433,8 +433,9 @@ def test_gpu_count_is_the_default_cost(catalog):
 
 
 def test_an_objective_that_is_not_kv_monotone_is_searched_without_pruning(catalog):
-    # A goodput objective cannot promise that more KV never hurts; the search then computes
-    # every memory fraction, max_num_seqs, block size and MoE split: the brute force's points.
+    # A goodput objective cannot promise that more KV never hurts; the search then tries
+    # every max_num_seqs, block size and MoE split, and every memory fraction from the lowest
+    # up until one meets: no more than the brute force's points, and the same shapes meet.
     model, skus = "qwen1.5-moe-a2.7b", ["l4", "h100-sxm"]
     base = vllm(catalog, model)
     rows = brute_force(base, 8192, 100, [catalog.sku(s) for s in skus], 4)
@@ -444,7 +445,7 @@ def test_an_objective_that_is_not_kv_monotone_is_searched_without_pruning(catalo
         SearchSpace(tuple(catalog.sku(s) for s in skus), max_gpus=4),
         top=999,
     )
-    assert result.stats.evaluated == len(rows)
+    assert result.stats.evaluated <= len(rows)
     assert {r.candidate.shape for r in result.ranked} == {_shape(c) for c, _, m in rows if m}
 
 

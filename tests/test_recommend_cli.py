@@ -266,3 +266,82 @@ def test_price_per_hour_from_a_sku_file(tmp_path):
         assert result.exit_code == 0, result.output
         for record in json.loads(result.stdout)["ranked"]:
             assert record["cost"] == record["gpus"] * price
+
+
+@pytest.mark.parametrize(
+    ("headroom", "shown"), [("0.5%", "headroom 0.5%"), ("12.5%", "headroom 12.5%")]
+)
+def test_headroom_is_shown_as_asked(headroom, shown):
+    result = run(
+        "recommend", "llama-3.1-8b", "--sku", "h100-sxm", "-c", "8k", "--headroom", headroom
+    )
+    assert result.exit_code == 0, result.output
+    assert shown in result.stdout
+
+
+def first_of(engine: str, sku: str) -> tuple[dict, str]:
+    """The JSON of `recommend llama-3.1-8b` for 4 requests of 8k tokens, and #1's command."""
+    args = ("-c", "8k", "-n", "4", "-f", "json")
+    result = run("recommend", "llama-3.1-8b", "--sku", sku, "--engine", engine, *args)
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    return payload, payload["ranked"][0]["launch_command"]
+
+
+def test_llama_cpp_offers_released_weights_and_launches_for_the_target():
+    # llama.cpp loads a GGUF whose weight type is fixed when the file is made: no fp8
+    # weights; -m takes a file path; 4 requests of 8,192 tokens are -c 4 x 8192 -np 4.
+    payload, command = first_of("llama.cpp", "l4")
+    assert payload["search"]["searched"]["weights"] == ["released"]
+    assert command.startswith("llama-server -m <Llama-3.1-8B-BF16.gguf> -c 32768 -np 4 ")
+
+
+def test_ollama_parallel_is_the_requests_asked_for():
+    # Not the 272 slots an MI355X's memory would hold: the 4 requests asked for.
+    _, command = first_of("ollama", "mi355x")
+    assert "OLLAMA_CONTEXT_LENGTH=8192 OLLAMA_NUM_PARALLEL=4 " in command
+    assert "meta-llama/" not in command
+
+
+def test_no_log_lines_without_a_command():
+    # vLLM has no --kv-cache-dtype for int4: no command, so no startup lines to compare.
+    result = run(
+        "recommend", "llama-3.1-8b", "--sku", "h100-sxm", "--kv-dtype", "int4", "-c", "8k",
+        "-n", "1", "-f", "json",
+    )  # fmt: skip
+    if result.exit_code == 2:  # the engine refuses the dtype outright
+        return
+    first = json.loads(result.stdout)["ranked"][0]
+    assert first["launch_command"] is None and first["log_lines"] == []
+
+
+@pytest.mark.parametrize(("sku", "concurrency"), [("l4", 4), ("l4", 40), ("h100-sxm", 64)])
+def test_llama_cpp_command_gives_the_claimed_capacity_in_report(sku, concurrency):
+    # -c and -np fed back as --ctx-size and --parallel (and the GPUs the layers span as --pp):
+    # `report` sizes the same cells, holds the same requests and predicts the same log lines.
+    args = ("-c", "8k", "-n", str(concurrency), "-s", sku, "--engine", "llama.cpp", "-f", "json")
+    result = run("recommend", "llama-3.1-8b", *args, "--top", "1")
+    assert result.exit_code == 0, result.output
+    claimed = json.loads(result.stdout)["ranked"][0]
+    words = shlex.split(claimed["launch_command"])
+    cells, slots = words[words.index("-c") + 1], words[words.index("-np") + 1]
+    assert int(slots) == concurrency and int(cells) == concurrency * 8192
+    feed = ["--ctx-size", cells, "--parallel", slots, "--pp", str(claimed["pp"]), "--tp", "1"]
+    shown = run("report", "-m", "llama-3.1-8b", "-s", sku, "--engine", "llama.cpp", *feed,
+                "-c", "8k", "--batch", str(concurrency), "-f", "json")  # fmt: skip
+    assert shown.exit_code == 0, shown.output
+    (row,) = json.loads(shown.stdout)
+    assert row["max_concurrency"] == claimed["max_concurrency"] == concurrency
+    assert row["log_lines"] == claimed["log_lines"]
+
+
+@pytest.mark.parametrize("page", ["recommend.md", "claim.md"])
+def test_the_synopsis_lists_every_engine_the_cli_accepts(page):
+    import re
+    from pathlib import Path
+
+    from kvplan.plan.engines import ENGINES
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "commands" / page).read_text()
+    (listed,) = re.findall(r"\[--engine ([\w.|]+)\]", text)
+    assert listed.split("|") == list(ENGINES)

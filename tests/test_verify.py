@@ -138,8 +138,9 @@ def test_mla_model(tmp_path):
     assert traffic["head_blocks_per_kv_head"] == 1
     assert record["verdict"]["numerics"] == "pass"
     # No --sku on CPU: the page is vLLM's reading without a GPU, and the record says so.
-    assert "MLA blocks of 64 tokens (no GPU given: FlashMLA's Hopper page assumed)" in (
-        record["notes"]
+    assert (
+        "MLA blocks of 64 tokens (no GPU given: FlashMLA's Hopper page assumed)"
+        in (record["notes"])
     )
 
 

@@ -16,7 +16,7 @@ import yaml
 from kvplan.catalog import Catalog
 from kvplan.plan.capacity import Capacity
 from kvplan.plan.deployment import Deployment
-from kvplan.plan.engines import EngineSettings, vllm_memory
+from kvplan.plan.engines import EngineSettings, Scheduler, vllm_memory, vllm_version
 from kvplan.plan.engines.vllm import VLLM
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -123,7 +123,7 @@ def test_the_split_is_stated_and_held_out_logs_outnumber_misses():
 @pytest.mark.parametrize(("tp", "expected"), [(1, 42_205_446_144), (2, 33_774_895_104)])
 def test_mllama_vision_encoder_peak(tp, expected):
     model = CATALOG.model("llama-3.2-11b-vision")
-    assert vllm_memory.vision_encoder_bytes(model, tp, max_num_seqs=128) == expected
+    assert vllm_memory.vision_encoder_bytes(model, tp, images=128) == expected
     assert vllm_memory.vision_encoder_bytes(CATALOG.model("llama-3.1-8b"), tp, 128) == 0
 
 
@@ -173,3 +173,25 @@ def test_every_shipped_sku_has_a_runtime_total_with_its_basis():
 )
 def test_runtime_totals_match_their_log_lines(name, low_bytes, high_bytes):
     assert low_bytes - 1 <= Catalog().sku(name).runtime_memory_bytes <= high_bytes
+
+
+def _mllama_on_h100(version: str) -> tuple[Deployment, Scheduler]:
+    deployment = Deployment(
+        CATALOG.model("llama-3.2-11b-vision"), VLLM, settings=EngineSettings(version=version)
+    )
+    return deployment, VLLM.scheduler(deployment, CATALOG.sku("h100-sxm"))
+
+
+def test_mllama_profile_images_follow_the_runner():
+    # V0's encoder-decoder runner (through 0.10.x) profiles one dummy image per request up to
+    # max_num_seqs; V1's runner as many as its encoder budget holds:
+    # max(max_num_batched_tokens, 6432) // 6432 images (6432 tokens per 4-tile image, above).
+    deployment, scheduler = _mllama_on_h100("0.6.6")
+    model, version = deployment.model, vllm_version.parse_version("0.6.6")
+    assert vllm_memory.profile_images(model, version, scheduler) == scheduler.max_num_seqs
+    deployment, scheduler = _mllama_on_h100("0.11.0")
+    version = vllm_version.parse_version("0.11.0")
+    expected = max(scheduler.max_num_batched_tokens, 6432) // 6432
+    assert vllm_memory.profile_images(model, version, scheduler) == expected
+    assert expected < scheduler.max_num_seqs  # the V0 count would be far larger
+    assert vllm_memory.profile_images(CATALOG.model("llama-3.1-8b"), version, scheduler) == 0

@@ -20,13 +20,20 @@ from kvplan.api.results import (
     SearchSummary,
     Sequences,
     SizeReport,
+    ThroughputTarget,
     WeightsBreakdown,
     WeightsPerGpu,
 )
 from kvplan.plan.capacity import Capacity, Refusal
 from kvplan.plan.engines import Budget
 from kvplan.plan.guardrail import ClaimSheet, GuardrailResult, ProductCheck
-from kvplan.plan.recommend import Candidate, Loss, Recommendation
+from kvplan.plan.recommend import (
+    Candidate,
+    GoodputTarget,
+    Loss,
+    Recommendation,
+    held_within_headroom,
+)
 from kvplan.plan.sizing import SizeResult
 
 # Checkpoint tensor roles, in the order a breakdown lists them.
@@ -295,6 +302,7 @@ def recommend_report(result: Recommendation) -> RecommendReport:
         engine_version=base.settings.version,
         context_tokens=context,
         concurrency=getattr(objective, "concurrency", None),
+        throughput=_throughput(objective),
         headroom_fraction=float(result.headroom),
         rank_by=result.cost.name,
         meets=bool(ranked),
@@ -309,9 +317,24 @@ def recommend_report(result: Recommendation) -> RecommendReport:
             beyond_cost_bound=stats.beyond_bound,
             skus_without_price=list(stats.unpriced),
             searched=searched,  # type: ignore[arg-type]
+            simulations=stats.simulated,
         ),
     )
     return report.with_source(result)  # type: ignore[return-value]
+
+
+def _throughput(objective: object) -> ThroughputTarget | None:
+    if not isinstance(objective, GoodputTarget):
+        return None
+    return ThroughputTarget(
+        workload=objective.workload,
+        requests=objective.requests,
+        offered_requests_per_s=objective.offered_requests_per_s,
+        slo_ttft_s=objective.slo_ttft_s,
+        slo_tpot_s=objective.slo_tpot_s,
+        slo_attainment_fraction=objective.slo_attainment,
+        notes=list(objective.simulator.notes),
+    )
 
 
 def recommend_candidate(
@@ -321,6 +344,8 @@ def recommend_candidate(
     d, capacity = c.deployment, c.capacity
     scheduler, budget = capacity.scheduler, capacity.budget
     usable = capacity.kv_usable
+    goodput = c.score.goodput_requests_per_s
+    command = d.engine.launch_command(d, c.sku, context_tokens)
     return RecommendCandidate(
         sku=c.sku.name,
         gpus=c.gpus,
@@ -343,10 +368,13 @@ def recommend_candidate(
         kv_blocks=capacity.pool.num_blocks if usable else 0,
         kv_blocks_within_headroom=c.usable.num_blocks if usable else 0,
         max_concurrency=capacity.max_concurrency(),
-        concurrency_within_headroom=int(c.score.achieved),
+        concurrency_within_headroom=held_within_headroom(capacity, c.headroom, context_tokens),
         meets=c.score.meets,
-        launch_command=d.engine.launch_command(d, c.sku, context_tokens),
-        log_lines=capacity.log_lines(),
+        slo_met_fraction=None if goodput is None else c.score.achieved,
+        goodput_requests_per_s=goodput,
+        launch_command=command,
+        # Log lines only beside a command: they describe what that command starts.
+        log_lines=capacity.log_lines() if command else [],
         notes=d.engine.notes(d, c.sku),
         loses_by=[RecommendLoss(kind=x.kind, value=x.value, first=x.first) for x in losses],
     )

@@ -17,11 +17,11 @@ from __future__ import annotations
 import math
 import re
 import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvplan.api.build import (
     capacity_row,
@@ -56,7 +56,9 @@ from kvplan.plan.recommend import (
     DEFAULT_TOP,
     ConcurrencyTarget,
     Cost,
+    GoodputTarget,
     GpuCount,
+    Objective,
     PricePerHour,
     SearchSpace,
 )
@@ -64,6 +66,9 @@ from kvplan.plan.recommend import recommend as search
 from kvplan.plan.sizing import size as size_plan
 from kvplan.specs import ModelSpec, SkuSpec, kv_dtype_info, weight_dtype_info
 from kvplan.units import parse_tokens
+
+if TYPE_CHECKING:
+    from kvplan.simulate import SimConfig, Workload
 
 ModelRef = str | ModelSpec | ResolvedModel
 SkuRef = str | SkuSpec
@@ -281,12 +286,20 @@ def recommend(
     prices: Mapping[str, float] | None = None,
     rank: str | None = None,
     top: int = DEFAULT_TOP,
+    workload: Workload | None = None,
+    simulation: SimConfig | Callable[[SkuSpec], SimConfig] | None = None,
+    slo_attainment: float | str | Fraction = "90%",
     catalog: Catalog | None = None,
     **deployment_options: Any,
 ) -> RecommendReport:
     """The cheapest deployments of `model` that hold `concurrency` requests of `context`
     tokens (`kvplan recommend`), best first, with their launch commands; `.meets` is False
     (and `.closest_miss` set) when nothing in the searched space does.
+
+    With a `workload` (kvplan.simulate.poisson_workload or read_trace) the target is
+    throughput instead: at least `slo_attainment` ("90%", 0.9) of its requests must meet the
+    SLOs of `simulation` (a SimConfig, or one per SKU; its `slo` needs a TTFT or TPOT
+    target), served up to `context` tokens; candidates are scored by simulation.
 
     tp, pp, dp and ep fix a dimension (None searches it), and so does an engine setting given
     as a keyword (`utilization=0.9`); `kv_dtypes` is the allowed set. `prices` maps SKU names
@@ -314,9 +327,62 @@ def recommend(
         dp=dp,
         ep=ep,
     )
-    target = ConcurrencyTarget(_tokens(context, "--context") if context else limit, concurrency)
+    context_tokens = _tokens(context, "--context") if context else limit
+    target: Objective = ConcurrencyTarget(context_tokens, concurrency)
+    if workload is not None:
+        target = _goodput_target(base, workload, simulation, slo_attainment, context_tokens, chosen)
+    elif simulation is not None:
+        raise KvplanError("a simulation configuration needs a workload (--rate or --trace)")
     cost = _cost(rank, _prices(prices or {}, known), chosen)
-    return recommend_report(search(base, target, space, cost, _share(headroom), top))
+    return recommend_report(search(base, target, space, cost, _share(headroom, "--headroom"), top))
+
+
+def _goodput_target(
+    base: Deployment,
+    workload: Workload,
+    simulation: SimConfig | Callable[[SkuSpec], SimConfig] | None,
+    attainment: float | str | Fraction,
+    context_tokens: int,
+    skus: tuple[SkuSpec, ...],
+) -> GoodputTarget:
+    """The throughput target: `attainment` of `workload` within the SLOs, by simulation."""
+    from kvplan.api.goodput import WorkloadSimulator
+
+    profile = base.engine
+    if profile.sized_for(base, 1, context_tokens) != base:
+        # llama.cpp/ollama allocate -np slots at launch; the search does not try slot counts.
+        raise KvplanError(
+            f"--rate/--trace with --engine {profile.name}: give --ctx-size and --parallel (the "
+            "slots it allocates at launch); recommend does not search them for a throughput "
+            "target"
+        )
+    native = base.model.max_context
+    if context_tokens > native:
+        raise KvplanError(
+            f"--context: {context_tokens:,} tokens: the simulator serves up to "
+            f"{base.model.name}'s native context of {native:,} tokens"
+        )
+    from kvplan.simulate import SimConfig
+
+    config_of = simulation if callable(simulation) else (lambda sku: simulation or SimConfig())
+    simulator = WorkloadSimulator(workload, config_of, context_tokens)
+    share = _share(attainment, "--slo-attainment", upper_included=True)
+    if not workload.requests:
+        raise KvplanError("the workload has no request to serve")
+    slo = simulator.config(skus[0]).slo if skus else None
+    if slo is None or (slo.ttft_s is None and slo.tpot_s is None):
+        raise KvplanError("a throughput target needs --slo-ttft, --slo-tpot or both")
+    duration_s = workload.duration_s
+    return GoodputTarget(
+        context_tokens,
+        float(share),
+        simulator,
+        workload.description,
+        len(workload.requests),
+        len(workload.requests) / duration_s if duration_s > 0 else None,
+        slo.ttft_s,
+        slo.tpot_s,
+    )
 
 
 def _prices(prices: Mapping[str, float], catalog: Catalog) -> tuple[tuple[str, float], ...]:
@@ -348,8 +414,9 @@ def _cost(rank: str | None, prices: tuple[tuple[str, float], ...], skus: tuple) 
 _SHARE = re.compile(r"\s*(?P<number>\d+(?:\.\d+)?)\s*(?P<percent>%?)\s*", re.ASCII)
 
 
-def _share(value: float | str | Fraction) -> Fraction:
-    """A share from "10%", "0.1" or a number, exactly (decimal text, no binary rounding)."""
+def _share(value: float | str | Fraction, option: str, upper_included: bool = False) -> Fraction:
+    """A share from "10%", "0.1" or a number, exactly (decimal text, no binary rounding):
+    at least 0 and below 1 for `option`, or above 0 and at most 1 with `upper_included`."""
     if isinstance(value, Fraction):
         share = value
     elif isinstance(value, int | float) and math.isfinite(value):
@@ -357,12 +424,12 @@ def _share(value: float | str | Fraction) -> Fraction:
     else:
         match = _SHARE.fullmatch(str(value)) if len(str(value)) <= NUMBER_CHARS else None
         if match is None:
-            raise KvplanError(
-                f"--headroom: {value!r} is not a share; use a percentage (10%) or 0.1"
-            )
+            raise KvplanError(f"{option}: {value!r} is not a share; use a percentage (10%) or 0.1")
         share = Fraction(match["number"]) / (100 if match["percent"] else 1)
-    if not 0 <= share < 1:
-        raise KvplanError(f"--headroom: {value!r} must be at least 0 and below 100%")
+    if upper_included and not 0 < share <= 1:
+        raise KvplanError(f"{option}: {value!r} must be above 0 and at most 100%")
+    if not upper_included and not 0 <= share < 1:
+        raise KvplanError(f"{option}: {value!r} must be at least 0 and below 100%")
     return share
 
 

@@ -307,6 +307,10 @@ class RecommendCandidate(Result):
     max_concurrency: int  # requests of the context the KV holds, as `report` and vLLM say
     concurrency_within_headroom: int
     meets: bool
+    # Throughput targets: share of the workload's requests meeting every SLO (rejected ones
+    # missed) and those requests per second of the run, as `kvplan simulate` reports them.
+    slo_met_fraction: float | None = None
+    goodput_requests_per_s: float | None = None
     launch_command: str | None
     log_lines: list[str]
     notes: list[str]
@@ -324,6 +328,20 @@ class SearchSummary(Result):
     beyond_cost_bound: int
     skus_without_price: list[str]
     searched: dict[str, list[int | float | str]]
+    simulations: int = 0  # throughput targets: candidates scored by a simulation run
+
+
+class ThroughputTarget(Result):
+    """What a throughput recommendation asked: a workload served with at least
+    `slo_attainment_fraction` of its requests within the SLOs (seconds)."""
+
+    workload: str
+    requests: int
+    offered_requests_per_s: float | None
+    slo_ttft_s: float | None
+    slo_tpot_s: float | None
+    slo_attainment_fraction: float
+    notes: list[str]  # what the simulator could not run
 
 
 class RecommendReport(Result):
@@ -335,6 +353,7 @@ class RecommendReport(Result):
     engine_version: str | None
     context_tokens: int
     concurrency: int | None
+    throughput: ThroughputTarget | None = None  # set instead of concurrency for --rate/--trace
     headroom_fraction: float
     rank_by: str
     meets: bool

@@ -50,10 +50,11 @@ class ArrayLength(int):
 
 @dataclass(frozen=True)
 class GgufHeader:
-    """What kvplan reads from a GGUF file: metadata by key, and bytes of each tensor."""
+    """What kvplan reads from a GGUF file: metadata by key, and each tensor's name, ggml
+    type, dimensions (as stored, innermost first) and bytes."""
 
     fields: dict[str, Any]
-    tensors: list[TensorHeader]  # dtype: the ggml type's name (Q4_K, F16, …)
+    tensors: list[TensorHeader]
 
 
 def read_header(path: Path) -> GgufHeader:
@@ -214,5 +215,5 @@ class _Cursor:
                 f"tensor {name}: its first dimension {shape[0]:,} is not a whole number of "
                 f"{GGMLQuantizationType(kind).name} blocks of {block}"
             )
-        ggml_type = GGMLQuantizationType(kind).name
-        return TensorHeader(name, ggml_type, tuple(shape), elements // block * block_bytes)
+        type_name = GGMLQuantizationType(kind).name
+        return TensorHeader(name, type_name, tuple(shape), elements // block * block_bytes)

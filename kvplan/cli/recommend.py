@@ -18,12 +18,22 @@ from kvplan.cli.options import (
     RopeScalingOpt,
     count,
 )
+from kvplan.cli.simulate_options import (
+    SERVING_PARAMETERS,
+    WORKLOAD_PARAMETERS,
+    ServingOptions,
+    WorkloadOptions,
+    serving_options,
+    workload_options,
+)
 from kvplan.errors import KvplanError
 
 _PRICE = re.compile(r"\s*(?P<sku>[^=]+?)\s*=\s*(?P<price>\d+(?:\.\d+)?)\s*/\s*h\s*", re.I)
 
 
 @engine_options
+@serving_options
+@workload_options
 def recommend(
     ctx: typer.Context,
     model: ModelArg,
@@ -81,7 +91,8 @@ def recommend(
         typer.Option(
             "--no-quantization",
             help="only the released weights (default also tries fp8 weights quantised at load, "
-            "`--quantization fp8`, on GPUs with fp8 tensor cores)",
+            "vLLM/SGLang `--quantization fp8`, on GPUs with fp8 tensor cores; llama.cpp and "
+            "ollama load the GGUF's own weight type)",
         ),
     ] = False,
     tp: Annotated[
@@ -129,11 +140,21 @@ def recommend(
         ),
     ] = None,
     top: Annotated[int, typer.Option("--top", help="how many distinct deployments to list")] = 5,
+    slo_attainment: Annotated[
+        str,
+        typer.Option(
+            "--slo-attainment",
+            help="with --rate or --trace: share of the workload's requests that must meet "
+            "every SLO (--slo-ttft, --slo-tpot); rejected requests count as misses: 90% or 0.9",
+        ),
+    ] = "90%",
     rope_scaling: RopeScalingOpt = None,
     columns: ColumnsOpt = None,
     fmt: FormatOpt = "table",
     catalog_dirs: CatalogOpt = None,
     *,
+    workload_options: WorkloadOptions,
+    serving_options: ServingOptions,
     engine_options: EngineOptions,
 ) -> None:
     """The cheapest deployment that holds --concurrency requests of --context tokens, and how
@@ -145,14 +166,21 @@ def recommend(
     you leave unset is searched. Every candidate is sized by the same engine model as
     `kvplan report`. Ranks by cost, then fewer quantised parts, fewer nodes and stages, more
     KV, a lower memory fraction. Prints the launch command and the startup log lines to
-    expect. A throughput target (--rate with --slo-ttft/--slo-tpot) needs `kvplan simulate`,
-    which is not in this version; the search takes it as another objective.
+    expect.
+
+    With --rate (or --trace) and --slo-ttft/--slo-tpot the target is throughput instead of
+    --concurrency: each candidate (dense models also as dp replicas behind a router) serves
+    the workload in `kvplan simulate`, and it meets the target when --slo-attainment of the
+    requests meet every SLO. Points whose KV cannot hold one --context request, or whose
+    quickest decode step is slower than --slo-tpot, are ruled out without a simulation; the
+    workload and serving options are `kvplan simulate`'s.
     """
     with user_errors():
         from kvplan.api import recommend as recommend_report
         from kvplan.report.recommend_report import render_recommendation
 
         output = _format(fmt)
+        throughput = _throughput_options(ctx, workload_options, serving_options)
         catalog = _catalog(catalog_dirs)
         base = _deployment_of(
             _model(catalog, model, rope_scaling), engine_options, None, None, tp or 1, pp or 1
@@ -174,10 +202,61 @@ def recommend(
             rank=rank,
             top=top,
             catalog=catalog,
+            slo_attainment=slo_attainment,
+            **_simulation(throughput, workload_options, serving_options, context, base),
         )
         render_recommendation(result, output, _columns(columns))
     if not result.meets:
         raise typer.Exit(1)
+
+
+def _throughput_options(
+    ctx: typer.Context, workload: WorkloadOptions, serving: ServingOptions
+) -> bool:
+    """Whether the target is throughput (--rate or --trace); refuses options that do not go
+    with the target asked."""
+    throughput = workload.values["rate"] is not None or workload.values["trace"] is not None
+    simulation = [*WORKLOAD_PARAMETERS, *SERVING_PARAMETERS, "slo_attainment"]
+    given = [name for name in simulation if _given(ctx, name)]
+    if not throughput and given:
+        raise KvplanError(f"{_flag(given[0])} needs a throughput target: give --rate or --trace")
+    if throughput and _given(ctx, "concurrency"):
+        raise KvplanError("--concurrency: give a throughput target (--rate/--trace) or it")
+    for name, instead in (("max_model_len", "--context"), ("instances", "the dp searched")):
+        if _given(ctx, name):
+            raise KvplanError(f"{_flag(name)}: recommend sets it from {instead}; drop it")
+    return throughput
+
+
+def _simulation(
+    throughput: bool,
+    workload: WorkloadOptions,
+    serving: ServingOptions,
+    context: str | None,
+    base,
+) -> dict:
+    """The workload and per-SKU simulation configuration of a throughput target."""
+    if not throughput:
+        return {}
+    from kvplan.cli.common import warn
+    from kvplan.units import parse_tokens
+
+    if context is not None:
+        workload.check_fits(parse_tokens(context, "--context"))
+    warned: set[str] = set()
+
+    def config_of(sku):
+        config, notes = serving.resolve(sku)
+        for note in notes if sku.name not in warned else ():
+            warn(note)
+        warned.add(sku.name)
+        return config
+
+    return {"workload": workload.build(), "simulation": config_of}
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
 
 
 def _given(ctx: typer.Context, name: str) -> bool:

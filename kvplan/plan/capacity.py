@@ -22,6 +22,7 @@ from kvplan.plan.engines import Budget, KvLayout, KvPool, Scheduler
 from kvplan.plan.engines.base import UNLIMITED_REQUESTS
 from kvplan.plan.perf import DEFAULT_EFFICIENCY, DecodeEstimate, Efficiency, decode_step
 from kvplan.specs import SkuSpec
+from kvplan.units import gib
 
 
 def largest_fitting(fits: Callable[[int], bool], upper: int) -> int:
@@ -38,7 +39,7 @@ def largest_fitting(fits: Callable[[int], bool], upper: int) -> int:
 
 # Why a plan fails, most fundamental first: the weights leave no KV, the context is past the
 # model's limit, not one request fits, not all of them do. Every command's verdict is one.
-Failure = Literal["weights", "native_limit", "one_request", "concurrency"]
+Failure = Literal["weights", "memory", "native_limit", "one_request", "concurrency"]
 
 
 def _shortest(batch: Batch, count: int) -> Batch:
@@ -102,8 +103,23 @@ class Capacity:
 
     @cached_property
     def kv_usable(self) -> bool:
-        """The weights fit and something is left for KV."""
-        return self.budget.weights_fit and self.budget.kv_bytes > 0
+        """The weights fit, something is left for KV, and a fixed KV budget fits beside them."""
+        budget = self.budget
+        return budget.weights_fit and budget.kv_bytes > 0 and self.overcommit_bytes == 0
+
+    @cached_property
+    def overcommit_bytes(self) -> int:
+        """Bytes a fixed KV pool and the weights need beyond the device (0 when they fit).
+        A token cap (--max-kv-tokens) shrinks the pool the engine allocates to what the cap
+        holds, so only that much must fit."""
+        budget = self.budget
+        if not budget.overcommit_bytes:
+            return 0
+        cap = self.deployment.settings.max_kv_tokens
+        pool = (
+            budget.kv_bytes if cap is None else min(budget.kv_bytes, self.layout.request_bytes(cap))
+        )
+        return max(0, budget.weights_bytes + pool - budget.total_bytes)
 
     def request_bytes_per_gpu(self, tokens: int | None = None) -> int:
         """Bytes the engine charges one request of `tokens` (default: the context), one GPU."""
@@ -154,6 +170,8 @@ class Capacity:
         """Why the plan fails (see `Failure`), or None when the whole batch fits."""
         if not self.budget.weights_fit or (self.budget.kv_bytes <= 0 and not self.budget.fixed):
             return "weights"
+        if self.overcommit_bytes:
+            return "memory"
         if beyond_limit(self.deployment.model, self.context_tokens) is not None:
             return "native_limit"
         if self.fitting_batch == 0:
@@ -170,10 +188,14 @@ class Capacity:
     @property
     def verdict(self) -> str:
         """The one verdict every command prints: 'fits', 'fits N of B', "weights don't fit",
-        'KV too small for one request' or 'exceeds the native limit of L tokens'."""
-        failure = self.failure
+        'no memory left for KV' (the weights fit, the engine's reserve takes the rest),
+        'weights + KV exceed the GPU by X GiB' (a fixed KV budget), 'KV too small for one
+        request' or 'exceeds the native limit of L tokens'."""
+        failure, budget = self.failure, self.budget
         if failure == "weights":
-            return "weights don't fit"
+            return "no memory left for KV" if budget.weights_fit else "weights don't fit"
+        if failure == "memory":
+            return f"weights + KV exceed the GPU by {gib(self.overcommit_bytes)}"
         if failure == "native_limit":
             return str(beyond_limit(self.deployment.model, self.context_tokens))
         if failure == "one_request":

@@ -80,6 +80,10 @@ def memory_split(row: CapacityRow) -> MemorySplit:
     """The table's bar, the plot's and the HTML page's stacked bars: the same figures."""
     per_replica = -(-row.batch // row.dp)
     kv_bytes = per_replica * row.kv_bytes_per_request_per_gpu
+    if row.weights_bytes_per_gpu + row.kv_budget_bytes_per_gpu > row.memory_bytes:
+        # Only a fixed KV budget (--kv-memory) reaches past the memory: the engine allocates
+        # that pool whole at startup, so the pool, not the batch, is what overruns.
+        kv_bytes = max(kv_bytes, row.kv_budget_bytes_per_gpu)
     return MemorySplit(
         row.memory_bytes, row.weights_bytes_per_gpu, kv_bytes, row.kv_budget_bytes_per_gpu
     )

@@ -22,11 +22,23 @@ def reason(check: ProductCheck) -> str:
         f"at {plural(promised, 'request')} at once the longest context is "
         f"{check.supported_context_tokens:,} tokens"
     )
+    if check.failure == "weights" and budget.weights_fit:
+        return (
+            f"weights need {gib(capacity.weights_bytes_per_gpu)} per GPU and fit, but the "
+            f"{product.engine} reserve takes the rest: nothing is left for KV on {where} "
+            f"({gib(budget.requested_bytes)} usable of {gib(budget.total_bytes)})"
+        )
     if check.failure == "weights":
         return (
             f"weights need {gib(capacity.weights_bytes_per_gpu)} per GPU; with the "
             f"{product.engine} reserve nothing is left for KV on {where} "
             f"({gib(budget.requested_bytes)} usable of {gib(budget.total_bytes)})"
+        )
+    if check.failure == "memory":
+        return (
+            f"weights ({gib(capacity.weights_bytes_per_gpu)}) and the fixed KV budget "
+            f"({gib(budget.kv_bytes)}) need {gib(capacity.overcommit_bytes)} more than the "
+            f"{gib(budget.total_bytes)} on {where}"
         )
     if check.failure == "native_limit":
         model = capacity.deployment.model

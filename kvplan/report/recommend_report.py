@@ -60,11 +60,20 @@ def why(c: RecommendCandidate, losses: list[RecommendLoss]) -> str:
             words.append(f"pipeline parallel (pp {loss.value})")
         elif loss.kind == "held":
             words.append(f"holds {loss.value:,} vs {loss.first:,}")
+        elif loss.kind == "slo_met":
+            words.append(
+                f"{_percent(float(loss.value))} within SLO vs {_percent(float(loss.first))}"
+            )
         elif loss.kind == "utilization":
             words.append(f"needs utilization {loss.value:g}")
         elif loss.kind == "order":
             words.append("same figures; listed by SKU name")
     return "; ".join(words)
+
+
+def _percent(fraction: float) -> str:
+    """A share as the user wrote it: 0.005 -> 0.5%, 0.125 -> 12.5%, 0.1 -> 10%."""
+    return f"{round(fraction * 100, 6):g}%"
 
 
 def _dtype_label(name: str) -> str:
@@ -75,15 +84,19 @@ def _dtype_label(name: str) -> str:
 def _table(payload: dict[str, Any]) -> Table:
     by_price = payload["rank_by"] == "price"
     concurrency, context = payload["concurrency"], payload["context_tokens"]
+    throughput = payload["throughput"]
     target = (
         f"{plural(concurrency, 'request')} × {context:,} tokens"
         if concurrency is not None
         else f"{context:,}-token requests"
     )
+    if throughput is not None:
+        target = _throughput_target(throughput, context)
     version = f" {payload['engine_version']}" if payload["engine_version"] else ""
     table = Table(
         f"{payload['model']} · {target} · engine {payload['engine']}{version} · headroom "
-        f"{payload['headroom_fraction']:.0%} · ranked by {'price' if by_price else 'GPUs'}",
+        f"{_percent(payload['headroom_fraction'])} · ranked by "
+        f"{'price' if by_price else 'GPUs'}",
         [
             "#",
             "sku",
@@ -97,6 +110,8 @@ def _table(payload: dict[str, Any]) -> Table:
             "KV budget/GPU",
             "max conc",
             "within headroom",
+            "SLO met",
+            "goodput req/s",
             "price/h",
             "why not #1",
         ],
@@ -113,11 +128,13 @@ def _table(payload: dict[str, Any]) -> Table:
             "kv_budget_bytes_per_gpu",
             "max_concurrency",
             "concurrency_within_headroom",
+            "slo_met_fraction",
+            "goodput_requests_per_s",
             "cost",
             "why_not_first",
         ],
         # Narrow terminals keep the rank and SKU, then the size and what it holds.
-        priority=[0, 0, 1, 2, 6, 5, 9, 11, 12, 10, 3, 4, 7, 8],
+        priority=[0, 0, 1, 2, 6, 5, 9, 11, 12, 10, 3, 3, 3, 4, 7, 8],
         key_columns=2,
         wrap=("why_not_first",),
     )
@@ -126,6 +143,9 @@ def _table(payload: dict[str, Any]) -> Table:
         _add_candidate(table, i, record, payload["meets"], bool(payload["ranked"]))
     if not by_price:  # the cost is the GPU count, already a column
         _drop_column(table, "price/h")
+    if throughput is None:
+        _drop_column(table, "SLO met")
+        _drop_column(table, "goodput req/s")
     table.notes += _notes(payload)
     table.footer += _footer(rows[0], payload["meets"], payload["engine"])
     return table
@@ -150,6 +170,8 @@ def _add_candidate(table: Table, i: int, record: dict[str, Any], meets: bool, ra
         record["kv_budget_bytes_per_gpu"],
         record["max_concurrency"],
         record["concurrency_within_headroom"],
+        record["slo_met_fraction"],
+        record["goodput_requests_per_s"],
         cost,
         reason,
     ]
@@ -161,11 +183,13 @@ def _add_candidate(table: Table, i: int, record: dict[str, Any], meets: bool, ra
         record["weight_dtype"],
         _dtype_label(record["kv_dtype"]),
         f"{record['gpu_memory_utilization']:g}",
-        f"{record['max_num_seqs']:,}",
+        _seqs_shown(record["max_num_seqs"]),
         str(record["tokens_per_block"]),
         gib(record["kv_budget_bytes_per_gpu"]),
         f"{record['max_concurrency']:,}",
         f"{record['concurrency_within_headroom']:,}",
+        _share_shown(record["slo_met_fraction"]),
+        _rate_shown(record["goodput_requests_per_s"]),
         f"{cost:,.2f}",
         reason,
     ]
@@ -191,7 +215,39 @@ def _drop_column(table: Table, header: str) -> None:
 
 
 def _miss(record: dict[str, Any]) -> str:
+    if record["slo_met_fraction"] is not None:
+        return f"closest miss: {_percent(record['slo_met_fraction'])} of requests within SLO"
     return f"closest miss: holds {record['concurrency_within_headroom']:,} within the headroom"
+
+
+def _seqs_shown(max_num_seqs: int) -> str:
+    # Engines without a cap of their own (SGLang, TensorRT-LLM) report 2^31 - 1.
+    return "no limit" if max_num_seqs >= 2**31 - 1 else f"{max_num_seqs:,}"
+
+
+def _share_shown(fraction: float | None) -> str:
+    return "—" if fraction is None else f"{fraction:.1%}"
+
+
+def _rate_shown(rate: float | None) -> str:
+    return "—" if rate is None else f"{rate:,.2f}"
+
+
+def _throughput_target(throughput: dict[str, Any], context: int) -> str:
+    """E.g. "≥ 90% of requests within TTFT 1 s, TPOT 50 ms (≤ 16,384 tokens each)"."""
+    slos = [
+        f"{name} {_seconds(value)}"
+        for name, value in (("TTFT", throughput["slo_ttft_s"]), ("TPOT", throughput["slo_tpot_s"]))
+        if value is not None
+    ]
+    return (
+        f"≥ {_percent(throughput['slo_attainment_fraction'])} of requests within "
+        f"{', '.join(slos)} (≤ {context:,} tokens each)"
+    )
+
+
+def _seconds(value: float) -> str:
+    return f"{value * 1000:g} ms" if value < 1 else f"{value:g} s"
 
 
 def _notes(payload: dict[str, Any]) -> list[str]:
@@ -207,14 +263,31 @@ def _notes(payload: dict[str, Any]) -> list[str]:
         "max conc: requests of the context the KV cache holds (what `kvplan report` and vLLM "
         "print); within headroom: the same with the headroom share of the budget kept unused",
     ]
+    throughput = payload["throughput"]
+    if throughput is not None:
+        offered = throughput["offered_requests_per_s"]
+        rate = f" (offered {offered:,.2f} req/s)" if offered is not None else ""
+        notes[1] = (
+            f"workload: {throughput['workload']}{rate}; "
+            f"{plural(search['simulations'], 'candidate')} simulated; SLO met: share of its "
+            "requests meeting every SLO (rejected ones "
+            "missed); goodput: those requests per second of the run; within headroom: requests "
+            "of the context the KV less the headroom holds"
+        )
+        notes += throughput["notes"]
     if search["skus_without_price"]:
         notes.append(f"left out, no price: {', '.join(search['skus_without_price'])}")
     plain = payload["unquantised_miss"]
     if plain:
+        reach = (
+            f"holds {plain['concurrency_within_headroom']:,} within the headroom "
+            f"({plain['max_concurrency']:,} in all)"
+            if plain["slo_met_fraction"] is None
+            else f"serves {_percent(plain['slo_met_fraction'])} of requests within SLO"
+        )
         notes.append(
-            f"without quantisation, the closest as cheap as #1 holds "
-            f"{plain['concurrency_within_headroom']:,} within the headroom "
-            f"({plain['max_concurrency']:,} in all) on {plain['gpus']}× {plain['sku']}, "
+            f"without quantisation, the closest as cheap as #1 {reach} "
+            f"on {plain['gpus']}× {plain['sku']}, "
             f"tp {plain['tp']} × pp {plain['pp']} × dp {plain['dp']}, utilization "
             f"{plain['gpu_memory_utilization']:g}"
         )

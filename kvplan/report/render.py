@@ -17,17 +17,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from kvplan.errors import KvplanError
-from kvplan.units import GIB, KIB, MIB, TIB
+from kvplan.units import GIB, KIB, MIB, TIB, gib
 
 Format = Literal["table", "json", "csv", "md", "html"]
 FORMATS: tuple[str, ...] = ("table", "json", "csv", "md", "html")
 # Formats that show a table's columns; JSON and CSV always carry every field.
 SHOWN_FORMATS = ("table", "md", "html")
-
-
-def gib(value: int | float) -> str:
-    """Bytes as GiB with two decimals (the table unit)."""
-    return f"{value / GIB:,.2f} GiB"
 
 
 def human_bytes(value: int | float) -> str:

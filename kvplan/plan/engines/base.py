@@ -232,7 +232,16 @@ class Budget:
 
     @property
     def weights_fit(self) -> bool:
-        return self.fixed or self.weights_bytes <= self.requested_bytes
+        """The weights fit the engine's share (with a fixed KV budget: the device)."""
+        return self.weights_bytes <= (self.total_bytes if self.fixed else self.requested_bytes)
+
+    @property
+    def overcommit_bytes(self) -> int:
+        """Bytes a fixed KV budget and the weights need beyond the device (0 when they fit;
+        a computed budget never overcommits: it is what is left)."""
+        if not self.fixed:
+            return 0
+        return max(0, self.weights_bytes + self.kv_bytes - self.total_bytes)
 
 
 def subtract_terms(
@@ -467,6 +476,11 @@ class EngineProfile(ABC):
     def version_label(self, deployment: Deployment) -> str:
         """' <version>' where the engine's accepted values depend on it, else ''."""
         return ""
+
+    def sized_for(self, deployment: Deployment, requests: int, context_tokens: int) -> Deployment:
+        """The deployment a launch for `requests` requests of `context_tokens` starts: as
+        planned, for engines that carve their pool from free memory."""
+        return deployment
 
     def launch_command(
         self, deployment: Deployment, sku: SkuSpec | None, context_tokens: int

@@ -18,7 +18,7 @@ GPUs (llama.cpp's default --split-mode layer). Tensor parallelism is refused.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
@@ -35,6 +35,7 @@ from kvplan.plan.engines.base import (
     device_memory,
     subtract_terms,
 )
+from kvplan.plan.engines.choices import SearchChoices
 from kvplan.plan.engines.llamacpp_cells import Allocation, CellRules, LayerRow, allocate
 from kvplan.plan.engines.release import parse_build
 from kvplan.specs import DtypeInfo, kv_dtype_info
@@ -194,6 +195,20 @@ class LlamaCppProfile(EngineProfile):
         if text is None:
             return DEFAULT_BUILD
         return parse_build(text, "llama.cpp", OLDEST_BUILD, NEWEST_BUILD)
+
+    def search_choices(self, model: ModelSpec, sku: SkuSpec) -> SearchChoices:
+        """The engine's KV types; only the released weights: a GGUF's weight type is fixed
+        when the file is made (llama-quantize), never chosen at load."""
+        return replace(super().search_choices(model, sku), weight_dtypes=(None,))
+
+    def sized_for(self, deployment: Deployment, requests: int, context_tokens: int) -> Deployment:
+        """-c requests·L -np requests when --ctx-size is not set: the launch allocates the
+        slots asked for, not every slot that would fit."""
+        settings = deployment.settings
+        if settings.context_size_tokens is not None:
+            return deployment
+        sized = replace(settings, context_size_tokens=requests * context_tokens, parallel=requests)
+        return deployment.replace(settings=sized)
 
     def tp_refusal(self, model: ModelSpec, tp: int) -> str | None:
         if tp > 1:

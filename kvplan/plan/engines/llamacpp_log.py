@@ -14,6 +14,7 @@ Formats (`src/llama-kv-cache.cpp` and its predecessors; MiB = 2^20, the 2023 "MB
 
 from __future__ import annotations
 
+import shlex
 from typing import TYPE_CHECKING
 
 from kvplan.plan.engines.base import model_reference
@@ -94,20 +95,36 @@ def _new_format(plan: Plan, allocation: Allocation, gpu_backend: str) -> list[st
     return lines
 
 
+def gguf_reference(deployment: Deployment) -> str:
+    """The GGUF file a launch loads: the one given as the model, else a placeholder named the
+    way GGUF conversions are (<Llama-3.1-8B-BF16.gguf>): llama.cpp's -m takes a file path,
+    not a Hugging Face repo id."""
+    model = deployment.model
+    given = next((a for a in model.aliases if a.lower().endswith(".gguf")), None)
+    if given is not None:
+        return shlex.quote(given)
+    stem = model_reference(model).rsplit("/", 1)[-1]
+    weights = (deployment.weight_dtype or model.weight_dtype).upper().replace("FP", "F")
+    return f"<{stem}-{weights}.gguf>"
+
+
 def server_command(profile: LlamaCppProfile, deployment: Deployment, n_ctx: int, n_seq: int) -> str:
     """`llama-server` (or ollama's environment) for -c n_ctx -np n_seq with this plan's types."""
     plan = profile.plan(deployment)
     settings = deployment.settings
     model = deployment.model
     fa = profile.flash_attention(deployment)
+    gguf = gguf_reference(deployment)
     if profile.name == "ollama":
         env = [f"OLLAMA_CONTEXT_LENGTH={n_ctx // n_seq}", f"OLLAMA_NUM_PARALLEL={n_seq}"]
         if plan.type_k != "f16":
             env.append(f"OLLAMA_KV_CACHE_TYPE={plan.type_k}")
         if fa:
             env.append("OLLAMA_FLASH_ATTENTION=1")
-        return " ".join([*env, "ollama serve", f"# then: ollama run {model_reference(model)}"])
-    parts = ["llama-server", f"-m {model_reference(model)}", f"-c {n_ctx}", f"-np {n_seq}"]
+        name = model.name
+        then = f"# then: ollama create {name} -f Modelfile (FROM {gguf}); ollama run {name}"
+        return " ".join([*env, "ollama serve", then])
+    parts = ["llama-server", f"-m {gguf}", f"-c {n_ctx}", f"-np {n_seq}"]
     if plan.type_k != "f16":
         parts.append(f"-ctk {plan.type_k}")
     if plan.type_v != "f16":

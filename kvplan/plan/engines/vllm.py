@@ -199,7 +199,7 @@ class VllmProfile(EngineProfile):
                 vllm_memory.activation_bytes(deployment, version, scheduler),
                 vllm_memory.non_torch_bytes(deployment, version, sku),
                 vllm_memory.cudagraph_bytes(deployment, version),
-                vllm_memory.estimate_band_bytes(deployment, scheduler),
+                vllm_memory.estimate_band_bytes(deployment, version, scheduler),
             )
 
         utilization = deployment.settings.utilization or version.default_utilization
@@ -340,14 +340,18 @@ class VllmProfile(EngineProfile):
                 "estimates it from the layers captured (--cudagraph-memory to set it)"
             )
         if sku is not None and settings.kv_memory_bytes is None and model.vision is not None:
-            requests = self.scheduler(deployment, sku).max_num_seqs
-            peak = vllm_memory.vision_encoder_bytes(model, deployment.tp, requests)
-            images = requests * model.vision.images_per_request
+            images = vllm_memory.profile_images(model, version, self.scheduler(deployment, sku))
+            peak = vllm_memory.vision_encoder_bytes(model, deployment.tp, images)
+            why = (
+                "one per request up to max_num_seqs, V0's encoder-decoder profile run"
+                if version.major_minor <= vllm_memory.LAST_V0_ENCODER_DECODER
+                else "as many as V1's encoder budget of max_num_batched_tokens holds"
+            )
             notes.append(
                 f"the profile run's vision encoder peak ({peak / GIB:.2f} GiB: {images} dummy "
-                f"images of {model.vision.max_num_tiles} tiles, one per request up to "
-                "max_num_seqs) is read from vLLM's mllama source, not fitted on logs; it errs "
-                "towards less KV and widens the band by a quarter of it (--max-num-seqs lowers it)"
+                f"image{'' if images == 1 else 's'} of {model.vision.max_num_tiles} tiles, "
+                f"{why}) is read from vLLM's mllama source, not fitted on logs; it errs towards "
+                "less KV and widens the band by a quarter of it"
             )
         if sku is not None and vllm_memory.spans_nodes(deployment, sku):
             extra = vllm_memory.CROSS_NODE_NON_TORCH_BYTES / GIB

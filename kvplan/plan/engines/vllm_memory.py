@@ -194,32 +194,29 @@ def activation_bytes(deployment: Deployment, version: VllmVersion, scheduler: Sc
     band = band_for(version)
     sampler = int(band.sampler_bytes_per_logit * scheduler.max_num_seqs * model.vocab_size)
     forward = scheduler.max_num_batched_tokens * forward_bytes_per_token(model, deployment.tp)
-    vision = vision_encoder_bytes(model, deployment.tp, scheduler.max_num_seqs)
+    images = profile_images(model, version, scheduler)
+    vision = vision_encoder_bytes(model, deployment.tp, images)
     return max(sampler, forward, vision)
 
 
-def vision_encoder_bytes(model: ModelSpec, tp: int, max_num_seqs: int) -> int:
-    """Torch peak of an mllama vision encoder in vLLM's profile run (0 for other models).
+def vision_encoder_bytes(model: ModelSpec, tp: int, images: int) -> int:
+    """Torch peak of an mllama vision encoder over `images` dummy images in vLLM's profile
+    run (0 for other models; `profile_images` says how many images).
 
-    vLLM serves mllama on V0's encoder-decoder runner (`worker/enc_dec_model_runner.py`
-    `profile_run`): one dummy request per max_num_seqs, each with the per-prompt image
-    limit of 1024×1024 dummy images, which fill all max_num_tiles tiles. Read from
-    `model_executor/models/mllama.py` (vllm-project/vllm, commit 005ad95), the encoder runs
-    all images at once, each as S = tiles × patches-per-tile padded to a multiple of 8
-    tokens (4 × 1608 = 6432 for Llama-3.2-Vision), with a 16-bit S × S attention mask per
-    image. At the MLP of the last local layer whose input is kept for the projector, live
-    are: the mask, the kept hidden states (output_dim / hidden − 1 of them), the residual,
-    the norm output, and fc1's output with its activation (intermediate / tp wide each).
-    Llama-3.2-11B-Vision at 128 requests: 9.86 GiB of masks + 7 × 1.96 GiB + 2 × 7.85 GiB
-    = 39.31 GiB. The release that printed 36.63 GiB frees some of these sooner; the reading
-    errs towards less KV, and `vision_band_bytes` says how much.
+    Read from `model_executor/models/mllama.py` (vllm-project/vllm, commit 005ad95), the
+    encoder runs all images at once, each as S = tiles × patches-per-tile padded to a
+    multiple of 8 tokens (4 × 1608 = 6432 for Llama-3.2-Vision), with a 16-bit S × S
+    attention mask per image. At the MLP of the last local layer whose input is kept for the
+    projector, live are: the mask, the kept hidden states (output_dim / hidden − 1 of them),
+    the residual, the norm output, and fc1's output with its activation (intermediate / tp
+    wide each). Llama-3.2-11B-Vision at 128 images: 9.86 GiB of masks + 7 × 1.96 GiB +
+    2 × 7.85 GiB = 39.31 GiB. The release that printed 36.63 GiB frees some of these sooner;
+    the reading errs towards less KV, and `vision_band_bytes` says how much.
     """
     vision = model.vision
     if vision is None:
         return 0
-    images = max_num_seqs * vision.images_per_request
-    patches = _round_up((vision.image_size // vision.patch_size) ** 2 + 1, 8)
-    tokens_per_image = vision.max_num_tiles * patches
+    tokens_per_image = encoder_tokens_per_image(model)
     mask = images * tokens_per_image**2 * 2
     hidden = images * tokens_per_image * vision.hidden_size * 2
     kept = vision.output_dim // vision.hidden_size - 1
@@ -227,16 +224,53 @@ def vision_encoder_bytes(model: ModelSpec, tp: int, max_num_seqs: int) -> int:
     return mask + (kept + 2) * hidden + mlp
 
 
-def vision_band_bytes(model: ModelSpec, tp: int, max_num_seqs: int) -> int:
+def encoder_tokens_per_image(model: ModelSpec) -> int:
+    """Tokens the vision encoder runs per image: every tile's patches and class token,
+    padded to a multiple of 8 (0 without a vision tower)."""
+    vision = model.vision
+    if vision is None:
+        return 0
+    patches = _round_up((vision.image_size // vision.patch_size) ** 2 + 1, 8)
+    return vision.max_num_tiles * patches
+
+
+# The last release that serves mllama, on V0's encoder-decoder runner (0.10.2).
+LAST_V0_ENCODER_DECODER = (0, 10)
+
+
+def profile_images(model: ModelSpec, version: VllmVersion, scheduler: Scheduler) -> int:
+    """Dummy images in vLLM's profile run.
+
+    Through 0.10.x vLLM serves mllama on V0's encoder-decoder runner
+    (`worker/enc_dec_model_runner.py` `profile_run`): one dummy request per max_num_seqs,
+    each with the per-prompt image limit. V1's `gpu_model_runner.profile_run` instead runs
+    as many items as its encoder budget holds: max(max_num_batched_tokens, tokens per item)
+    // tokens per item, at most max_num_seqs × items per request
+    (`v1/core/encoder_cache_manager.py` `compute_encoder_budget`); later releases would size
+    a cross-attention model that way.
+    """
+    vision = model.vision
+    if vision is None:
+        return 0
+    per_requests = scheduler.max_num_seqs * vision.images_per_request
+    if version.major_minor <= LAST_V0_ENCODER_DECODER:
+        return per_requests
+    tokens = encoder_tokens_per_image(model)
+    budget = max(scheduler.max_num_batched_tokens, tokens)
+    return min(budget // tokens, per_requests)
+
+
+def vision_band_bytes(model: ModelSpec, tp: int, images: int) -> int:
     """The band of the vision encoder term: a quarter of it (read from one source revision,
     not fitted on a log; the one public log lies 7 % below it)."""
-    return vision_encoder_bytes(model, tp, max_num_seqs) // 4
+    return vision_encoder_bytes(model, tp, images) // 4
 
 
-def estimate_band_bytes(deployment: Deployment, scheduler: Scheduler) -> int:
+def estimate_band_bytes(deployment: Deployment, version: VllmVersion, scheduler: Scheduler) -> int:
     """± KV bytes the estimated terms carry: the fitted band, plus the vision term's."""
-    vision = vision_band_bytes(deployment.model, deployment.tp, scheduler.max_num_seqs)
-    return ESTIMATE_BAND_BYTES + vision
+    model = deployment.model
+    images = profile_images(model, version, scheduler)
+    return ESTIMATE_BAND_BYTES + vision_band_bytes(model, deployment.tp, images)
 
 
 def non_torch_bytes(deployment: Deployment, version: VllmVersion, sku: SkuSpec) -> int:

@@ -3,12 +3,14 @@
 The search walks what a user controls — the SKU, GPUs per instance (tp, pp; dp with expert
 parallelism for MoE models), KV and weight dtypes, block size, max_num_seqs and the memory
 fraction — and asks the one engine model (`Capacity`) about every point it visits; it has no
-formula of its own. What counts as "meets" is an `Objective` (`objective.py`); what counts as
-"cheap", a `Cost`. `space.py` lists the points, `search.py` visits them (and says how it
+formula of its own. What counts as "meets" is an `Objective` (`objective.py`; a throughput
+target, `GoodputTarget`, scores points by simulation); what counts as "cheap", a `Cost`.
+`space.py` lists the points, `search.py` visits them (and says how it
 prunes), `candidates.py` ranks what it found.
 """
 
 from kvplan.plan.recommend.candidates import Candidate, Loss, Ranked, losses
+from kvplan.plan.recommend.goodput import GoodputTarget, Simulated, Simulator
 from kvplan.plan.recommend.objective import (
     ConcurrencyTarget,
     Cost,
@@ -16,6 +18,7 @@ from kvplan.plan.recommend.objective import (
     Objective,
     PricePerHour,
     Score,
+    held_within_headroom,
 )
 from kvplan.plan.recommend.search import (
     DEFAULT_HEADROOM,
@@ -33,6 +36,7 @@ __all__ = [
     "Candidate",
     "ConcurrencyTarget",
     "Cost",
+    "GoodputTarget",
     "GpuCount",
     "Loss",
     "Objective",
@@ -42,6 +46,9 @@ __all__ = [
     "Score",
     "SearchSpace",
     "SearchStats",
+    "Simulated",
+    "Simulator",
+    "held_within_headroom",
     "losses",
     "recommend",
 ]

@@ -66,7 +66,9 @@ class Candidate:
 class Loss:
     """One way an alternative is worse than the first: `kind`, its value, the first's."""
 
-    kind: str  # gpus or price (the cost), weights, kv, nodes, pipeline, held, utilization, order
+    # gpus or price (the cost), weights, kv, nodes, pipeline, held (requests in KV) or slo_met
+    # (share within SLO), utilization, order
+    kind: str
     value: float | str
     first: float | str
 
@@ -95,7 +97,10 @@ def _rank_key(c: Candidate) -> tuple:
 
 
 def _miss_key(c: Candidate) -> tuple:
-    """The closest miss: most achieved, then the largest KV budget, then the cheapest."""
+    """The closest miss: most achieved, then the largest KV budget, then the cheapest (for a
+    throughput target, the cheapest before the largest KV: more KV does not always help)."""
+    if c.score.goodput_requests_per_s is not None:
+        return (-c.score.achieved, c.cost, -c.capacity.budget.kv_bytes, _rank_key(c))
     return (-c.score.achieved, -c.capacity.budget.kv_bytes, c.cost, _rank_key(c))
 
 
@@ -131,7 +136,8 @@ def losses(c: Candidate, first: Candidate, cost_name: str) -> tuple[Loss, ...]:
     if c.deployment.pp > first.deployment.pp:
         found.append(Loss("pipeline", c.deployment.pp, first.deployment.pp))
     if c.score.achieved < first.score.achieved:
-        found.append(Loss("held", c.score.achieved, first.score.achieved))
+        kind = "held" if c.score.goodput_requests_per_s is None else "slo_met"
+        found.append(Loss(kind, c.score.achieved, first.score.achieved))
     utilization, first_utilization = (x.capacity.budget.utilization for x in (c, first))
     if utilization > first_utilization:
         found.append(Loss("utilization", utilization, first_utilization))

@@ -1,11 +1,10 @@
 """What a recommendation must achieve (`Objective`) and what it costs (`Cost`).
 
 The search asks an objective for the longest request, the requests that must run at once, a
-score for each candidate, and whether more KV can ever lower that score (`kv_monotone`, which
-allows the dominance pruning). `ConcurrencyTarget` is today's objective. A goodput objective
-(requests/s within TTFT/TPOT SLOs, from `kvplan simulate`) implements the same protocol: its
-`score` simulates traffic on the candidate's capacity (achieved = goodput, wanted = the rate)
-and it sets `kv_monotone = False`, so every max_num_seqs and memory fraction is tried.
+score for each candidate, whether more KV can ever lower that score (`kv_monotone`, which
+allows the dominance pruning), the max_num_seqs values worth trying and whether replicas of a
+dense model count (`replicas`). `ConcurrencyTarget` holds requests in KV; `GoodputTarget`
+(`goodput.py`) serves a request rate within TTFT/TPOT targets, scored by simulation.
 """
 
 from __future__ import annotations
@@ -30,6 +29,8 @@ class Score:
     achieved: float
     wanted: float
     admitted: bool = True
+    goodput_requests_per_s: float | None = None  # throughput targets: requests/s within SLO
+    simulated: bool = False  # a simulation ran (False: arithmetic settled it)
 
     @property
     def meets(self) -> bool:
@@ -58,6 +59,23 @@ class Objective(Protocol):
         """More KV budget never lowers the score (allows the dominance pruning)."""
         ...
 
+    @property
+    def replicas(self) -> bool:
+        """Whether dp replicas of a dense model are searched (they add throughput, not KV per
+        request)."""
+        ...
+
+    @property
+    def prunes_larger_blocks(self) -> bool:
+        """Whether a block size that is a multiple of another one offered is left out (it
+        never holds more KV; its steps are no faster)."""
+        ...
+
+    def max_num_seqs_choices(self, need: int, default: int) -> tuple[int | None, ...]:
+        """max_num_seqs values to try, in order, for a replica that must admit `need`
+        requests on an engine whose default is `default` (None: the engine's default)."""
+        ...
+
     def score(self, capacity: Capacity, headroom: Fraction) -> Score:
         """The score of one candidate, `headroom` of each KV budget kept unused."""
         ...
@@ -70,6 +88,7 @@ class ConcurrencyTarget:
     context_tokens: int
     concurrency: int
     kv_monotone: bool = True
+    replicas: bool = False
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
@@ -82,14 +101,33 @@ class ConcurrencyTarget:
     def running_requests(self) -> int:
         return self.concurrency
 
+    @property
+    def prunes_larger_blocks(self) -> bool:
+        return self.kv_monotone
+
+    def max_num_seqs_choices(self, need: int, default: int) -> tuple[int, ...]:
+        """The smallest value that admits the target (a larger one only costs sampler memory);
+        without `kv_monotone`, every doubling up to the engine's default."""
+        if self.kv_monotone:
+            return (need,)
+        values = [need]
+        while values[-1] * 2 < default:
+            values.append(values[-1] * 2)
+        return (*values, default) if default > need else tuple(values)
+
     def score(self, capacity: Capacity, headroom: Fraction) -> Score:
         """Requests of the context the KV within the headroom holds, over every replica."""
-        dp = capacity.deployment.dp
-        held = 0
-        if capacity.kv_usable:
-            held = usable_pool(capacity, headroom).requests_at(self.context_tokens) * dp
-        admitted = capacity.scheduler.max_num_seqs * dp >= self.concurrency
-        return Score(min(held, limits.BATCH.maximum), self.concurrency, admitted)
+        held = held_within_headroom(capacity, headroom, self.context_tokens)
+        admitted = capacity.scheduler.max_num_seqs * capacity.deployment.dp >= self.concurrency
+        return Score(held, self.concurrency, admitted)
+
+
+def held_within_headroom(capacity: Capacity, headroom: Fraction, context_tokens: int) -> int:
+    """Requests of `context_tokens` the KV within the headroom holds, over every replica."""
+    if not capacity.kv_usable:
+        return 0
+    held = usable_pool(capacity, headroom).requests_at(context_tokens) * capacity.deployment.dp
+    return min(held, limits.BATCH.maximum)
 
 
 def usable_pool(capacity: Capacity, headroom: Fraction) -> KvPool:

@@ -2,17 +2,24 @@
 
 Exhaustive over the stated space, yet fast, by two kinds of pruning that never drop a winner:
 
-- Cost bound. Candidates rank by cost first, so points are visited cheapest first, a whole
-  cost level at a time; once `top` distinct shapes meet the target, every costlier point
+- Cost bound. Candidates rank by cost, then fewer quantised parts, nodes and stages, all
+  known before a point is evaluated; points are visited in that order, a whole group of
+  equal keys at a time, and once `top` distinct shapes meet the target every later point
   ranks below them and is not evaluated.
 - Dominance, only for objectives that say more KV never hurts (`kv_monotone`): the KV
   budget grows with the memory fraction, so each point is tried at its highest fraction
   first (a miss there is a miss everywhere) and then from the lowest up, keeping the lowest
-  that meets; budgets never grow with max_num_seqs (vLLM's sampler peak grows with it), so
-  only the smallest value that admits the target is tried; a block size that is a multiple
+  that meets; max_num_seqs values come from the objective (a KV target needs only the
+  smallest that admits it: vLLM's sampler peak grows with it); a block size that is a multiple
   of another one tried never holds more (charges and pools both round to whole blocks); and
   for MoE models, dp replicas without expert parallelism hold the same KV as with it on
   more weight bytes per GPU.
+- Objectives that are not `kv_monotone` (throughput: a larger pool admits larger, slower
+  batches) get no dominance pruning: each point tries every fraction from the lowest up
+  until one meets, for each max_num_seqs the objective offers. `GoodputTarget`'s score
+  settles a point by arithmetic where it can (no KV for one request, a step slower than the
+  TPOT target) and simulates the rest; with the cost bound, only points cheap enough to rank
+  are ever simulated.
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ from kvplan.plan.deployment import Deployment
 from kvplan.plan.recommend.candidates import Candidate, Ranked, closer, rank_candidates
 from kvplan.plan.recommend.objective import Cost, GpuCount, Objective
 from kvplan.plan.recommend.space import Point, SearchSpace, points_of
-from kvplan.specs import SkuSpec
+from kvplan.specs import ModelSpec, SkuSpec, kv_dtype_info
 
 DEFAULT_TOP = 5
 # Share of the KV budget kept unused for bursts, fragmentation and estimate error.
@@ -44,6 +51,7 @@ class SearchStats:
     evaluated: int  # capacities computed
     refused: int  # points the engine refuses to start
     beyond_bound: int  # points costlier than the top candidates, not evaluated
+    simulated: int  # candidates scored by simulation (throughput targets)
     unpriced: tuple[str, ...]  # SKUs left out: no price
     searched: dict[str, tuple[object, ...]] = field(default_factory=dict)  # values per knob
 
@@ -92,18 +100,20 @@ def recommend(
         raise KvplanError(f"--context: {beyond} (engines refuse a longer max_model_len){hint}")
     cost = cost or GpuCount()
     points, unpriced, searched = points_of(base, objective, space, cost)
-    points.sort(key=lambda p: p.cost)
+    groups = sorted(((_group(p, model), i) for i, p in enumerate(points)))
+    points = [points[i] for _, i in groups]
     meeting: list[Candidate] = []
     miss: Candidate | None = None
     plain_miss: Candidate | None = None  # the closest miss without quantisation
-    evaluated = refused = visited = 0
+    evaluated = refused = visited = simulated = 0
     while visited < len(points):
-        level = points[visited].cost
-        while visited < len(points) and points[visited].cost == level:
-            found, count = _evaluate(points[visited], base, objective, headroom)
+        level = groups[visited][0]
+        while visited < len(points) and groups[visited][0] == level:
+            found, count, runs = _evaluate(points[visited], base, objective, headroom)
             visited += 1
             evaluated += count
             refused += count == 0
+            simulated += runs
             for candidate in found:
                 if candidate.score.meets:
                     meeting.append(candidate)
@@ -118,7 +128,14 @@ def recommend(
             break
     ranked = rank_candidates(meeting, top, cost.name)
     stats = SearchStats(
-        len(space.skus), len(points), evaluated, refused, len(points) - visited, unpriced, searched
+        len(space.skus),
+        len(points),
+        evaluated,
+        refused,
+        len(points) - visited,
+        simulated,
+        unpriced,
+        searched,
     )
     chosen = ranked[0].candidate if ranked else None
     if chosen is None or not chosen.quantised or plain_miss is None:
@@ -128,10 +145,20 @@ def recommend(
     )
 
 
+def _group(point: Point, model: ModelSpec) -> tuple[float, int, int, int]:
+    """The first keys candidates rank by, known before evaluating: cost, quantised parts,
+    nodes, pipeline stages (`candidates._rank_key`)."""
+    quantised = point.weight_dtype not in (None, model.weight_dtype)
+    quantised += kv_dtype_info(point.kv_dtype).is_quantised
+    nodes = -(-point.tp * point.pp * point.dp // point.sku.max_gpus_per_node)
+    return (point.cost, quantised, nodes, point.pp)
+
+
 def _evaluate(
     point: Point, base: Deployment, objective: Objective, headroom: Fraction
-) -> tuple[list[Candidate], int]:
-    """The candidates one point yields and the capacities computed (0: the engine refuses)."""
+) -> tuple[list[Candidate], int, int]:
+    """The candidates one point yields, the capacities computed (0: the engine refuses) and
+    the simulations run."""
     settings = replace(base.settings, tokens_per_block=point.tokens_per_block)
     try:
         deployment = base.replace(
@@ -147,7 +174,7 @@ def _evaluate(
             checkpoint=base.checkpoint if point.weight_dtype is None else None,
         )
     except KvplanError:
-        return [], 0
+        return [], 0, 0
     sku, profile = point.sku, deployment.engine
     if settings.max_num_batched_tokens is None:
         # Pin the scheduler's step to the default this plan was sized with: the default
@@ -160,45 +187,61 @@ def _evaluate(
     if settings.utilization is None and settings.kv_memory_bytes is None:
         fractions = profile.utilizations(deployment, sku)
     seqs = _max_num_seqs(deployment, sku, objective)
-    computed = 0
+    computed = runs = 0
 
     def at(fraction: float | None, max_num_seqs: int | None) -> Candidate:
-        nonlocal computed
+        nonlocal computed, runs
         computed += 1
         changed = replace(deployment.settings, utilization=fraction, max_num_seqs=max_num_seqs)
-        capacity = Capacity(
+        # Engines that allocate a fixed pool (llama.cpp -c/-np) launch for the target only.
+        launched = profile.sized_for(
             deployment.replace(settings=changed),
+            max_num_seqs or objective.running_requests,
+            objective.context_tokens,
+        )
+        capacity = Capacity(
+            launched,
             sku,
             min(objective.running_requests, limits.BATCH.maximum),
             objective.context_tokens,
         )
-        return Candidate(capacity, point.cost, objective.score(capacity, headroom), headroom)
+        score = objective.score(capacity, headroom)
+        runs += score.simulated
+        return Candidate(capacity, point.cost, score, headroom)
 
     if not objective.kv_monotone:
-        return [at(f, s) for f in fractions for s in seqs], computed
-    highest = at(fractions[-1], seqs[0])
-    if not highest.score.meets:
-        return [highest], computed
-    for fraction in fractions[:-1]:
-        lower = at(fraction, seqs[0])
-        if lower.score.meets:
-            return [lower], computed
-    return [highest], computed
+        # No dominance: every fraction from the lowest up until one meets (the lowest that
+        # meets is the one a ranking keeps), for every max_num_seqs.
+        found = []
+        for max_num_seqs in seqs:
+            for fraction in fractions:
+                found.append(at(fraction, max_num_seqs))
+                if found[-1].score.meets:
+                    break
+        return found, computed, runs
+    misses = []
+    for max_num_seqs in seqs:
+        highest = at(fractions[-1], max_num_seqs)
+        if not highest.score.meets:
+            misses.append(highest)
+            if not highest.score.simulated:
+                break  # arithmetic ruled the point out: no max_num_seqs changes that
+            continue
+        for fraction in fractions[:-1]:
+            lower = at(fraction, max_num_seqs)
+            if lower.score.meets:
+                return [lower], computed, runs
+        return [highest], computed, runs
+    return misses, computed, runs
 
 
 def _max_num_seqs(
     deployment: Deployment, sku: SkuSpec, objective: Objective
 ) -> tuple[int | None, ...]:
-    """max_num_seqs values to try: the fixed one, else the smallest that admits the target
-    (per replica), and for objectives that are not KV-monotone every doubling up to the
-    engine's default."""
+    """max_num_seqs values to try: the fixed one, else the objective's choices for the
+    requests each replica must admit and the engine's default."""
     if deployment.settings.max_num_seqs is not None:
         return (deployment.settings.max_num_seqs,)
     need = -(-objective.running_requests // deployment.dp)
-    if objective.kv_monotone:
-        return (need,)
     default = deployment.engine.scheduler(deployment, sku).max_num_seqs
-    values = [need]
-    while values[-1] * 2 < default:
-        values.append(values[-1] * 2)
-    return (*values, default) if default > need else tuple(values)
+    return objective.max_num_seqs_choices(need, default)

@@ -72,9 +72,9 @@ def points_of(
         blocks: tuple[int | None, ...] = (settings.tokens_per_block,)
         if settings.tokens_per_block is None:
             blocks = choices.tokens_per_block
-            if objective.kv_monotone:
+            if objective.prunes_larger_blocks:
                 blocks = _undominated_blocks(blocks)
-        layouts = _layouts(model, sku, space, objective.kv_monotone, base)
+        layouts = _layouts(model, sku, space, objective, base)
         priced = False
         for tp, pp, dp, ep in layouts:
             price = cost.of(sku, tp * pp * dp)
@@ -107,10 +107,11 @@ def _undominated_blocks(blocks: tuple[int | None, ...]) -> tuple[int | None, ...
 
 
 def _layouts(
-    model: ModelSpec, sku: SkuSpec, space: SearchSpace, kv_monotone: bool, base: Deployment
+    model: ModelSpec, sku: SkuSpec, space: SearchSpace, objective: Objective, base: Deployment
 ) -> list[tuple[int, int, int, bool]]:
     """(tp, pp, dp, ep) to try on `sku`: tp the engine accepts within a node, GPU counts of
-    `_instance_size` up to `space.max_gpus`, pp or (MoE models) dp with expert parallelism."""
+    `_instance_size` up to `space.max_gpus`, pp or dp (MoE models: with expert parallelism;
+    dense models: for objectives that count `replicas`)."""
     node = sku.max_gpus_per_node
     tps = (
         [space.tp]
@@ -123,7 +124,7 @@ def _layouts(
         for rest in range(1, space.max_gpus // tp + 1):
             if not fixed and not _instance_size(tp * rest, node):
                 continue
-            layouts += [(tp, pp, dp, ep) for pp, dp, ep in _splits(rest, model, space, kv_monotone)]
+            layouts += [(tp, pp, dp, ep) for pp, dp, ep in _splits(rest, model, space, objective)]
     return layouts
 
 
@@ -136,7 +137,7 @@ def _instance_size(gpus: int, node: int) -> bool:
 
 
 def _splits(
-    rest: int, model: ModelSpec, space: SearchSpace, kv_monotone: bool
+    rest: int, model: ModelSpec, space: SearchSpace, objective: Objective
 ) -> list[tuple[int, int, bool]]:
     """Ways to spread `rest` GPUs per tp rank over pipeline stages and replicas."""
     if space.dp is not None:
@@ -146,8 +147,11 @@ def _splits(
     splits = []
     if space.pp in (None, rest) and rest <= model.num_layers:
         splits.append((rest, 1, bool(space.ep)))
-    if model.moe is not None and rest > 1 and space.pp in (None, 1):
-        splits.append((1, rest, True))
-        if not kv_monotone and not space.ep:
-            splits.append((1, rest, False))
+    if rest > 1 and space.pp in (None, 1):
+        if model.moe is not None:
+            splits.append((1, rest, True))
+            if not objective.kv_monotone and not space.ep:
+                splits.append((1, rest, False))
+        elif objective.replicas:
+            splits.append((1, rest, False))  # replicas of a dense model behind a router
     return splits
