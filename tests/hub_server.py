@@ -37,11 +37,13 @@ class Repo:
 
 
 class HubStandIn:
-    """The server: `repos` by id, a delay before answering Range requests, a request log."""
+    """The server: `repos` by id, delays before answering Range requests and config.json
+    requests, a request log."""
 
     def __init__(self) -> None:
         self.repos: dict[str, Repo] = {}
         self.delay_s = 0.0
+        self.config_delay_s = 0.0  # before answering for config.json (HEAD or GET)
         self.requests: list[str] = []
         handler = type("Handler", (_Handler,), {"hub": self})
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
@@ -80,6 +82,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.hub.requests.append(f"{self.command} {self.path}")
         if self.headers.get("range"):  # slow on the safetensors header reads only
             time.sleep(self.hub.delay_s)
+        elif self.path.split("?")[0].endswith("/config.json"):
+            time.sleep(self.hub.config_delay_s)
         match = _RESOLVE.match(self.path.split("?")[0])
         if match is None:
             return self._error(404, "EntryNotFound")

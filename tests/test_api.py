@@ -99,3 +99,13 @@ def test_the_lazy_names_are_the_apis():
     }
     assert public == kvplan.API_NAMES
     assert all(hasattr(kvplan, name) for name in kvplan.API_NAMES)
+
+
+def test_deployment_takes_engine_like_every_other_call():
+    # The same keyword as kvplan.size / report / claim: engine=.
+    deployment = kvplan.deployment("llama-3.1-8b", engine="sglang", tp=2)
+    assert deployment.engine.name == "sglang" and deployment.tp == 2
+    sized = kvplan.size(deployment, sku="h100-sxm")
+    assert sized == kvplan.size("llama-3.1-8b", sku="h100-sxm", engine="sglang", tp=2)
+    with pytest.raises(KvplanError, match=r"unknown engine setting\(s\) \['engine_name'\]"):
+        kvplan.deployment("llama-3.1-8b", engine_name="sglang")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -132,6 +133,56 @@ def test_computed_params_within_one_percent_of_published(catalog):
 def test_aliases_and_case(catalog):
     assert catalog.model("META-LLAMA/Llama-3.1-8B-Instruct").name == "llama-3.1-8b"
     assert catalog.sku("NVIDIA H100 80GB HBM3").name == "h100-sxm"
+
+
+def test_a_hub_repo_name_without_its_org(catalog):
+    # llama-3.1-70b.yaml lists meta-llama/Llama-3.1-70B-Instruct among its aliases.
+    assert catalog.model("Llama-3.1-70B-Instruct").name == "llama-3.1-70b"
+    assert catalog.model("qwen3-8b").name == "qwen3-8b"  # a name still wins
+
+
+@pytest.mark.parametrize(
+    ("hub_id", "entry", "max_context"),
+    [
+        # Each release's own config.json max_position_embeddings:
+        # Mistral-Nemo-Base-2407 128000, Mistral-Nemo-Instruct-2407 1024000;
+        # Qwen2.5-{7,14,32}B 131072, their -Instruct releases 32768 (YaRN x4 past it).
+        ("mistralai/Mistral-Nemo-Base-2407", "mistral-nemo-12b", 128_000),
+        ("mistralai/Mistral-Nemo-Instruct-2407", "mistral-nemo-12b-instruct", 1_024_000),
+        ("Qwen/Qwen2.5-7B", "qwen2.5-7b", 131_072),
+        ("Qwen/Qwen2.5-7B-Instruct", "qwen2.5-7b-instruct", 32_768),
+        ("Qwen/Qwen2.5-14B", "qwen2.5-14b", 131_072),
+        ("Qwen/Qwen2.5-14B-Instruct", "qwen2.5-14b-instruct", 32_768),
+        ("Qwen/Qwen2.5-32B", "qwen2.5-32b", 131_072),
+        ("Qwen/Qwen2.5-32B-Instruct", "qwen2.5-32b-instruct", 32_768),
+        ("Qwen/Qwen2.5-72B-Instruct", "qwen2.5-72b", 32_768),
+    ],
+)
+def test_an_alias_carries_its_own_releases_context(catalog, hub_id, entry, max_context):
+    spec = catalog.model(hub_id)
+    assert (spec.name, spec.max_context) == (entry, max_context)
+
+
+def test_the_instruct_releases_keep_the_base_shapes(catalog):
+    for base in ("qwen2.5-7b", "qwen2.5-14b", "qwen2.5-32b", "mistral-nemo-12b"):
+        plain, instruct = catalog.model(base), catalog.model(f"{base}-instruct")
+        keep = {"name", "aliases", "source", "max_context", "rope_scaling", "notes"}
+        assert plain.model_dump(exclude=keep) == instruct.model_dump(exclude=keep)
+
+
+def test_a_repo_name_shared_by_two_orgs_lists_both(tmp_path):
+    first = GOOD_MODEL.replace("name: llama-3.1-8b", "name: ours")
+    first = re.sub(r"aliases: .*", "aliases: [acme/Tiny-Chat]", first)
+    second = first.replace("name: ours", "name: theirs").replace("acme/", "other/")
+    folder = _write(tmp_path, "ours.yaml", first)
+    _write(tmp_path, "theirs.yaml", second)
+    with pytest.raises(KvplanError) as info:
+        Catalog((folder,)).model("tiny-chat")
+    assert str(info.value) == (
+        "model 'tiny-chat' is ambiguous: acme/Tiny-Chat (ours), other/Tiny-Chat (theirs); "
+        "give the org/name"
+    )
+    assert Catalog((folder,)).model("other/tiny-chat").name == "theirs"
 
 
 def test_unknown_name_suggests(catalog):

@@ -895,3 +895,62 @@ def test_unknown_vision_tower_is_a_warning(tmp_path):
     imported = import_hf(tmp_path)
     assert imported.spec.vision_tower is None
     assert any("'mystery_vit' under 'gemma3' not counted" in w for w in imported.warnings)
+
+
+def test_qwen2_5_vl_text_is_a_qwen2_decoder_and_the_tower_its_weights():
+    # Qwen/Qwen2.5-VL-7B-Instruct config.json (fixture SOURCE): the Qwen2.5-7B decoder
+    # (28 layers, 28/4 heads of 3584/28 = 128, q/k/v biases, 128,000 positions) with mrope,
+    # which only splits the rotary dims: KV per token 2 x 28 x 4 x 128 x 2 B = 57,344.
+    # The tower, as the module print lists it: Conv3d 3 x 2 x 14 x 14 x 1280 = 1,505,280;
+    # 32 blocks of (qkv 1280 x 3840 + 3840, proj 1280^2 + 1280, gate/up 2 x (1280 x 3420 + 3420),
+    # down 3420 x 1280 + 1280, two RMSNorms 2 x 1280) = 32 x 19,702,200 = 630,470,400;
+    # merger RMSNorm 1280 + (5120^2 + 5120) + (5120 x 3584 + 3584) = 44,574,464.
+    # 1,505,280 + 630,470,400 + 44,574,464 = 676,550,144; with the decoder's 7,615,616,512,
+    # 8,292,166,656 (the model card's "8.29B").
+    for config in _qwen2_5_vl_layouts():
+        spec, _ = spec_from_hf_config(config, name="qwen2.5-vl-7b", source="fixture")
+        assert (spec.num_layers, spec.hidden_size, spec.max_context) == (28, 3584, 128_000)
+        assert (spec.attention.num_kv_heads, spec.attention.head_dim) == (4, 128)
+        assert spec.attention.qkv_bias and spec.weight_dtype == "bf16"
+        assert set(spec.layer_kinds) == {"full"} and spec.rope_scaling is None
+        assert kv_bytes_per_token(spec, kv_dtype="bf16") == 57_344
+        assert spec.vision_tower.params == 676_550_144
+        assert param_counts(spec).total + spec.vision_tower.params == 8_292_166_656
+
+
+def _qwen2_5_vl_layouts() -> list[dict]:
+    """The config as transformers 4.53 saves it (text_config too) and as published (top only)."""
+    saved = json.loads((FIXTURES / "qwen2.5-vl-7b-instruct" / "config.json").read_text())
+    published = {k: v for k, v in saved.items() if k != "text_config"}
+    return [saved, published]
+
+
+def test_qwen2_vl_tower_counts_its_layernorm_mlp_and_merger():
+    # Qwen2-VL-7B's tower as printed from the model (zhenhua32/Qwen2-VL READ.md): embed 1280,
+    # 32 blocks of LayerNorm x 2 (2 x 2 x 1280), qkv 1280 x 3840 + 3840, proj 1280^2 + 1280,
+    # fc1 1280 x 5120 + 5120, fc2 5120 x 1280 + 1280 = 19,677,440 each; Conv3d 3 x 2 x 14^2 x 1280
+    # = 1,505,280; merger LayerNorm 2 x 1280 + (5120^2 + 5120) + (5120 x 3584 + 3584)
+    # = 44,575,744. 1,505,280 + 32 x 19,677,440 + 44,575,744 = 675,759,104.
+    config = {k: v for k, v in _qwen2_5_vl_layouts()[1].items() if k != "vision_config"}
+    config["model_type"] = "qwen2_vl"
+    config["vision_config"] = {
+        "depth": 32, "embed_dim": 1280, "mlp_ratio": 4, "num_heads": 16, "in_chans": 3,
+        "hidden_size": 3584, "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2,
+    }  # fmt: skip
+    spec, _ = spec_from_hf_config(config, name="qwen2-vl-7b", source="test")
+    assert spec.vision_tower.model_type == "qwen2_vl"
+    assert spec.vision_tower.params == 675_759_104
+
+
+def test_qwen2_5_vl_config_is_a_model_for_size(tmp_path):
+    from typer.testing import CliRunner
+
+    from kvplan.cli import app
+
+    path = FIXTURES / "qwen2.5-vl-7b-instruct" / "config.json"
+    done = CliRunner().invoke(app, ["size", str(path), "-c", "8k", "--format", "json"])
+    assert done.exit_code == 0, done.output
+    record = json.loads(done.stdout)
+    assert record["kv_bytes_per_token"] == 57_344  # as above
+    # bf16 weights: (7,615,616,512 + 676,550,144) x 2 B
+    assert record["weights_bytes"] == 8_292_166_656 * 2

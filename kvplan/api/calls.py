@@ -47,7 +47,8 @@ from kvplan.limits import NUMBER_CHARS
 from kvplan.plan.batch import Batch
 from kvplan.plan.capacity import Capacity, Refusal, capacity_grid
 from kvplan.plan.deployment import Deployment
-from kvplan.plan.engines import DEFAULT_ENGINE, EngineSettings, engine
+from kvplan.plan.engines import DEFAULT_ENGINE, EngineSettings
+from kvplan.plan.engines import engine as engine_profile
 from kvplan.plan.guardrail import DeploymentFile, check_products, claim_sheet
 from kvplan.plan.perf import DEFAULT_EFFICIENCY, Efficiency
 from kvplan.plan.recommend import (
@@ -121,7 +122,7 @@ def skus(*, catalog: Catalog | None = None) -> list[SkuSpec]:
 def deployment(
     model: ModelRef,
     *,
-    engine_name: str = DEFAULT_ENGINE,
+    engine: str = DEFAULT_ENGINE,
     kv_dtype: str | None = None,
     weight_dtype: str | None = None,
     tp: int = 1,
@@ -133,14 +134,15 @@ def deployment(
     settings: EngineSettings | None = None,
     **setting_fields: Any,
 ) -> Deployment:
-    """A deployment of `model` under `engine_name`, with `settings` or EngineSettings fields
-    given as keywords (`utilization=0.95`, `max_num_seqs=512`, …).
+    """A deployment of `model` under `engine` (vllm, sglang, trtllm, llama.cpp, …), with
+    `settings` or EngineSettings fields given as keywords (`utilization=0.95`,
+    `max_num_seqs=512`, …).
 
     A checkpoint's exact weight bytes (safetensors headers, GGUF tensor table) count unless
     `weight_dtype` asks for another dtype.
     """
     resolved = resolve(model, rope_scaling=rope_scaling, catalog=catalog)
-    profile = engine(engine_name)
+    profile = engine_profile(engine)
     unknown = set(setting_fields) - set(EngineSettings.__dataclass_fields__)
     if unknown:
         fields = ", ".join(sorted(EngineSettings.__dataclass_fields__))
@@ -439,8 +441,7 @@ def _as_deployment(
             raise KvplanError(f"options {sorted(options)} given with a ready Deployment")
         return model
     options = dict(options)
-    engine_name = options.pop("engine", DEFAULT_ENGINE)
-    return deployment(model, engine_name=engine_name, catalog=catalog, **options)
+    return deployment(model, catalog=catalog, **options)
 
 
 def _skus(skus: SkuRef | Iterable[SkuRef] | None, catalog: Catalog) -> list[SkuSpec]:

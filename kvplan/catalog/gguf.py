@@ -1,11 +1,20 @@
 """A model spec and exact weight bytes from a local GGUF file's header (llama.cpp, ollama).
 
-Only the metadata and the tensor-info table are read, with the `gguf` package's reader (it
-memory-maps the file; no tensor data is touched). Keys follow llama.cpp's `llama-arch.cpp`
-(`<arch>.block_count`, `<arch>.attention.head_count_kv`, …). Which layers slide is llama.cpp's
-per-architecture rule (`llama-model.cpp` `hparams.set_swa_pattern`): layer i is sliding when
-i mod n < n − 1 — Gemma 2 and GPT-OSS n = 2, Cohere 2 and EXAONE 4 n = 4, Gemma 3 n = 6 —
-unless the file carries `<arch>.attention.sliding_window_pattern` (one bool per layer).
+Only the metadata and the tensor-info table are read (kvplan.catalog.gguf_header: a bounded
+walk of the memory-mapped header; no tensor data is touched). Keys follow llama.cpp's
+`llama-arch.cpp` (`<arch>.block_count`, `<arch>.attention.head_count_kv`, …). Which layers
+slide is llama.cpp's per-architecture rule (`llama-model.cpp` `hparams.set_swa_pattern`):
+layer i is sliding when i mod n < n − 1 — Gemma 2 and GPT-OSS n = 2, Cohere 2 and EXAONE 4
+n = 4, Gemma 3 n = 6 — unless the file carries `<arch>.attention.sliding_window_pattern` (one
+bool per layer).
+
+Llama 4 (llama-model.cpp LLM_ARCH_LLAMA4): chunked attention of 8,192 tokens on 3 layers of
+every 4 (the 4th full), unless `llama4.attention.sliding_window` is stated as 0 (no chunking);
+MoE on layer i when (i + 1) mod `interleave_moe_layer_step` = 0, the other layers a dense FFN of
+`feed_forward_length`; one shared expert beside the routed ones (its `ffn_*_shexp` tensors).
+GLM-4.5 (LLM_ARCH_GLM4_MOE): `block_count` counts the NextN/MTP layers
+(`nextn_predict_layers`) appended past the decoder; llama.cpp gives them no KV
+(`n_layer_kv_from_start = n_layer - nextn_predict_layers`), so they are left out of the layers.
 """
 
 from __future__ import annotations
@@ -17,18 +26,20 @@ from typing import Any
 from pydantic import ValidationError
 
 from kvplan.catalog.checkpoint import CheckpointWeights
+from kvplan.catalog.gguf_header import read_header
 from kvplan.catalog.gguf_weights import gguf_checkpoint
 from kvplan.catalog.tensor_headers import TensorHeader
 from kvplan.errors import KvplanError
 from kvplan.files import check_regular
 from kvplan.specs import ModelSpec
 
-# Architectures whose attention kvplan reads from GGUF keys (llama-arch.cpp names).
+# Architectures whose attention kvplan reads from GGUF keys (llama-arch.cpp names; the
+# gguf package's MODEL_ARCH_NAMES spell them the same).
 DENSE_ARCHS = frozenset(
     {
         "llama", "mistral3", "qwen2", "qwen3", "qwen2moe", "qwen3moe", "phi3", "gemma",
         "gemma2", "gemma3", "cohere2", "exaone4", "granite", "olmo2", "starcoder2",
-        "smollm3", "gpt-oss", "deepseek2",
+        "smollm3", "gpt-oss", "deepseek2", "command-r", "llama4", "glm4moe",
     }
 )  # fmt: skip
 SWA_PATTERN = {"gemma2": 2, "gpt-oss": 2, "cohere2": 4, "exaone4": 4, "gemma3": 6}
@@ -56,38 +67,11 @@ def read_gguf(path: Path) -> tuple[ModelSpec, CheckpointWeights]:
 
 
 def _read(path: Path) -> tuple[dict[str, Any], list[TensorHeader]]:
-    """Metadata (key → Python value) and every tensor's name, ggml type, shape and bytes."""
-    try:
-        from gguf import GGUFReader
-    except ImportError:  # pragma: no cover - a dependency of kvplan
-        raise KvplanError(
-            f"{path}: reading GGUF needs the gguf package (pip install gguf)"
-        ) from None
+    """Metadata (key → Python value) and every tensor's name, ggml type, shape and bytes: the
+    bounded header reader (kvplan.catalog.gguf_header), whose every refusal names the byte."""
     check_regular(path)  # a pipe would block the memory map; a name too long is one line
-    try:
-        reader = GGUFReader(path)
-        fields = {name: field.contents() for name, field in reader.fields.items()}
-        tensors = [
-            TensorHeader(t.name, t.tensor_type.name, tuple(int(n) for n in t.shape), int(t.n_bytes))
-            for t in reader.tensors
-        ]
-    except (
-        ValueError,
-        IndexError,
-        KeyError,
-        TypeError,
-        OverflowError,
-        UnicodeDecodeError,
-    ) as error:
-        reason = str(error) or type(error).__name__
-        if "magic" in reason:
-            reason = "not a GGUF file (wrong magic)"
-        elif (isinstance(error, IndexError | ValueError) and "reshape" in reason) or not reason:
-            reason = "truncated (the header or tensor table ends early)"
-        raise KvplanError(f"{path}: cannot read GGUF header: {reason}") from None
-    except OSError as error:
-        raise KvplanError(f"{path}: cannot read: {error.strerror}") from None
-    return fields, tensors
+    header = read_header(path)
+    return header.fields, header.tensors
 
 
 def _value(path: Path, fields: dict[str, Any], key: str, default: Any = KvplanError) -> Any:
@@ -125,14 +109,15 @@ def _spec(path: Path, arch: str, fields: dict[str, Any], tensors: list[TensorHea
     def key(name: str) -> str:
         return f"{arch}.{name}"
 
-    layers = _count(path, fields, key("block_count"))
+    blocks = _count(path, fields, key("block_count"))
+    layers = blocks - _nextn_layers(path, arch, fields, key, blocks)
     for name in ("attention.head_count", "attention.head_count_kv", "feed_forward_length"):
         value = fields.get(key(name))
-        if isinstance(value, list) and len(value) != layers:
+        if isinstance(value, list) and len(value) != blocks:
             # llama.cpp reads one entry per block; any other length is a broken file.
             raise KvplanError(
                 f"{path}: GGUF key {key(name)} has {len(value)} per-layer entries, "
-                f"but {key('block_count')} is {layers}"
+                f"but {key('block_count')} is {blocks}"
             )
     hidden = _count(path, fields, key("embedding_length"))
     heads = _count(path, fields, key("attention.head_count"))
@@ -167,10 +152,21 @@ def _spec(path: Path, arch: str, fields: dict[str, Any], tensors: list[TensorHea
                 f"{path}: GGUF key {key('attention.value_length')} {value_dim} differs from "
                 f"key_length {head_dim}: kvplan's model spec holds one head_dim"
             )
-        document["layers"] = _layer_plan(path, arch, fields, key, layers)
+        plan = _llama4_plan if arch == "llama4" else _layer_plan
+        document["layers"] = plan(path, arch, fields, key, layers)
     experts = fields.get(key("expert_count"))
     if experts:
         document["moe"] = _moe(path, fields, key)
+        if arch == "llama4":
+            document["moe"] |= _llama4_moe(path, fields, key, names)
+            # feed_forward_length is the dense layers' width; experts and the shared expert
+            # use expert_feed_forward_length (the catalogue's llama-4 entries read the same).
+            document["intermediate_size"] = document["moe"]["expert_intermediate_size"]
+    if layers < blocks:
+        document["notes"].append(
+            f"{blocks - layers} NextN/MTP block(s) past the {layers} decoder layers: no KV "
+            "(llama.cpp n_layer_kv_from_start); their tensors count in the weights"
+        )
     try:
         return ModelSpec.model_validate(document)
     except ValidationError as error:
@@ -202,6 +198,46 @@ def _layer_plan(path: Path, arch: str, fields: dict[str, Any], key, layers: int)
     if "full" not in kinds[:layers]:
         kinds = ["sliding"] * layers
     return {"kinds": kinds, "sliding_window": window}
+
+
+def _nextn_layers(path: Path, arch: str, fields: dict[str, Any], key, blocks: int) -> int:
+    """GLM-4.5's NextN/MTP blocks counted in block_count (0 for other architectures)."""
+    nextn = fields.get(key("nextn_predict_layers")) if arch == "glm4moe" else None
+    if not nextn:
+        return 0
+    if isinstance(nextn, bool) or not isinstance(nextn, int) or not 0 < nextn < blocks:
+        raise KvplanError(
+            f"{path}: GGUF key {key('nextn_predict_layers')} is {nextn!r}: expected fewer "
+            f"than {key('block_count')} {blocks}"
+        )
+    return nextn
+
+
+# llama-model.cpp LLM_ARCH_LLAMA4: "hparams.n_swa = 8192; hparams.set_swa_pattern(4); //
+# pattern: 3 chunked - 1 full" (the chunk is not a GGUF key; Scout and Maverick share it).
+LLAMA4_CHUNK_TOKENS = 8192
+LLAMA4_CHUNK_PATTERN = 4
+
+
+def _llama4_plan(path: Path, arch: str, fields: dict[str, Any], key, layers: int) -> dict:
+    """Llama 4's chunked and full layers as llama.cpp sets them."""
+    if fields.get(key("attention.sliding_window")) == 0:  # stated 0: no chunking (newer builds)
+        return {"pattern": ["full"]}
+    every = LLAMA4_CHUNK_PATTERN
+    kinds = ["chunked" if i % every < every - 1 else "full" for i in range(layers)]
+    return {"kinds": kinds, "chunk_size": LLAMA4_CHUNK_TOKENS}
+
+
+def _llama4_moe(path: Path, fields: dict[str, Any], key, names: set[str]) -> dict[str, Any]:
+    """Interleaved MoE (layer i when (i + 1) mod step = 0), the dense FFN width of the other
+    layers, and the shared expert whose tensors the file carries."""
+    step = _count(path, fields, key("interleave_moe_layer_step"), 1)
+    extra: dict[str, Any] = {"layer_step": step, "layer_offset": step - 1}
+    if step > 1:
+        extra["dense_intermediate_size"] = _count(path, fields, key("feed_forward_length"))
+    if not fields.get(key("expert_shared_count")) and any("ffn_up_shexp" in n for n in names):
+        extra["num_shared_experts"] = 1
+    return extra
 
 
 def _mla(path: Path, fields: dict[str, Any], key, key_length: int, value_length: int) -> dict:

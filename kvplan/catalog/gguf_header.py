@@ -9,7 +9,9 @@ tensor's name, dimension count u32, dimensions u64 each, ggml type u32 and data 
 Every length and count is checked against the bytes the file still holds before anything is
 read or allocated, so a hostile header (an array claiming 2^60 items, a string longer than the
 file) is refused at once with the byte offset where it breaks. Long arrays are only walked
-over: kvplan needs the length of a tokenizer's token list, not its millions of strings.
+over: kvplan needs the length of a tokenizer's token list, not its millions of strings. A file
+cut inside its tensor data (an interrupted download) is refused too: the table says where the
+data end, and the file must reach that byte.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ MAGIC = b"GGUF"
 VERSIONS = (2, 3)
 # Arrays longer than this keep only their length (per-layer arrays are at most block_count long).
 KEPT_ARRAY_ITEMS = 65_536
+# GGUF's default general.alignment: the tensor data start on a multiple of it.
+DEFAULT_ALIGNMENT = 32
 # llama.cpp's GGML_MAX_DIMS.
 MAX_DIMS = 4
 # GGUFValueType: (struct format, bytes) of the scalar types; 8 is string, 9 is array.
@@ -76,6 +80,7 @@ class _Cursor:
 
     def __init__(self, path: Path, data: mmap.mmap, size: int) -> None:
         self.path, self.data, self.size, self.offset = path, data, size, 0
+        self.offsets: list[int] = []  # each tensor's data offset, from the data section start
 
     def fail(self, what: str) -> KvplanError:
         return KvplanError(f"{self.path}: cannot read GGUF header: {what}")
@@ -111,6 +116,8 @@ class _Cursor:
 
     def header(self) -> GgufHeader:
         magic = self.data[:4]
+        if magic != MAGIC and self.size < len(MAGIC) and MAGIC.startswith(magic):
+            raise self.fail(f"truncated: the file ends at byte {self.size} inside the magic")
         if magic != MAGIC:
             raise self.fail("not a GGUF file (wrong magic)")
         self.take(4, "the magic")
@@ -131,7 +138,24 @@ class _Cursor:
             kind = self.u32(f"the type of {key}")
             fields[key] = self.value(kind, key)
         tensors = [self.tensor(index) for index in range(tensor_count)]
+        self.check_data(fields, tensors)
         return GgufHeader(fields, tensors)
+
+    def check_data(self, fields: dict[str, Any], tensors: list[TensorHeader]) -> None:
+        """Refuse a file cut inside its tensor data (an interrupted download): the data start
+        at the header's end rounded up to general.alignment (32 by default), each tensor at
+        its stated offset."""
+        alignment = fields.get("general.alignment", DEFAULT_ALIGNMENT)
+        if isinstance(alignment, bool) or not isinstance(alignment, int) or alignment <= 0:
+            raise self.fail(f"general.alignment is {alignment!r}, not a positive integer")
+        start = -(-self.offset // alignment) * alignment
+        ends = [offset + t.nbytes for offset, t in zip(self.offsets, tensors, strict=True)]
+        end = start + max(ends, default=0)
+        if end > self.size:
+            raise self.fail(
+                f"truncated: the tensor data runs to byte {end:,}, but the file ends at byte "
+                f"{self.size:,}"
+            )
 
     def value(self, kind: int, key: str) -> Any:
         if kind in _SCALARS:
@@ -178,7 +202,7 @@ class _Cursor:
             raise self.fail(f"tensor {name} has {dims} dimensions (GGML allows 1 to {MAX_DIMS})")
         shape = [self.u64(f"a dimension of {name}") for _ in range(dims)]
         kind = self.u32(f"the type of {name}")
-        self.u64(f"the data offset of {name}")
+        self.offsets.append(self.u64(f"the data offset of {name}"))
         try:
             block, block_bytes = GGML_QUANT_SIZES[GGMLQuantizationType(kind)]
         except (ValueError, KeyError):

@@ -4,13 +4,10 @@ safetensors headers (never the weights) through HTTP Range requests.
 `huggingface_hub` is imported here only, when a Hub id is used, so catalogue lookups start
 without it. It brings the user's cache (HF_HOME / HF_HUB_CACHE), token (HF_TOKEN or a saved
 login), HF_HUB_OFFLINE, HF_ENDPOINT and its timeouts (HF_HUB_ETAG_TIMEOUT,
-HF_HUB_DOWNLOAD_TIMEOUT, in seconds). Those bound one request; the client retries a failed
-connection with backoff for ~24 s, so the whole Hub visit of one model is bounded by
-$KVPLAN_HUB_TIMEOUT (default 15 s): config.json not fetched by then is read from the cache or
-refused, headers not read by then leave the weights computed from the config. The headers it
-reads are kept in
-$HF_HOME/kvplan/safetensors/<org>--<name>/<commit>.json (or under $KVPLAN_CACHE), so a
-second run, or a run offline, reads the same bytes without the network.
+HF_HUB_DOWNLOAD_TIMEOUT, in seconds; config.json is read within their sum or not at all).
+The headers it reads are kept in $HF_HOME/kvplan/safetensors/<org>--<name>/<commit>.json (or
+under $KVPLAN_CACHE), so a second run, or a run offline, reads the same bytes without the
+network.
 """
 
 from __future__ import annotations
@@ -19,21 +16,17 @@ import json
 import os
 import re
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import kvplan.limits as limits
 from kvplan.catalog.tensor_headers import TensorHeader, parse_header
 from kvplan.errors import KvplanError
 
-_T = TypeVar("_T")
 HUB_PREFIX = "hf:"
 CACHE_ENV = "KVPLAN_CACHE"
-TIMEOUT_ENV = "KVPLAN_HUB_TIMEOUT"
-DEFAULT_TIMEOUT_S = 15
 # Hub repo ids: org/name of letters, digits, '-', '_', '.'; an optional @revision.
 _HUB_ID = re.compile(r"(?P<repo>[A-Za-z0-9][\w.-]{0,95}/[\w.-]{1,96})(@(?P<revision>[\w./-]+))?")
 
@@ -72,42 +65,6 @@ class HubModel:
     def source(self) -> str:
         """The config.json URL at the exact commit read."""
         return f"https://huggingface.co/{self.ref.repo_id}/blob/{self.commit}/config.json"
-
-
-class _LateError(Exception):
-    """The Hub did not finish within $KVPLAN_HUB_TIMEOUT."""
-
-
-def _timeout_s() -> int:
-    """Seconds one model's whole Hub visit may take: $KVPLAN_HUB_TIMEOUT, or 15."""
-    from kvplan.units import parse_count
-
-    text = os.environ.get(TIMEOUT_ENV, "")
-    return parse_count(text, f"${TIMEOUT_ENV}", limits.DURATION) if text else DEFAULT_TIMEOUT_S
-
-
-def _within(seconds: float, call: Callable[[], _T]) -> _T:
-    """`call()`, or _LateError when it has not returned within `seconds`.
-
-    The client's retries cannot be interrupted, so `call` is left to finish in a daemon
-    thread (it ends with the process) and the command goes on without it.
-    """
-    outcome: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            outcome["value"] = call()
-        except BaseException as error:  # handed to the caller's thread below
-            outcome["error"] = error
-
-    thread = threading.Thread(target=run, name="kvplan-hub", daemon=True)
-    thread.start()
-    thread.join(max(seconds, 0))
-    if thread.is_alive():
-        raise _LateError
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["value"]  # type: ignore[no-any-return]
 
 
 def _is_hub_failure(error: Exception) -> bool:
@@ -210,6 +167,34 @@ def _fetch_tensors(ref: HubRef, commit: str) -> tuple[tuple[TensorHeader, ...] |
     return tuple(tensors), None
 
 
+def _within(limit_s: float, call: Callable[[], str]) -> str:
+    """`call()`, or TimeoutError after `limit_s` seconds.
+
+    When config.json is not cached and its metadata request times out, huggingface_hub
+    (2.x, file_download.py, _ETAG_RETRY_TIMEOUT = 60) asks again with a 60 s timeout and
+    backoff retries: a slow Hub took nearly a minute to fail whatever HF_HUB_ETAG_TIMEOUT
+    said. The call runs on a daemon thread so the stated timeouts bound the wait; a thread
+    still waiting when the limit passes is left to end on its own (it only fills the cache).
+    """
+    outcome: list[Any] = []
+
+    def run() -> None:
+        try:
+            outcome.append((True, call()))
+        except BaseException as error:  # handed to the caller's thread below
+            outcome.append((False, error))
+
+    worker = threading.Thread(target=run, name="kvplan-hub", daemon=True)
+    worker.start()
+    worker.join(limit_s)
+    if not outcome:
+        raise TimeoutError(f"no answer within {limit_s:g} s")
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return value
+
+
 def fetch_hub_model(ref: HubRef) -> HubModel:
     """config.json of `ref` (downloaded once into the HF cache) and its safetensors headers.
 
@@ -224,33 +209,28 @@ def fetch_hub_model(ref: HubRef) -> HubModel:
     logging.set_verbosity_error()
     disable_progress_bars()
     offline = constants.HF_HUB_OFFLINE
-    budget_s, start = _timeout_s(), time.monotonic()
 
-    def download(local: bool = False) -> Path:
-        return Path(
-            hf_hub_download(
-                ref.repo_id,
-                "config.json",
-                revision=ref.revision,
-                etag_timeout=constants.HF_HUB_ETAG_TIMEOUT,
-                local_files_only=local,
-            )
+    def download(local: bool = False) -> str:
+        return hf_hub_download(  # type: ignore[no-any-return]
+            ref.repo_id,
+            "config.json",
+            revision=ref.revision,
+            etag_timeout=constants.HF_HUB_ETAG_TIMEOUT,
+            local_files_only=local,
         )
 
     try:
         try:
-            config_path = _within(budget_s, download)
-        except _LateError:  # the Hub is slow or unreachable: a cached copy still serves
-            config_path = download(local=True)
+            limit_s = constants.HF_HUB_ETAG_TIMEOUT + constants.HF_HUB_DOWNLOAD_TIMEOUT
+            config_path = Path(_within(limit_s, download))
+        except TimeoutError as late:  # a late or unreachable Hub: a cached copy still serves
+            try:
+                config_path = Path(download(local=True))
+            except Exception:
+                raise late from None
     except Exception as error:
         if not _is_hub_failure(error):
             raise
-        if not offline and time.monotonic() - start >= budget_s:
-            raise KvplanError(
-                f"{ref}: the Hub at {constants.ENDPOINT} did not answer within {budget_s} s "
-                f"(${TIMEOUT_ENV}) and the model is not cached: check the network (or "
-                "HF_ENDPOINT), or set a longer timeout"
-            ) from None
         raise _hub_error(ref, error, constants.ENDPOINT, offline) from None
     commit = config_path.parent.name  # the cache keeps files under snapshots/<commit>/
     from kvplan.files import parse_json, read_text
@@ -267,14 +247,7 @@ def fetch_hub_model(ref: HubRef) -> HubModel:
             "from the config (run once online for the checkpoint's exact bytes)"
         )
     elif tensors is None:
-        left_s = budget_s - (time.monotonic() - start)
-        try:
-            tensors, warning = _within(left_s, lambda: _fetch_tensors(ref, commit))
-        except _LateError:
-            warning = (
-                f"{ref}: safetensors headers not read within {budget_s} s (${TIMEOUT_ENV}): "
-                "weights computed from the config; run again for the checkpoint's exact bytes"
-            )
+        tensors, warning = _fetch_tensors(ref, commit)
         if tensors is not None:
             _store(cache, tensors)
     return HubModel(ref, config, config_path, commit, tensors, (warning,) if warning else ())

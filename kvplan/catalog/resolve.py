@@ -141,6 +141,25 @@ def local_tensors(folder: Path) -> tuple[TensorHeader, ...] | None:
     return tuple(tensor for p in paths for tensor in read_header(p))
 
 
+def import_model(text: str, name: str | None = None) -> tuple[ModelSpec, tuple[str, ...]]:
+    """The spec (and readings) of a config.json, a folder holding one, or a Hub id
+    (`org/name[@revision]`, `hf:` allowed), named `name` when given: what `import-hf` writes.
+
+    Raises:
+        KvplanError: a missing file that is no Hub id either, a bad config, a Hub failure.
+    """
+    from kvplan.catalog.hf import import_hf
+    from kvplan.catalog.hub import parse_hub_id
+
+    ref = parse_hub_id(text)
+    if _is_local(Path(text)) or ref is None:
+        imported = import_hf(text, name=name)
+        return imported.spec, imported.warnings
+    resolved = _from_hub(ref)
+    spec = resolved.spec if name is None else resolved.spec.model_copy(update={"name": name})
+    return spec, resolved.warnings
+
+
 def _from_hub(ref: HubRef) -> ResolvedModel:
     """A Hub model: its config (HF cache) and safetensors headers (Range requests)."""
     from kvplan.catalog.hf import spec_from_hf_config

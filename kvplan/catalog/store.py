@@ -181,7 +181,12 @@ class Catalog:
         fast = self._shipped_file("model", name)
         if fast is not None:
             return _shipped_spec(fast, "model")  # type: ignore[return-value]
-        spec = self._model_index.get(name)
+        index = self._model_index
+        if _key(name) not in index.by_name and "/" not in name:
+            bare = _by_repo_name(index, name)
+            if bare is not None:
+                return bare
+        spec = index.get(name)
         assert isinstance(spec, ModelSpec)
         return spec
 
@@ -226,6 +231,27 @@ class Catalog:
         models_dir, skus_dir = shipped_dirs()
         path = (models_dir if kind == "model" else skus_dir) / f"{_key(name)}.yaml"
         return path if path.is_file() else None
+
+
+def _by_repo_name(index: _Index, name: str) -> ModelSpec | None:
+    """The model whose Hub-id alias ends in `/name` (any case): people type a Hub repo's
+    name without its org ("Llama-3.1-70B-Instruct"). None when no alias ends so.
+
+    Raises:
+        KvplanError: several models carry such an alias (the message lists their ids).
+    """
+    tail = "/" + _key(name)
+    specs = {spec.name: spec for spec in index.by_name.values()}
+    found = {
+        alias: spec
+        for spec in specs.values()
+        for alias in spec.aliases
+        if _key(alias).endswith(tail) and isinstance(spec, ModelSpec)
+    }
+    if len({spec.name for spec in found.values()}) > 1:
+        ids = ", ".join(f"{alias} ({spec.name})" for alias, spec in sorted(found.items()))
+        raise KvplanError(f"model {name!r} is ambiguous: {ids}; give the org/name")
+    return next(iter(found.values()), None)  # type: ignore[return-value]
 
 
 def _normal(name: str) -> str:

@@ -8,8 +8,8 @@ from typing import Annotated
 
 import typer
 
-from kvplan.cli.common import _catalog, _format, user_errors, warn
-from kvplan.cli.options import CatalogOpt, FormatOpt
+from kvplan.cli.common import _catalog, _format, _model, user_errors, warn
+from kvplan.cli.options import MODEL_HELP, CatalogOpt, FormatOpt
 from kvplan.cli.options import name as name_parser
 from kvplan.errors import KvplanError
 
@@ -31,17 +31,23 @@ def skus(fmt: FormatOpt = "table", catalog_dirs: CatalogOpt = None) -> None:
 
 
 def show(
-    name: Annotated[str, typer.Argument(help="a model or SKU name or alias", show_default=False)],
+    name: Annotated[
+        str,
+        typer.Argument(
+            help=f"a GPU SKU name or alias, or a model: {MODEL_HELP}", show_default=False
+        ),
+    ],
     fmt: FormatOpt = "table",
     catalog_dirs: CatalogOpt = None,
 ) -> None:
-    """Show one catalogue entry (model or SKU) with its source and derived numbers."""
+    """Show one model (catalogue entry, config.json, .gguf file or Hub id) or SKU with its
+    source and derived numbers."""
     with user_errors():
         from kvplan.report.catalog_report import render_entry
 
         catalog = _catalog(catalog_dirs)
         try:
-            entry = catalog.model(name)
+            entry = _model(catalog, name).spec
         except KvplanError as model_error:
             try:
                 entry = catalog.sku(name)
@@ -86,7 +92,12 @@ def schema(
 
 def import_hf_command(
     config: Annotated[
-        Path, typer.Argument(help="config.json or a folder holding it", show_default=False)
+        str,
+        typer.Argument(
+            help="config.json, a folder holding it, or a Hugging Face id org/name[@revision] "
+            "(its config.json read through your HF cache)",
+            show_default=False,
+        ),
     ],
     output: Annotated[
         Path | None,
@@ -98,9 +109,10 @@ def import_hf_command(
     ] = None,
     fmt: DocumentFormatOpt = None,
 ) -> None:
-    """Turn a Hugging Face config.json into a catalogue YAML entry (or its JSON)."""
+    """Turn a Hugging Face config.json (local or on the Hub) into a catalogue YAML entry (or
+    its JSON)."""
     with user_errors():
-        from kvplan.catalog.hf import import_hf
+        from kvplan.catalog.resolve import import_model
         from kvplan.report.catalog_report import spec_json, spec_yaml
 
         output_format = _document_format(fmt, "yaml")
@@ -108,10 +120,10 @@ def import_hf_command(
             from kvplan.files import output_target, write_atomically
 
             output_target(output, "--output")
-        imported = import_hf(config, name=name)
-        for line in imported.warnings:
+        spec, readings = import_model(config, name=name)
+        for line in readings:
             warn(line)
-        text = (spec_json if output_format == "json" else spec_yaml)(imported.spec)
+        text = (spec_json if output_format == "json" else spec_yaml)(spec)
         if output is None:
             sys.stdout.write(text)
             return

@@ -98,7 +98,7 @@ def _deployment_of(resolved, engine_options, kv_dtype, weight_dtype, tp, pp):
     name, settings, dp, ep = engine_options.resolve()
     return deployment(
         resolved,
-        engine_name=name,
+        engine=name,
         kv_dtype=kv_dtype,
         weight_dtype=weight_dtype,
         tp=tp,

@@ -64,7 +64,8 @@ def _checked_name(value: str) -> str:
 name = _usage(_checked_name)
 
 MODEL_HELP = (
-    "catalogue name or alias (see `kvplan models`); a Hugging Face id org/name[@revision] "
+    "catalogue name or alias (see `kvplan models`), or a Hub repo name without its org "
+    "(Llama-3.1-70B-Instruct) matched against the aliases; a Hugging Face id org/name[@revision] "
     "(config and safetensors headers read through your HF cache, HF_TOKEN and HF_HUB_OFFLINE; "
     "never the weights); a config.json or a folder holding one; or a local .gguf file (its "
     "header only). A catalogue name or alias wins over the Hub (aliases hold Hub ids); "

@@ -82,9 +82,16 @@ _FAMILIES: dict[str, Callable[[_Config], dict[str, Any]]] = {
     "granitemoehybrid": _granite_hybrid,
     "falcon_h1": _falcon_h1,
     "mllama": _mllama,  # multimodal wrapper: text_config + vision_config
+    # Qwen2 decoders with multimodal RoPE (mrope splits the rotary dims; KV as Qwen2) and a
+    # vision tower: text fields at the top level as published, or in a text_config.
+    "qwen2_vl": _qwen2,
+    "qwen2_5_vl": _qwen2,
 }
 
 SUPPORTED_MODEL_TYPES: tuple[str, ...] = tuple(sorted(_FAMILIES))
 
 # Wrappers whose language model lives in a nested text_config.
 _NESTED_TEXT = ("gemma3", "llama4", "mistral3", "qwen3_5", "qwen3_5_moe", "mllama")
+# Wrappers whose text fields sit at the top level (as published) or in a text_config (as
+# transformers >= 4.53 saves them).
+_TOP_OR_NESTED_TEXT = ("qwen2_vl", "qwen2_5_vl")

@@ -9,7 +9,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from kvplan.catalog.hf.families import _FAMILIES, _NESTED_TEXT, SUPPORTED_MODEL_TYPES
+from kvplan.catalog.hf.families import (
+    _FAMILIES,
+    _NESTED_TEXT,
+    _TOP_OR_NESTED_TEXT,
+    SUPPORTED_MODEL_TYPES,
+)
 from kvplan.catalog.hf.fields import _Config, _weight_dtype
 from kvplan.catalog.hf.files import (
     INDEX_FILE,
@@ -66,17 +71,22 @@ def _spec(
         raise KvplanError(_unknown_type(where, model_type))
     c = _Config(config, where, model_type)
     top = None
-    if model_type in _NESTED_TEXT:
-        text = config.get("text_config")
+    text = config.get("text_config")
+    if model_type in _NESTED_TEXT or (model_type in _TOP_OR_NESTED_TEXT and text is not None):
         if not isinstance(text, dict):
             raise KvplanError(f"{where}: model_type {model_type!r} needs a text_config object")
         top, c = c, _Config(text, f"{where} text_config", model_type)
         c.outer = top
+    elif model_type in _TOP_OR_NESTED_TEXT:
+        top = _Config(config, where, model_type)  # the same object read twice: text, tower
     fields = family(c)
     _context_and_vision(c, top, fields)
     if top is not None:
-        # Wrappers state torch_dtype at the top level; text_config may repeat it or not.
-        fields["weight_dtype"] = _weight_dtype(_Config({**top.data, **c.data}, where, model_type))
+        # Wrappers state torch_dtype at the top level; text_config may repeat it, or not, or
+        # differ: transformers 4.53 saves Qwen2.5-VL's text_config with float32 beside the
+        # checkpoint's bfloat16 at the top. The top level names the checkpoint.
+        stated = {k: top.data[k] for k in ("torch_dtype", "dtype") if k in top.data}
+        fields["weight_dtype"] = _weight_dtype(_Config({**c.data, **stated}, where, model_type))
         c.warnings = [w for w in c.warnings if not w.startswith("no torch_dtype")]
         _quantization(top, fields)
         c.warnings += top.warnings

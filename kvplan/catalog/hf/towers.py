@@ -1,5 +1,5 @@
 """`vision_config` of wrappers whose image tokens enter as embeddings (Gemma 3, Llama 4,
-Mistral 3): parameters of the vision tower and projector.
+Mistral 3, Qwen2-VL, Qwen2.5-VL): parameters of the vision tower and projector.
 
 The text model's KV and weights come from `text_config`; the vision tower adds weights only.
 Each tower is a ViT whose layers differ in three switches (biases, gated MLP, LayerNorm vs
@@ -19,7 +19,9 @@ from kvplan.catalog.hf.fields import _Config
 def _vit_layer_params(hidden: int, inner: int, *, bias: bool, gated: bool, layer_norm: bool) -> int:
     """One ViT encoder layer: q, k, v, o projections, the MLP and two norms."""
     attention = 4 * hidden * hidden + (4 * hidden if bias else 0)
-    mlp = (3 if gated else 2) * hidden * inner + ((inner + hidden) if bias else 0)
+    # A gated MLP has two input projections (gate, up), each with its own bias.
+    inputs = 2 if gated else 1
+    mlp = (inputs + 1) * hidden * inner + ((inputs * inner + hidden) if bias else 0)
     norms = 2 * (2 * hidden if layer_norm else hidden)
     return attention + mlp + norms
 
@@ -74,6 +76,50 @@ def _pixtral(v: _Config) -> int:
     )
 
 
+def _qwen_patch_embed(v: _Config, width: int) -> int:
+    """Qwen2-VL / Qwen2.5-VL patch embedding: a Conv3d over temporal x spatial patches, no bias."""
+    channels = v.int_or("in_chans", v.int_or("in_channels", 3, "default"), "default")
+    patch = v.int_or("patch_size", 14, "Qwen2VLVisionConfig default")
+    temporal = v.int_or("temporal_patch_size", 2, "Qwen2VLVisionConfig default")
+    return channels * temporal * patch * patch * width
+
+
+def _qwen_merger(v: _Config, width: int, out: int, *, layer_norm: bool) -> int:
+    """PatchMerger: a norm over the tower width, then two biased linears over merge² patches
+    folded into one (width·merge² → width·merge² → the text width)."""
+    merge = v.int_or("spatial_merge_size", 2, "Qwen2VLVisionConfig default")
+    folded = width * merge * merge
+    norm = 2 * width if layer_norm else width
+    return norm + folded * folded + folded + folded * out + out
+
+
+def _qwen2_5_vision(v: _Config) -> int:
+    """Qwen2.5-VL (transformers models/qwen2_5_vl/modeling_qwen2_5_vl.py
+    Qwen2_5_VisionTransformerPretrainedModel): RMSNorm, gated MLP with biases, biased qkv/proj,
+    and the patch merger into out_hidden_size (the text width)."""
+    width, inner = v.int("hidden_size"), v.int("intermediate_size")
+    layer = _vit_layer_params(width, inner, bias=True, gated=True, layer_norm=False)
+    merger = _qwen_merger(v, width, v.int("out_hidden_size"), layer_norm=False)
+    return _qwen_patch_embed(v, width) + v.int("depth") * layer + merger
+
+
+def _qwen2_vision(v: _Config) -> int:
+    """Qwen2-VL (transformers models/qwen2_vl/modeling_qwen2_vl.py
+    Qwen2VisionTransformerPretrainedModel): LayerNorm, a plain MLP of embed_dim x mlp_ratio
+    with biases, and the patch merger into hidden_size (there, the text width)."""
+    width = v.int_or("embed_dim", 1280, "Qwen2VLVisionConfig default")
+    ratio = v.get("mlp_ratio", 4)
+    inner = int(width * ratio)
+    layer = _vit_layer_params(width, inner, bias=True, gated=False, layer_norm=True)
+    merger = _qwen_merger(v, width, v.int("hidden_size"), layer_norm=True)
+    return _qwen_patch_embed(v, width) + v.int("depth") * layer + merger
+
+
+def _merged_in_tower(top: _Config, v: _Config, text_hidden: int) -> int:
+    """Qwen2-VL and Qwen2.5-VL project inside the tower (its merger): nothing beside it."""
+    return 0
+
+
 def _gemma3_projector(top: _Config, v: _Config, text_hidden: int) -> int:
     """Gemma3MultiModalProjector: soft-embedding RMSNorm and one projection matrix."""
     vision_hidden = v.int("hidden_size")
@@ -100,11 +146,15 @@ _TOWERS: dict[str, Callable[[_Config], int]] = {
     "siglip_vision_model": _siglip,
     "llama4_vision_model": _llama4_vision,
     "pixtral": _pixtral,
+    "qwen2_5_vl": _qwen2_5_vision,
+    "qwen2_vl": _qwen2_vision,
 }
 _PROJECTORS: dict[str, Callable[[_Config, _Config, int], int]] = {
     "gemma3": _gemma3_projector,
     "llama4": _llama4_projector,
     "mistral3": _mistral3_projector,
+    "qwen2_5_vl": _merged_in_tower,
+    "qwen2_vl": _merged_in_tower,
 }
 
 
@@ -113,7 +163,8 @@ def _vision_tower(top: _Config, text_hidden: int) -> dict[str, Any] | None:
     stated = top.get("vision_config")
     if not isinstance(stated, dict):
         return None
-    model_type = stated.get("model_type")
+    # Qwen2-VL's published vision_config names no model_type: its wrapper's is meant.
+    model_type = stated.get("model_type") or top.model_type
     v = _Config(stated, f"{top.where} vision_config", str(model_type))
     tower, projector = _TOWERS.get(str(model_type)), _PROJECTORS.get(top.model_type)
     if tower is None or projector is None:
