@@ -162,3 +162,11 @@ def _umask() -> int:
         x for x in Path("/proc/self/status").read_text().splitlines() if x.startswith("Umask")
     )
     return int(line.split()[1], 8)
+
+
+def test_verify_json_path_is_checked_before_any_work(tmp_path):
+    os.mkfifo(tmp_path / "record.json")
+    outcome = cli("verify", "gpt2", "--device", "cpu", "--json", str(tmp_path / "record.json"))
+    assert_refused(outcome, "--json ", "is a named pipe; kvplan writes only regular files")
+    assert outcome.stdout == ""
+    assert stat.S_ISFIFO((tmp_path / "record.json").lstat().st_mode)
