@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from html import escape
 
-from kvplan.report.render import tokens_label
+from kvplan.report.render import plural, tokens_label
 from kvplan.units import GIB
 
 WIDTH = 760  # viewBox units; the page scales the picture to its width
@@ -259,7 +259,7 @@ def line_chart(title: str, series: list[Series], x_label: str, y_label: str) -> 
             body.append(
                 f'<circle class="point {kind}" cx="{px(x):.2f}" cy="{py(y):.2f}" r="2.2" '
                 f'data-context="{x}" data-requests="{y}"><title>{escape(line.label)}: '
-                f"{y:,} requests of {x:,} tokens</title></circle>"
+                f"{plural(y, 'request')} of {x:,} tokens</title></circle>"
             )
         if line.mark is not None:
             x, y = line.mark
@@ -267,7 +267,7 @@ def line_chart(title: str, series: list[Series], x_label: str, y_label: str) -> 
             body.append(
                 f'<circle class="mark {kind} {state}" cx="{px(x):.2f}" cy="{py(y):.2f}" r="5" '
                 f'data-context="{x}" data-requests="{y}"><title>{escape(line.label)}: '
-                f"{y:,} requests of {x:,} tokens asked</title></circle>"
+                f"{plural(y, 'request')} of {x:,} tokens asked</title></circle>"
             )
     body.append(
         f'<text class="axis-label" x="{(left + right) / 2:.1f}" y="{bottom + 34}" '
