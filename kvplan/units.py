@@ -224,3 +224,23 @@ def parse_fraction(text: str | float, what: str, *, allow_zero: bool = False) ->
             f"{_decimal(limits.MIN_FRACTION)}{zero}"
         )
     return float(value)
+
+
+def parse_float(text: str, what: str) -> float:
+    """A finite number as a table cell writes it ("0.011", "1.5e-3", "-2"), as a float.
+
+    ASCII only, at most kvplan.limits.NUMBER_CHARS characters: Python's float() also reads
+    "٣" and "１.５". Ranges are the caller's.
+
+    Raises:
+        KvplanError: "`what`: `text` is not a finite number", also for "inf", "nan" and "1e999".
+    """
+    _check_length(text, what)
+    try:
+        value = float(text) if text.isascii() else math.nan
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        reason = _why_not_a_number(text)
+        raise KvplanError(f"{what}: {text!r} is not a finite number" + (reason and f"; {reason}"))
+    return value

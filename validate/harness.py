@@ -32,14 +32,13 @@ from kvplan.validate.numerics import (
     reference_scratch_bytes_per_token,
     tokens_checked_max,
 )
-from kvplan.validate.plan import build_plan, default_layers
+from kvplan.validate.plan import build_plan, check_device, default_layers
 from kvplan.validate.record_bandwidth import CPU_TIMING_NOTE, TimedRun, bandwidth_section
 from kvplan.validate.record_memory import memory_section
 from kvplan.validate.traffic import step_traffic
 from kvplan.validate.verify_plan import VerifyPlan
 
 Progress = Callable[[str, float], None]
-DEVICES = ("cuda", "cpu")
 DEFAULT_REPEATS = {"cuda": 50, "cpu": 2}
 # On CPU the numerics run has already compiled and warmed every launch.
 DEFAULT_WARMUP = {"cuda": 5, "cpu": 0}
@@ -76,8 +75,7 @@ def resolve_device(name: str | None) -> torch.device:
     """--device: cuda, cpu, or None for cuda when available else cpu."""
     if name is None:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name not in DEVICES:
-        raise KvplanError(f"--device: unknown device {name!r} (allowed: {', '.join(DEVICES)})")
+    check_device(name)
     if name == "cuda" and not torch.cuda.is_available():
         raise KvplanError(
             f"--device cuda: no CUDA device is visible to torch {torch.__version__}; "

@@ -24,9 +24,26 @@ KERNEL_KV_DTYPES = ("fp32", "bf16", "fp16", "fp8_e4m3", "fp8_e5m2")
 # Engines whose pool is paged (vllm) or token-granular (sglang, exact: pages of 1 token);
 # hf keeps contiguous per-layer tensors (MLA decompressed) and naive is not an allocator.
 VERIFIABLE_ENGINES = ("vllm", "sglang", "exact")
+DEVICES = ("cuda", "cpu")
 # Layer kinds the kernel runs over a paged pool with block ids shared by all layers.
 VERIFIABLE_KINDS = ("full", "mla")
 DEFAULT_CPU_LAYERS = 2  # the interpreter runs ~10 ms per 32-token tile: keep CPU runs short
+
+
+def check_device(device: str | None) -> None:
+    """Refuse a --device verify does not know (None: pick one); pure Python, so the CLI
+    calls it before torch loads (seconds)."""
+    if device is not None and device not in DEVICES:
+        raise KvplanError(f"--device: unknown device {device!r} (allowed: {', '.join(DEVICES)})")
+
+
+def check_engine(engine: str) -> None:
+    """Refuse an --engine whose KV pool verify cannot allocate; pure Python, as check_device."""
+    if engine.lower() not in VERIFIABLE_ENGINES:
+        raise KvplanError(
+            f"--engine: verify allocates a paged pool, so it checks "
+            f"{', '.join(VERIFIABLE_ENGINES)}; got {engine!r}"
+        )
 
 
 def q_dtype_for(kv_dtype: str) -> str:
@@ -111,11 +128,7 @@ def _check_options(
             f"--kv-dtype: verify runs the decode kernel, which reads "
             f"{', '.join(KERNEL_KV_DTYPES)}; got {dtype.name}"
         )
-    if engine.lower() not in VERIFIABLE_ENGINES:
-        raise KvplanError(
-            f"--engine: verify allocates a paged pool, so it checks "
-            f"{', '.join(VERIFIABLE_ENGINES)}; got {engine!r}"
-        )
+    check_engine(engine)
     if tp < 1:
         raise KvplanError(f"--tp: {tp} must be at least 1")
     if tokens_per_block is not None and tokens_per_block < 1:

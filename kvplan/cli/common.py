@@ -48,7 +48,10 @@ def _columns(text: str | None) -> list[str] | None:
 def _catalog(dirs: list[Path] | None):
     from kvplan.catalog import Catalog
 
-    return Catalog(tuple(dirs or ()))
+    catalog = Catalog(tuple(dirs or ()))
+    if catalog.user_dirs:  # a bad folder is one error here, not one per product of `check`
+        catalog.models()
+    return catalog
 
 
 def _batch(context: str, batch: int, lengths: str | None):

@@ -63,6 +63,16 @@ def _checked_name(value: str) -> str:
 
 name = _usage(_checked_name)
 
+
+def _folder(value: str) -> Path:
+    # typer would read '' as Path('') == '.', the working folder: a value that went missing
+    if not value:
+        raise KvplanError("value: an empty path; give a folder")
+    return Path(value)
+
+
+folder = _usage(_folder)
+
 MODEL_HELP = (
     "catalogue name or alias (see `kvplan models`), or a Hub repo name without its org "
     "(Llama-3.1-70B-Instruct) matched against the aliases; a Hugging Face id org/name[@revision] "
@@ -196,6 +206,7 @@ CatalogOpt = Annotated[
     list[Path] | None,
     typer.Option(
         "--catalog",
+        parser=folder,
         help="extra folder of model/SKU YAML (repeatable; also $KVPLAN_CATALOG)",
         show_default=False,
     ),

@@ -26,6 +26,11 @@ def _entry(
     return Annotated[kind, option], default
 
 
+def _given(parse: Any, text: str | None, option: str) -> Any:
+    """`parse(text, option)`, or None when the option is absent: '' is given, and refused."""
+    return None if text is None else parse(text, option)
+
+
 DEFAULT_PROMPT = "lognormal:mean=1024,sigma=1"
 DEFAULT_OUTPUT = "lognormal:mean=256,sigma=1"
 DEFAULT_REQUESTS = 1000
@@ -200,7 +205,7 @@ class WorkloadOptions:
         from kvplan.simulate import parse_distribution, parse_seconds, poisson_workload, read_trace
 
         v = self.values
-        duration = parse_seconds(v["duration"], "--duration") if v["duration"] else None
+        duration = _given(parse_seconds, v["duration"], "--duration")
         requests = v["requests"]
         if requests is not None and requests < 1:
             raise KvplanError(f"--requests: {requests} must be at least 1")
@@ -268,24 +273,20 @@ class ServingOptions:
             allocator=v["allocator"],
             chunked_prefill=v["chunked_prefill"],
             preemption=v["preemption"],
-            max_model_len=parse_tokens(v["max_model_len"], "--max-model-len")
-            if v["max_model_len"]
-            else None,
-            kv_window_tokens=parse_tokens(v["kv_window"], "--kv-window")
-            if v["kv_window"]
-            else None,
+            max_model_len=_given(parse_tokens, v["max_model_len"], "--max-model-len"),
+            kv_window_tokens=_given(parse_tokens, v["kv_window"], "--kv-window"),
             kv_sink_tokens=v["kv_sinks"],
             kv_bytes_factor=v["kv_bytes_factor"],
             step_time_factor=v["step_time_factor"],
             efficiency=efficiency,
             step_table=read_step_table(v["step_times"]) if v["step_times"] else None,
-            host_link_bytes_per_s=parse_bytes(link, "--host-link-bandwidth") if link else None,
+            host_link_bytes_per_s=_given(parse_bytes, link, "--host-link-bandwidth"),
             swap_space_bytes=parse_bytes(v["swap_space"], "--swap-space"),
             instances=v["instances"],
             router=v["router"],
             slo=Slo(
-                parse_seconds(v["slo_ttft"], "--slo-ttft") if v["slo_ttft"] else None,
-                parse_seconds(v["slo_tpot"], "--slo-tpot") if v["slo_tpot"] else None,
+                _given(parse_seconds, v["slo_ttft"], "--slo-ttft"),
+                _given(parse_seconds, v["slo_tpot"], "--slo-tpot"),
             ),
             label=label,
         )

@@ -191,7 +191,7 @@ def verify(
         float,
         typer.Option(
             "--bandwidth-pass",
-            parser=fraction(allow_zero=True),
+            parser=fraction(),
             help="bandwidth passes when achieved ≥ this fraction (0–1) of the measured copy",
         ),
     ] = 0.8,
@@ -243,6 +243,10 @@ def verify(
         target = catalog.sku(sku) if sku is not None else None
         # The batch's size does not depend on the context: refuse a huge one before torch loads.
         _verifiable(_batch("1" if context is None else context, batch, lengths))
+        from kvplan.validate.plan import check_device, check_engine  # pure Python
+
+        check_device(device)
+        check_engine(engine)
         try:  # torch, triton, numpy: the optional `verify` extra; size/report never load them
             from kvplan.validate.harness import VerifyRequest, resolve_device, run_verify
         except ImportError as error:

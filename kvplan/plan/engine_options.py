@@ -75,6 +75,10 @@ def engine_settings(values: Mapping[str, Any]) -> tuple[str, EngineSettings, int
         value = values.get(name)
         if value is not None:
             limit.check(value, option(name))
+    for name in ("engine", "engine_version", "v_dtype"):  # '' must not read as the default
+        value = values.get(name)
+        if value is not None:
+            limits.check_name(value, option(name))
     settings = EngineSettings(
         version=values.get("engine_version"),
         tokens_per_block=values.get("block_size"),

@@ -21,6 +21,7 @@ import kvplan.limits as limits
 from kvplan.errors import KvplanError
 from kvplan.files import read_text
 from kvplan.simulate.step_cost import Piece
+from kvplan.units import parse_float
 
 COLUMNS = ("batch_size", "kv_tokens", "prefill_tokens", "step_s")
 MAX_ROWS = 1_000_000
@@ -125,13 +126,12 @@ def _row(path: Path, line: int, row: dict[str, str]) -> tuple[tuple[int, int, in
                 f"--step-times {path}:{line}: {name} {text!r} is not a whole number ≥ 0"
             )
         values.append(int(text))
-    try:
-        seconds = float(row.get("step_s", ""))
-    except ValueError:
-        seconds = math.nan
-    if not (seconds > 0 and math.isfinite(seconds)):
+    where = f"--step-times {path}:{line}: step_s"
+    seconds = parse_float(row.get("step_s", ""), where)
+    if not 0 < seconds <= limits.DURATION.maximum:
         raise KvplanError(
-            f"--step-times {path}:{line}: step_s {row.get('step_s')!r} is not a positive time"
+            f"{where} {row.get('step_s')!r} is not a positive time up to "
+            f"{limits.DURATION.maximum:,} s"
         )
     return (values[0], values[1], values[2]), seconds
 

@@ -21,6 +21,7 @@ import kvplan.limits as limits
 from kvplan.errors import KvplanError
 from kvplan.files import parse_json, read_text
 from kvplan.simulate.workload import MAX_REQUESTS, RequestSpec, Workload
+from kvplan.units import parse_float
 
 # field -> the column names accepted for it
 COLUMNS = {
@@ -51,6 +52,11 @@ def read_trace(
         notes.append("trace rows were not in arrival order: sorted by arrival time")
         parsed.sort(key=lambda item: item[0])
     start = parsed[0][0]
+    if parsed[-1][0] - start > limits.DURATION.maximum:  # a clock kvplan's averages can hold
+        raise KvplanError(
+            f"--trace {path}: arrivals span {parsed[-1][0] - start:g} s, more than "
+            f"{limits.DURATION.maximum:,} s ({limits.DURATION.why})"
+        )
     made = [RequestSpec(arrival - start, prompt, output) for arrival, prompt, output in parsed]
     if duration_s is not None:
         made = [r for r in made if r.arrival_s < duration_s]
@@ -138,8 +144,8 @@ def _arrival(path: Path, line: int, value: Any) -> float:
     if isinstance(value, str):
         text = value.strip()
         try:
-            seconds = float(text)
-        except ValueError:
+            seconds = parse_float(text, "arrival")
+        except KvplanError:
             try:
                 seconds = datetime.fromisoformat(text).timestamp()
             except ValueError:

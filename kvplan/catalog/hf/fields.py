@@ -118,11 +118,18 @@ def _head_dim(c: _Config, hidden: int, num_heads: int) -> int:
 
 def _weight_dtype(c: _Config) -> str:
     """Released weight dtype from torch_dtype (or the newer `dtype`), else fp32 with a warning."""
+    unknown = []
     for key in ("torch_dtype", "dtype"):
         name = c.get(key)
         if isinstance(name, str) and name in _TORCH_DTYPES:
             return _TORCH_DTYPES[name]
-    c.warn("no torch_dtype in the config: weights read as fp32 (transformers' default)")
+        if name is not None and not isinstance(name, str):  # 1e308, true, [...]: not a dtype
+            raise KvplanError(f"{c.where}: {key} {name!r} is not a dtype name such as bfloat16")
+        if name is not None:
+            unknown.append(f"{key} {name[:40]!r} is not one of {', '.join(_TORCH_DTYPES)}")
+    # A name kvplan does not know is said as such: "no torch_dtype" would hide a typo.
+    why = "; ".join(unknown) or "no torch_dtype in the config"
+    c.warn(f"{why}: weights read as fp32 (transformers' default)")
     return "fp32"
 
 

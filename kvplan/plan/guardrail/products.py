@@ -107,7 +107,7 @@ class ProductSpec(BaseModel):
         description="fixed KV budget per GPU in bytes or with a unit (40GiB), like vLLM "
         "--kv-cache-memory",
     )
-    vllm_version: str | None = Field(
+    vllm_version: Name | None = Field(
         None,
         description="vLLM version whose accounting to follow, e.g. 0.11 (engine_version "
         "under its older name); null: 0.11",
@@ -123,7 +123,7 @@ class ProductSpec(BaseModel):
     ep: bool = Field(
         False, description="expert parallelism: routed experts spread over all tp × dp GPUs"
     )
-    engine_version: str | None = Field(
+    engine_version: Name | None = Field(
         None,
         description="engine version whose rules to follow (vLLM 0.11, SGLang 0.5.3, "
         "TensorRT-LLM 1.0, llama.cpp b7900, ollama 0.13); null: the engine's default",
