@@ -396,7 +396,7 @@ def _prices(prices: Mapping[str, float], catalog: Catalog) -> tuple[tuple[str, f
 
 
 def _cost(rank: str | None, prices: tuple[tuple[str, float], ...], skus: tuple) -> Cost:
-    chosen = rank or ("price" if prices else "gpus")
+    chosen = rank if rank is not None else "price" if prices else "gpus"
     if chosen == "gpus":
         return GpuCount()
     if chosen != "price":

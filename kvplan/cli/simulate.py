@@ -297,7 +297,9 @@ def pools(
             deployment.replace(tp=degree)
         workload = workload_options.build()
         workload_options.check_fits(config.max_model_len or deployment.model.max_context)
-        link = parse_bytes(link_bandwidth, "--link-bandwidth") if link_bandwidth else None
+        link = None if link_bandwidth is None else parse_bytes(link_bandwidth, "--link-bandwidth")
+        if link == 0:  # a copy at 0 bytes/s never ends
+            raise KvplanError(f"--link-bandwidth: {link_bandwidth} must be above 0 bytes/s")
         surge = (prompt_scale, output_scale)
         results = _pools_results(
             deployment,
