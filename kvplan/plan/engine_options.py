@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import kvplan.limits as limits
+from kvplan.errors import KvplanError
 from kvplan.plan.engines import EngineSettings, engine
 from kvplan.units import parse_bytes
 
@@ -75,10 +76,9 @@ def engine_settings(values: Mapping[str, Any]) -> tuple[str, EngineSettings, int
         value = values.get(name)
         if value is not None:
             limit.check(value, option(name))
-    for name in ("engine", "engine_version", "v_dtype"):  # '' must not read as the default
-        value = values.get(name)
-        if value is not None:
-            limits.check_name(value, option(name))
+    for name in ("engine", "engine_version", "v_dtype"):  # the engines read '' as "not given"
+        if values.get(name) == "":
+            raise KvplanError(f"{option(name)}: empty; leave it out for the engine's default")
     settings = EngineSettings(
         version=values.get("engine_version"),
         tokens_per_block=values.get("block_size"),

@@ -28,8 +28,8 @@ def _refused_in_one_line(argv: tuple[str, ...], fragment: str) -> None:
         # '' is a value that went missing (`--catalog "$DIR"` with DIR unset), not the default:
         # as a path it would be '.', the working folder, read as a catalogue.
         (("size", "gpt2", "--catalog", ""), "--catalog: an empty path"),
-        (("size", "gpt2", "--engine-version", ""), "--engine-version: '': a name must not be"),
-        (("size", "gpt2", "-e", "llama.cpp", "--v-dtype", ""), "--v-dtype: '': a name must"),
+        (("size", "gpt2", "--engine-version", ""), "--engine-version: empty; leave it out"),
+        (("size", "gpt2", "-e", "llama.cpp", "--v-dtype", ""), "--v-dtype: empty; leave it out"),
         ((*SIMULATE, "--rate", "1", "--duration", ""), "--duration: ''"),
         ((*SIMULATE, "--rate", "1", "--max-model-len", ""), "--max-model-len: ''"),
         ((*SIMULATE, "--rate", "1", "--kv-window", ""), "--kv-window: ''"),
