@@ -36,14 +36,13 @@ from kvplan.plan.engines.base import (
     fraction_of_free,
     model_reference,
 )
-from kvplan.plan.engines.release import parse_release
+from kvplan.plan.engines.release import Release, parse_release
 from kvplan.units import GIB
 
 if TYPE_CHECKING:
     from kvplan.plan.deployment import Deployment
     from kvplan.specs import SkuSpec
 
-Release = tuple[int, int, int]
 OLDEST, NEWEST = (0, 1, 0), (0, 5, 99)
 DEFAULT_RELEASE_TEXT = "0.5.3"
 # KV dtypes SGLang's pools store as kvplan sizes them: --kv-cache-dtype auto (the model's
