@@ -181,7 +181,7 @@ class TrtllmProfile(EngineProfile):
 
     def capacity_tokens(self, pool: KvPool, max_model_len: int) -> int:
         """Tokens of the primary pool: blocks × tokens per block."""
-        return pool.num_blocks * pool.layout.tokens_per_block
+        return pool.block_capacity_tokens
 
     def log_lines(
         self, budget: Budget, pool: KvPool, max_model_len: int, sku: SkuSpec | None = None
@@ -254,8 +254,7 @@ def startup_lines(budget: Budget, pool: KvPool, max_model_len: int) -> list[str]
     layout = pool.layout
     if not isinstance(layout, TrtLayout) or budget.kv_bytes <= 0:
         return []
-    tpb, blocks = layout.tokens_per_block, pool.num_blocks
-    tokens = blocks * tpb
+    tpb, blocks, tokens = layout.tokens_per_block, pool.num_blocks, pool.block_capacity_tokens
     pool_bytes = tokens * layout.kv_bytes_per_token
     release = layout.release
     if release < (0, 8, 0):  # 0.5.0 logged max_tokens before rounding to blocks
