@@ -140,6 +140,7 @@ class SglangProfile(EngineProfile):
     default_utilization_text = "by GPU memory and TP (0.835 on an H100 at TP 1, SGLang ≥ 0.5.3)"
     kv_dtypes = KV_DTYPES
     kv_dtype_setting = "--kv-cache-dtype"
+    token_cap_setting = "--max-total-tokens"
 
     def check(self, deployment: Deployment) -> None:
         release_of(deployment)  # a bad version fails before anything is sized

@@ -117,6 +117,7 @@ class TrtllmProfile(EngineProfile):
     default_utilization_text = "0.9 of free memory (0.85 before 0.7)"
     kv_dtypes = KV_DTYPES
     kv_dtype_setting = "KvCacheConfig.dtype"
+    token_cap_setting = "kv_cache_config.max_tokens"
 
     def check(self, deployment: Deployment) -> None:
         release_of(deployment)

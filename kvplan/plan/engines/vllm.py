@@ -12,7 +12,6 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from kvplan.errors import KvplanError
 from kvplan.kvmath import LayerCache, MlaIndexerCache
 from kvplan.plan.engines import vllm_memory
 from kvplan.plan.engines.base import (
@@ -141,9 +140,7 @@ class VllmProfile(EngineProfile):
 
     def check(self, deployment: Deployment) -> None:
         version_of(deployment)  # a bad --vllm-version fails here, before anything is sized
-        reason = self.tp_refusal(deployment.model, deployment.tp)
-        if reason:
-            raise KvplanError(f"--tp: {reason}")
+        super().check(deployment)
 
     def stored_caches(
         self, deployment: Deployment, full_reservation: bool = False
