@@ -133,11 +133,15 @@ def held_within_headroom(capacity: Capacity, headroom: Fraction, context_tokens:
 def usable_pool(capacity: Capacity, headroom: Fraction) -> KvPool:
     """The pool the engine builds from the KV budget less `headroom` of it (rounded up)."""
     budget = capacity.budget
-    kept = budget.kv_bytes
-    if kept > 0:
-        kept -= math.ceil(kept * headroom)
+    kept = kept_kv_bytes(budget.kv_bytes, headroom)
     profile = capacity.deployment.engine
     return profile.pool(capacity.layout, replace(budget, kv_bytes=kept))
+
+
+def kept_kv_bytes(kv_bytes: int, headroom: Fraction) -> int:
+    """The KV budget (bytes) less `headroom` of it, the headroom rounded up to a byte; a
+    budget of 0 or less (the weights leave no KV) is kept as it is."""
+    return kv_bytes - math.ceil(kv_bytes * headroom) if kv_bytes > 0 else kv_bytes
 
 
 class Cost(Protocol):
