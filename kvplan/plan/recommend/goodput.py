@@ -22,7 +22,7 @@ from kvplan.errors import KvplanError
 from kvplan.plan.capacity import Capacity
 from kvplan.plan.deployment import Deployment
 from kvplan.plan.engines.base import UNLIMITED_REQUESTS
-from kvplan.plan.recommend.objective import Score, held_within_headroom, kept_kv_bytes
+from kvplan.plan.recommend.objective import Score, held_within_headroom, kv_bytes_within_headroom
 from kvplan.specs import SkuSpec
 
 
@@ -104,5 +104,5 @@ def _within_headroom(capacity: Capacity, headroom: Fraction) -> Deployment:
     budget = capacity.budget.kv_bytes
     if not headroom or budget <= 0:
         return deployment
-    kept = kept_kv_bytes(budget, headroom)
+    kept = kv_bytes_within_headroom(budget, headroom)
     return deployment.replace(settings=replace(deployment.settings, kv_memory_bytes=kept))
