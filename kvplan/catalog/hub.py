@@ -24,6 +24,7 @@ from typing import Any
 import kvplan.limits as limits
 from kvplan.catalog.tensor_headers import TensorHeader, parse_header
 from kvplan.errors import KvplanError
+from kvplan.files import parse_json, read_text
 
 HUB_PREFIX = "hf:"
 CACHE_ENV = "KVPLAN_CACHE"
@@ -56,7 +57,6 @@ class HubModel:
 
     ref: HubRef
     config: dict[str, Any]
-    config_path: Path  # in the HF cache
     commit: str
     tensors: tuple[TensorHeader, ...] | None  # None: no safetensors headers could be read
     warnings: tuple[str, ...]
@@ -233,8 +233,6 @@ def fetch_hub_model(ref: HubRef) -> HubModel:
             raise
         raise _hub_error(ref, error, constants.ENDPOINT, offline) from None
     commit = config_path.parent.name  # the cache keeps files under snapshots/<commit>/
-    from kvplan.files import parse_json, read_text
-
     # A repo's config.json is input like any other: bounded size and depth, no repeated key.
     config = parse_json(
         read_text(config_path, limits.JSON_FILE_BYTES, f"{ref}"), f"{ref}: config.json"
@@ -250,4 +248,4 @@ def fetch_hub_model(ref: HubRef) -> HubModel:
         tensors, warning = _fetch_tensors(ref, commit)
         if tensors is not None:
             _store(cache, tensors)
-    return HubModel(ref, config, config_path, commit, tensors, (warning,) if warning else ())
+    return HubModel(ref, config, commit, tensors, (warning,) if warning else ())
