@@ -24,7 +24,7 @@ from typing import Any
 import kvplan.limits as limits
 from kvplan.catalog.tensor_headers import TensorHeader, parse_header
 from kvplan.errors import KvplanError
-from kvplan.files import parse_json, read_text
+from kvplan.files import parse_json, read_text, write_atomically
 
 HUB_PREFIX = "hf:"
 CACHE_ENV = "KVPLAN_CACHE"
@@ -128,16 +128,14 @@ def _cached_tensors(path: Path) -> tuple[TensorHeader, ...] | None:
 
 
 def _store(path: Path, tensors: tuple[TensorHeader, ...]) -> None:
-    """Write the headers beside the HF cache (temporary name, then rename); a cache that
-    cannot be written is skipped, not an error."""
+    """Write the headers beside the HF cache, atomically; a cache that cannot be written is
+    skipped, not an error."""
     rows = [[t.name, t.dtype, list(t.shape), t.nbytes] for t in tensors]
-    temporary = path.with_name(f".{path.name}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        temporary.write_text(json.dumps(rows, separators=(",", ":")), encoding="utf-8")
-        temporary.replace(path)
-    except OSError:
-        temporary.unlink(missing_ok=True)
+        write_atomically(path, json.dumps(rows, separators=(",", ":")))
+    except (OSError, KvplanError):
+        pass
 
 
 def _fetch_tensors(ref: HubRef, commit: str) -> tuple[tuple[TensorHeader, ...] | None, str | None]:
