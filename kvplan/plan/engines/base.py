@@ -174,6 +174,11 @@ class KvPool:
     layout: KvLayout
     num_blocks: int
 
+    @property
+    def block_capacity_tokens(self) -> int:
+        """Tokens the blocks hold: blocks × tokens per block (what paged pools report)."""
+        return self.num_blocks * self.layout.tokens_per_block
+
     def requests_at(self, tokens: int) -> int:
         """Whole requests of `tokens` tokens that fit at once on every rank."""
         fits = UNLIMITED_REQUESTS

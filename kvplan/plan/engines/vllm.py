@@ -195,11 +195,12 @@ class VllmProfile(EngineProfile):
         scheduler = self.scheduler(deployment, sku, max_model_len)
 
         def estimate() -> tuple[int, int, int, int]:
+            _, vision = vllm_memory.vision_profile(deployment, version, scheduler)
             return (
-                vllm_memory.activation_bytes(deployment, version, scheduler),
+                vllm_memory.activation_bytes(deployment, version, scheduler, vision),
                 vllm_memory.non_torch_bytes(deployment, version, sku),
                 vllm_memory.cudagraph_bytes(deployment, version),
-                vllm_memory.estimate_band_bytes(deployment, version, scheduler),
+                vllm_memory.estimate_band_bytes(vision),
             )
 
         utilization = deployment.settings.utilization or version.default_utilization
@@ -340,8 +341,8 @@ class VllmProfile(EngineProfile):
                 "estimates it from the layers captured (--cudagraph-memory to set it)"
             )
         if sku is not None and settings.kv_memory_bytes is None and model.vision is not None:
-            images = vllm_memory.profile_images(model, version, self.scheduler(deployment, sku))
-            peak = vllm_memory.vision_encoder_bytes(model, deployment.tp, images)
+            scheduler = self.scheduler(deployment, sku)
+            images, peak = vllm_memory.vision_profile(deployment, version, scheduler)
             why = (
                 "one per request up to max_num_seqs, V0's encoder-decoder profile run"
                 if version.major_minor <= vllm_memory.LAST_V0_ENCODER_DECODER
