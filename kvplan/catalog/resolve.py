@@ -16,7 +16,7 @@ Order, first match wins:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -78,14 +78,7 @@ def resolve_model(catalog: Catalog, name: str, rope_scaling: str | None = None) 
                 ) from None
             resolved = _from_hub(ref)
     if rope_scaling is not None:
-        spec = declare_rope_scaling(resolved.spec, rope_scaling)
-        resolved = ResolvedModel(
-            spec,
-            resolved.origin,
-            resolved.warnings,
-            resolved.exact_weights_bytes,
-            resolved.checkpoint,
-        )
+        resolved = replace(resolved, spec=declare_rope_scaling(resolved.spec, rope_scaling))
     return resolved
 
 
