@@ -43,7 +43,8 @@ class ResolvedModel:
     spec: ModelSpec
     origin: Literal["catalogue", "file", "hub"]
     warnings: tuple[str, ...] = ()  # readings taken, fallbacks; printed as warnings
-    exact_weights_bytes: int | None = None  # safetensors index total_size only
+    # The checkpoint's total: a safetensors index's total_size, or a GGUF tensor table's sum.
+    exact_weights_bytes: int | None = None
     checkpoint: CheckpointWeights | None = None  # every tensor's header
 
 
