@@ -31,8 +31,12 @@ class Limit:
 
     def describe(self, value: int) -> str:
         """The refusal of `value`, without the place (validators add their own)."""
+        return self.above(_short(value))
+
+    def above(self, shown: str) -> str:
+        """The refusal of a value written `shown` (a decimal prints as it was typed)."""
         unit = f" {self.unit}" if self.unit else ""
-        return f"{_short(value)} is above kvplan's limit of {self.maximum:,}{unit} ({self.why})"
+        return f"{shown} is above kvplan's limit of {self.maximum:,}{unit} ({self.why})"
 
 
 def _short(value: int) -> str:

@@ -195,10 +195,7 @@ def parse_decimal(
     if value < minimum:
         raise KvplanError(f"{what}: {text} is below kvplan's minimum of {_decimal(minimum)}")
     if value > limit.maximum:
-        unit = f" {limit.unit}" if limit.unit else ""
-        raise KvplanError(
-            f"{what}: {text} is above kvplan's limit of {limit.maximum:,}{unit} ({limit.why})"
-        )
+        raise KvplanError(f"{what}: {limit.above(str(text))}")
     return value
 
 

@@ -257,3 +257,22 @@ def test_a_reserve_that_takes_what_the_weights_leave_is_not_a_weights_failure():
     assert Capacity(plain, _sku(80 * GIB), batch=1, context_tokens=1024).fits
     heavy = _sku(starved.budget.weights_bytes // 2)  # the weights alone overrun this one
     assert Capacity(plain, heavy, batch=1, context_tokens=1024).verdict == "weights don't fit"
+
+
+@pytest.mark.parametrize("name", ["vllm", "exact", "llama.cpp", "ollama"])
+def test_a_token_cap_is_refused_by_engines_without_one(name):
+    # Only SGLang (--max-total-tokens) and TensorRT-LLM (max_tokens) cap the pool in tokens;
+    # elsewhere the cap would be silently ignored, so it is refused.
+    settings = EngineSettings(max_kv_tokens=1000)
+    with pytest.raises(KvplanError, match=r"--max-kv-tokens: .* has no cap"):
+        Capacity(Deployment(make_model(), engine(name), settings=settings), _sku(80 * GIB), 1)
+
+
+@pytest.mark.parametrize("name", ["sglang", "trtllm"])
+def test_engines_with_a_token_cap_take_it(name):
+    settings = EngineSettings(max_kv_tokens=1000)
+    capacity = Capacity(
+        Deployment(make_model(), engine(name), settings=settings), _sku(80 * GIB), 1
+    )
+    block = capacity.layout.tokens_per_block  # TensorRT-LLM keeps the last block whole
+    assert 0 < capacity.kv_capacity_tokens <= -(-1000 // block) * block

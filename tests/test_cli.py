@@ -266,3 +266,17 @@ def test_report_padding_warning_as_vllm_prints_it():
         "1",
     )
     assert "Add 2 padding layers, may waste at most 9.09% KV cache memory" in result.stdout
+
+
+def test_an_error_inside_a_command_body_escapes_control_characters(capsys):
+    """user_errors prints what the exit path prints: a control character never reaches the
+    terminal raw, and each problem is its own line."""
+    import typer
+
+    from kvplan.cli import user_errors
+    from kvplan.errors import KvplanError
+
+    with pytest.raises(typer.Exit) as exited, user_errors():
+        raise KvplanError("model 'a\x1b[31mb': unknown\nsecond problem")
+    assert exited.value.exit_code == 2
+    assert capsys.readouterr().err == "error: model 'a\\x1b[31mb': unknown\nerror: second problem\n"

@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from kvplan.api.build import capacity_row, size_report
 from kvplan.catalog import Catalog
+from kvplan.catalog.resolve import ResolvedModel
 from kvplan.cli import app
 from kvplan.plan.batch import Batch
 from kvplan.plan.capacity import Capacity, tp_degrees
@@ -84,7 +85,7 @@ def test_check_and_claim_agree_with_capacity(engine_name, model_name, tp, contex
             "concurrency": batch,
         }
     )
-    checked = check_product(product, model, sku)
+    checked = check_product(product, ResolvedModel(model, "catalogue"), sku)
     deployment = Deployment(model, ENGINES[engine_name], tp=tp)
     sheet = claim_sheet(deployment, sku, context, batch)
     capacity = Capacity(deployment, sku, batch, context)

@@ -122,3 +122,19 @@ def test_gguf_weights_row_and_explain_name_the_file_types(tmp_path):
 )
 def test_gguf_tensor_roles(name, numel, role):
     assert gguf_tensor_role(name, numel, num_layers=61) == role
+
+
+def test_check_counts_a_gguf_files_exact_weights_as_size_does(tmp_path):
+    # A products file may name the model by its GGUF file: check must size the file's 57,000
+    # bytes of tensors (above), not weights computed from the header's geometry.
+    path = tiny_llama(tmp_path / "tiny.gguf")
+    products = tmp_path / "products.yaml"
+    products.write_text(
+        "products:\n"
+        f"  - {{name: p, model: '{path}', sku: h100-sxm, engine: llama.cpp,\n"
+        "     context: 1024, concurrency: 1}\n"
+    )
+    result = CliRunner().invoke(app, ["check", str(products), "-f", "json"])
+    assert result.exit_code == 0, result.output
+    (checked,) = json.loads(result.stdout)["products"]
+    assert checked["weights_bytes_per_gpu"] == 57_000

@@ -82,6 +82,16 @@ def test_a_decode_step_slower_than_tpot_is_ruled_out_without_simulating():
     assert result.search.simulations == 0
 
 
+@pytest.mark.parametrize("slo", [Slo(2.0, None), Slo(2.0, 0.1)])
+def test_a_sku_without_peak_flops_is_a_miss_whatever_the_slo(slo):
+    # The A10G's file lists no peak FLOP/s: the roofline cannot time it, so it is not
+    # simulated and counts as a miss, with a TTFT-only target as with a TPOT one; the L4
+    # (121 TFLOP/s dense bf16) still serves 0.5 req/s of 128 + 64 tokens.
+    result = goodput("llama-3.1-8b", ("a10g", "l4"), workload(0.5, 128, 64), slo, max_gpus=1)
+    assert result.meets and result.ranked[0].sku == "l4"
+    assert any(note.startswith("a10g: not simulated") for note in result.throughput.notes)
+
+
 def test_a_throughput_target_needs_an_slo():
     with pytest.raises(KvplanError, match="--slo-ttft, --slo-tpot or both"):
         goodput("llama-3.1-8b", "h100-sxm", workload(1, 128, 64), Slo())

@@ -39,12 +39,14 @@ class WorkloadSimulator:
     def __call__(self, deployment: Deployment, sku: SkuSpec) -> Simulated:
         config = self.config(sku)
         try:
-            if self.too_slow_for_tpot(deployment, sku, config):
-                return Simulated(0.0, 0.0, simulated=False)
+            # The quickest step there is: one sequence that reads no KV.
+            quickest_s = instance_model(deployment, sku, config).cost.step_s(1, 0, 0, (), 0)
         except KvplanError as error:
             # A SKU the roofline cannot time (no peak FLOP/s in its file) cannot be
-            # simulated: a miss, and the reason kept for whoever asks.
+            # simulated, whatever the SLO: a miss, and the reason kept for whoever asks.
             self.unsimulated[sku.name] = str(error)
+            return Simulated(0.0, 0.0, simulated=False)
+        if self.too_slow_for_tpot(quickest_s, config):
             return Simulated(0.0, 0.0, simulated=False)
         result = simulate(deployment, sku, self.workload, config)
         return Simulated(result.slo_met_fraction or 0.0, result.goodput_requests_per_s or 0.0)
@@ -56,12 +58,11 @@ class WorkloadSimulator:
             for name, why in sorted(self.unsimulated.items())
         )
 
-    def too_slow_for_tpot(self, deployment: Deployment, sku: SkuSpec, config: SimConfig) -> bool:
-        """Whether no request can meet the TPOT target: a decode step of one sequence that
-        reads no KV (the quickest step there is) already takes longer, and every request
-        generates more than one token (a one-token request has no TPOT)."""
+    def too_slow_for_tpot(self, quickest_s: float, config: SimConfig) -> bool:
+        """Whether no request can meet the TPOT target: the quickest decode step (one
+        sequence, no KV read) already takes longer, and every request generates more than
+        one token (a one-token request has no TPOT)."""
         target = config.slo.tpot_s
         if target is None or any(r.output_tokens <= 1 for r in self.workload.requests):
             return False
-        quickest_s = instance_model(deployment, sku, config).cost.step_s(1, 0, 0, (), 0)
         return quickest_s > target

@@ -20,6 +20,7 @@ name tells how a tensor is held on tp GPUs:
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -123,10 +124,7 @@ def checkpoint_weights(
     by_dtype: Counter[str] = Counter()
     count = 0
     for tensor in tensors:
-        numel = 1
-        for size in tensor.shape:
-            numel *= size
-        groups[role(tensor.name, numel, num_layers)] += tensor.nbytes
+        groups[role(tensor.name, math.prod(tensor.shape), num_layers)] += tensor.nbytes
         by_dtype[tensor.dtype] += tensor.nbytes
         count += 1
     return CheckpointWeights(

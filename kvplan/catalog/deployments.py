@@ -11,14 +11,17 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel
 
 from kvplan.catalog.store import Catalog
 from kvplan.catalog.yaml_files import YamlDocument, read_document, spec_from_document
 from kvplan.errors import KvplanError, shown
-from kvplan.specs import ModelSpec, SkuSpec
+from kvplan.specs import SkuSpec
+
+if TYPE_CHECKING:
+    from kvplan.catalog.resolve import ResolvedModel
 
 
 class _Product(Protocol):
@@ -33,7 +36,7 @@ class _Product(Protocol):
 
 
 FileT = TypeVar("FileT", bound=BaseModel)
-SpecT = TypeVar("SpecT", ModelSpec, SkuSpec)
+SpecT = TypeVar("SpecT", "ResolvedModel", SkuSpec)
 
 
 @dataclass(frozen=True)
@@ -42,7 +45,7 @@ class LoadedDeployments(Generic[FileT]):
 
     path: Path
     file: FileT
-    models: tuple[ModelSpec, ...]  # one per product, in file order
+    models: tuple[ResolvedModel, ...]  # one per product, in file order (checkpoint included)
     skus: tuple[SkuSpec, ...]
     lines: tuple[int | None, ...]  # 1-based line where each product starts
 
@@ -72,11 +75,12 @@ def _lookup(
         return None, f"{where}: products.{index}.{field} (product {product.name!r}): {error}"
 
 
-def _model_spec(catalog: Catalog) -> Callable[[str], ModelSpec]:
-    """Products name models as the CLI takes them: catalogue names, configs or Hub ids."""
+def _model(catalog: Catalog) -> Callable[[str], ResolvedModel]:
+    """Products name models as the CLI takes them: catalogue names, configs, GGUF files or Hub
+    ids; the checkpoint's exact weights travel with the spec, as in `size`."""
     from kvplan.catalog.resolve import resolve_model
 
-    return lambda name: resolve_model(catalog, name).spec
+    return lambda name: resolve_model(catalog, name)
 
 
 def load_deployments(path: Path, schema: type[FileT], catalog: Catalog) -> LoadedDeployments[FileT]:
@@ -90,7 +94,7 @@ def load_deployments(path: Path, schema: type[FileT], catalog: Catalog) -> Loade
     """
     document = read_document(path)
     file = spec_from_document(document, schema)
-    models: list[ModelSpec] = []
+    models: list[ResolvedModel] = []
     skus: list[SkuSpec] = []
     problems: list[str] = []
     first_index: dict[str, int] = {}
@@ -102,7 +106,7 @@ def load_deployments(path: Path, schema: type[FileT], catalog: Catalog) -> Loade
                 "(product names must be unique)"
             )
         first_index.setdefault(product.name, index)
-        model, model_problem = _lookup(_model_spec(catalog), document, index, product, "model")
+        model, model_problem = _lookup(_model(catalog), document, index, product, "model")
         sku, sku_problem = _lookup(catalog.sku, document, index, product, "sku")
         problems += [p for p in (model_problem, sku_problem) if p is not None]
         if model is not None and sku is not None:

@@ -195,8 +195,6 @@ def _layer_plan(path: Path, arch: str, fields: dict[str, Any], key, layers: int)
     if every is None:  # a window with no pattern: every layer slides (Mistral v0.1 style)
         return {"pattern": ["sliding"], "sliding_window": window}
     kinds = ["sliding" if i % every < every - 1 else "full" for i in range(layers)]
-    if "full" not in kinds[:layers]:
-        kinds = ["sliding"] * layers
     return {"kinds": kinds, "sliding_window": window}
 
 

@@ -16,6 +16,7 @@ data end, and the file must reach that byte.
 
 from __future__ import annotations
 
+import math
 import mmap
 import struct
 from dataclasses import dataclass
@@ -187,8 +188,9 @@ class _Cursor:
         unpack = struct.Struct("<Q").unpack_from
         data, size, offset = self.data, self.size, self.offset
         for index in range(count):
+            # A length cut off by the end leaves `end` past it too.
             end = offset + 8 + (unpack(data, offset)[0] if offset + 8 <= size else 0)
-            if end > size or offset + 8 > size:
+            if end > size:
                 raise self.fail(f"truncated: {key}[{index}] runs past the end at byte {offset:,}")
             offset = end
         self.offset = offset
@@ -204,16 +206,14 @@ class _Cursor:
         kind = self.u32(f"the type of {name}")
         self.offsets.append(self.u64(f"the data offset of {name}"))
         try:
-            block, block_bytes = GGML_QUANT_SIZES[GGMLQuantizationType(kind)]
+            ggml_type = GGMLQuantizationType(kind)
+            block, block_bytes = GGML_QUANT_SIZES[ggml_type]
         except (ValueError, KeyError):
             raise self.fail(f"tensor {name} has ggml type {kind}, unknown to kvplan") from None
-        elements = 1
-        for extent in shape:
-            elements *= extent
         if shape[0] % block:
             raise self.fail(
                 f"tensor {name}: its first dimension {shape[0]:,} is not a whole number of "
-                f"{GGMLQuantizationType(kind).name} blocks of {block}"
+                f"{ggml_type.name} blocks of {block}"
             )
-        type_name = GGMLQuantizationType(kind).name
-        return TensorHeader(name, type_name, tuple(shape), elements // block * block_bytes)
+        nbytes = math.prod(shape) // block * block_bytes
+        return TensorHeader(name, ggml_type.name, tuple(shape), nbytes)

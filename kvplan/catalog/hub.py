@@ -24,6 +24,7 @@ from typing import Any
 import kvplan.limits as limits
 from kvplan.catalog.tensor_headers import TensorHeader, parse_header
 from kvplan.errors import KvplanError
+from kvplan.files import parse_json, read_text, write_atomically
 
 HUB_PREFIX = "hf:"
 CACHE_ENV = "KVPLAN_CACHE"
@@ -56,7 +57,6 @@ class HubModel:
 
     ref: HubRef
     config: dict[str, Any]
-    config_path: Path  # in the HF cache
     commit: str
     tensors: tuple[TensorHeader, ...] | None  # None: no safetensors headers could be read
     warnings: tuple[str, ...]
@@ -128,16 +128,14 @@ def _cached_tensors(path: Path) -> tuple[TensorHeader, ...] | None:
 
 
 def _store(path: Path, tensors: tuple[TensorHeader, ...]) -> None:
-    """Write the headers beside the HF cache (temporary name, then rename); a cache that
-    cannot be written is skipped, not an error."""
+    """Write the headers beside the HF cache, atomically; a cache that cannot be written is
+    skipped, not an error."""
     rows = [[t.name, t.dtype, list(t.shape), t.nbytes] for t in tensors]
-    temporary = path.with_name(f".{path.name}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        temporary.write_text(json.dumps(rows, separators=(",", ":")), encoding="utf-8")
-        temporary.replace(path)
-    except OSError:
-        temporary.unlink(missing_ok=True)
+        write_atomically(path, json.dumps(rows, separators=(",", ":")))
+    except (OSError, KvplanError):
+        pass
 
 
 def _fetch_tensors(ref: HubRef, commit: str) -> tuple[tuple[TensorHeader, ...] | None, str | None]:
@@ -233,8 +231,6 @@ def fetch_hub_model(ref: HubRef) -> HubModel:
             raise
         raise _hub_error(ref, error, constants.ENDPOINT, offline) from None
     commit = config_path.parent.name  # the cache keeps files under snapshots/<commit>/
-    from kvplan.files import parse_json, read_text
-
     # A repo's config.json is input like any other: bounded size and depth, no repeated key.
     config = parse_json(
         read_text(config_path, limits.JSON_FILE_BYTES, f"{ref}"), f"{ref}: config.json"
@@ -250,4 +246,4 @@ def fetch_hub_model(ref: HubRef) -> HubModel:
         tensors, warning = _fetch_tensors(ref, commit)
         if tensors is not None:
             _store(cache, tensors)
-    return HubModel(ref, config, config_path, commit, tensors, (warning,) if warning else ())
+    return HubModel(ref, config, commit, tensors, (warning,) if warning else ())

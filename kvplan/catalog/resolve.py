@@ -16,7 +16,7 @@ Order, first match wins:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -43,7 +43,8 @@ class ResolvedModel:
     spec: ModelSpec
     origin: Literal["catalogue", "file", "hub"]
     warnings: tuple[str, ...] = ()  # readings taken, fallbacks; printed as warnings
-    exact_weights_bytes: int | None = None  # safetensors index total_size only
+    # The checkpoint's total: a safetensors index's total_size, or a GGUF tensor table's sum.
+    exact_weights_bytes: int | None = None
     checkpoint: CheckpointWeights | None = None  # every tensor's header
 
 
@@ -78,14 +79,7 @@ def resolve_model(catalog: Catalog, name: str, rope_scaling: str | None = None) 
                 ) from None
             resolved = _from_hub(ref)
     if rope_scaling is not None:
-        spec = declare_rope_scaling(resolved.spec, rope_scaling)
-        resolved = ResolvedModel(
-            spec,
-            resolved.origin,
-            resolved.warnings,
-            resolved.exact_weights_bytes,
-            resolved.checkpoint,
-        )
+        resolved = replace(resolved, spec=declare_rope_scaling(resolved.spec, rope_scaling))
     return resolved
 
 

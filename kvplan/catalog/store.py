@@ -86,11 +86,15 @@ class _Index:
             self.by_name[_key(label)] = spec
         self.origin[spec.name] = path
 
+    def specs(self) -> dict[str, ModelSpec | SkuSpec]:
+        """Each spec once, by name, in load order (`by_name` holds it under every alias)."""
+        return {spec.name: spec for spec in self.by_name.values()}
+
     def get(self, name: str) -> ModelSpec | SkuSpec:
         spec = self.by_name.get(_key(name))
         if spec is not None:
             return spec
-        names = sorted({s.name for s in self.by_name.values()})
+        names = sorted(self.specs())
         keys = list(self.by_name) if len(self.by_name) <= MAX_SUGGESTION_KEYS else names
         close = difflib.get_close_matches(_key(name), keys, n=3, cutoff=0.5)
         suggestions = sorted({self.by_name[_key(c)].name for c in close})
@@ -207,12 +211,12 @@ class Catalog:
 
     def models(self) -> list[ModelSpec]:
         """Every model, sorted by name."""
-        specs = {s.name: s for s in self._model_index.by_name.values()}
+        specs = self._model_index.specs()
         return [specs[n] for n in sorted(specs)]  # type: ignore[misc]
 
     def skus(self) -> list[SkuSpec]:
         """Every SKU, sorted by name."""
-        specs = {s.name: s for s in self._sku_index.by_name.values()}
+        specs = self._sku_index.specs()
         return [specs[n] for n in sorted(specs)]  # type: ignore[misc]
 
     def skus_matching(self, name: str) -> list[SkuSpec]:
@@ -241,10 +245,9 @@ def _by_repo_name(index: _Index, name: str) -> ModelSpec | None:
         KvplanError: several models carry such an alias (the message lists their ids).
     """
     tail = "/" + _key(name)
-    specs = {spec.name: spec for spec in index.by_name.values()}
     found = {
         alias: spec
-        for spec in specs.values()
+        for spec in index.specs().values()
         for alias in spec.aliases
         if _key(alias).endswith(tail) and isinstance(spec, ModelSpec)
     }
@@ -266,7 +269,7 @@ def _normal(name: str) -> str:
 def _aliases_naming_families(index: _Index) -> list[str]:
     """An alias that is a family's name would pick one SKU where the family means several
     (`--sku a100`: which A100?): single-SKU commands ask which, reports take them all."""
-    specs = {s.name: s for s in index.by_name.values() if isinstance(s, SkuSpec)}
+    specs = {name: s for name, s in index.specs().items() if isinstance(s, SkuSpec)}
     families: dict[str, set[str]] = {}
     for spec in specs.values():
         families.setdefault(_normal(spec.family), set()).add(spec.name)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import typer
 
+from kvplan.cli.exits import write_error
 from kvplan.errors import KvplanError
 from kvplan.report.render import FORMATS, Format
 
@@ -19,8 +20,7 @@ def user_errors() -> Iterator[None]:
     try:
         yield
     except KvplanError as error:
-        for line in str(error).splitlines():
-            sys.stderr.write(f"error: {line}\n")
+        write_error(error)  # the same lines as an error that reaches kvplan.cli.exits
         raise typer.Exit(2) from None
 
 

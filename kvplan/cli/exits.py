@@ -67,6 +67,14 @@ def usage_line(error: Exception) -> str:
     return f"error: {_one_line(text)}{hint}"
 
 
+def write_error(error: KvplanError) -> None:
+    """The `error: …` lines of bad input on stderr, one a problem."""
+    # A control character left in a line (a name from a file that did not go through
+    # `shown`) is escaped here, never sent to the terminal.
+    for line in str(error).splitlines() or [""]:
+        sys.stderr.write(f"error: {shown(line)}\n")
+
+
 def internal_error_line(error: BaseException) -> str:
     """The one line a bug prints: what it was, and how to report it."""
     detail = _one_line(str(error))[:200]
@@ -115,10 +123,7 @@ def exit_code_of(run: Callable[[], object]) -> int:
         if problem is not None:
             return _stdout_error(problem)
     except KvplanError as error:
-        # Each problem is a line; a control character left in one (a name from a file that
-        # did not go through `shown`) is escaped here, never sent to the terminal.
-        for line in str(error).splitlines() or [""]:
-            sys.stderr.write(f"error: {shown(line)}\n")
+        write_error(error)
         return 2
     except usage_error as error:
         if type(error).__name__ == "NoArgsIsHelpError":  # bare `kvplan`: the help, on stderr

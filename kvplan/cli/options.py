@@ -143,16 +143,6 @@ WeightDtypeOpt = Annotated[
         show_default=False,
     ),
 ]
-EngineOpt = Annotated[
-    str,
-    typer.Option(
-        "--engine",
-        "-e",
-        parser=name,
-        help="KV accounting: exact (physics), vllm (16-token blocks, MLA 64), sglang "
-        "(token pool), hf (transformers caches), naive (textbook MHA)",
-    ),
-]
 TpOpt = Annotated[
     int,
     typer.Option(

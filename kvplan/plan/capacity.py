@@ -93,10 +93,6 @@ class Capacity:
     def pool(self) -> KvPool:
         return self.deployment.engine.pool(self.layout, self.budget)
 
-    @cached_property
-    def _dp(self) -> int:
-        return self.deployment.dp
-
     @property
     def weights_bytes_per_gpu(self) -> int:
         return self.budget.weights_bytes
@@ -130,7 +126,7 @@ class Capacity:
         if not self.kv_usable:
             return 0
         per_replica = self.pool.requests_at(tokens or self.context_tokens)
-        return min(per_replica * self._dp, UNLIMITED_REQUESTS)
+        return min(per_replica * self.deployment.dp, UNLIMITED_REQUESTS)
 
     def holds(self, batch: Batch) -> bool:
         """Whether the deployment holds every sequence of `batch` at once."""

@@ -183,7 +183,7 @@ def checkpoint_weight_bytes(
             size for role, place, size in checkpoint.groups if place == FIRST and role == "split"
         )
     stages = tuple(StageWeights(*parts) for parts in zip(sharded, routed, replicated, strict=True))
-    counts = param_counts(model)
+    counts = _param_counts(model)
     loaded = checkpoint.total_bytes - checkpoint.role_bytes("unloaded")
     routed_total = sum(routed)
     active = loaded - checkpoint.role_bytes("vision") - routed_total

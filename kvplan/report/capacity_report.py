@@ -43,6 +43,17 @@ class MemorySplit:
     kv_bytes: int
     kv_budget_bytes: int  # the engine's KV pool per GPU; negative when the weights overrun it
 
+    @classmethod
+    def of(
+        cls, memory_bytes: int, weights_bytes: int, kv_bytes: int, kv_budget_bytes: int
+    ) -> MemorySplit:
+        """The split of `kv_bytes` of a batch beside the weights, against the KV budget."""
+        if weights_bytes + kv_budget_bytes > memory_bytes:
+            # Only a fixed KV budget (--kv-memory) reaches past the memory: the engine
+            # allocates that pool whole at startup, so the pool, not the batch, overruns.
+            kv_bytes = max(kv_bytes, kv_budget_bytes)
+        return cls(memory_bytes, weights_bytes, kv_bytes, kv_budget_bytes)
+
     @property
     def kv_room_bytes(self) -> int:
         """KV the GPU holds: the budget, within the memory the weights leave (negative when
@@ -79,13 +90,28 @@ class MemorySplit:
 def memory_split(row: CapacityRow) -> MemorySplit:
     """The table's bar, the plot's and the HTML page's stacked bars: the same figures."""
     per_replica = -(-row.batch // row.dp)
-    kv_bytes = per_replica * row.kv_bytes_per_request_per_gpu
-    if row.weights_bytes_per_gpu + row.kv_budget_bytes_per_gpu > row.memory_bytes:
-        # Only a fixed KV budget (--kv-memory) reaches past the memory: the engine allocates
-        # that pool whole at startup, so the pool, not the batch, is what overruns.
-        kv_bytes = max(kv_bytes, row.kv_budget_bytes_per_gpu)
-    return MemorySplit(
-        row.memory_bytes, row.weights_bytes_per_gpu, kv_bytes, row.kv_budget_bytes_per_gpu
+    return MemorySplit.of(
+        row.memory_bytes,
+        row.weights_bytes_per_gpu,
+        per_replica * row.kv_bytes_per_request_per_gpu,
+        row.kv_budget_bytes_per_gpu,
+    )
+
+
+def memory_bar(split: MemorySplit, width: int) -> str:
+    """One GPU's memory as `width` text cells: █ weights ▒ KV ! KV beyond the budget
+    ░ free (the overflow's size is `split.overflow_bytes`)."""
+    return bar(
+        [
+            (split.weights_bytes, "█"),
+            (split.kv_inside_bytes, "▒"),
+            # Past the budget the batch eats the engine's reserve, then runs past the memory.
+            (split.kv_beyond_bytes, "!"),
+            (split.free_bytes, "░"),
+        ],
+        split.drawn_bytes,
+        width=width,
+        always="!",
     )
 
 
@@ -149,7 +175,9 @@ def _cells(row: Row, keys: list[str]) -> tuple[list[object], list[str]]:
         return [record.get(k) for k in keys], [
             row.model, row.sku, str(row.tp), *["—"] * 7, row.verdict, ""
         ]  # fmt: skip
-    picture = _bar(row)
+    split = memory_split(row)
+    picture = memory_bar(split, 12)
+    picture += f" +{gib(split.overflow_bytes)}" if split.overflow_bytes else ""
     cap_mark = "*" if record["native_limit_binds"] else ""
     tokens_per_s = record["decode_tokens_per_s"]
     per_token = record["kv_bytes_per_token_per_gpu"]
@@ -168,25 +196,6 @@ def _cells(row: Row, keys: list[str]) -> tuple[list[object], list[str]]:
         picture,
     ]
     return [record[k] for k in keys[:-1]] + [picture], shown
-
-
-def _bar(row: CapacityRow) -> str:
-    """The row's memory per GPU as 12 text cells: █ weights ▒ KV ! KV beyond the budget
-    ░ free, then +N GiB when something does not fit."""
-    split = memory_split(row)
-    picture = bar(
-        [
-            (split.weights_bytes, "█"),
-            (split.kv_inside_bytes, "▒"),
-            # Past the budget the batch eats the engine's reserve, then runs past the memory.
-            (split.kv_beyond_bytes, "!"),
-            (split.free_bytes, "░"),
-        ],
-        split.drawn_bytes,
-        width=12,
-        always="!",
-    )
-    return picture + (f" +{gib(split.overflow_bytes)}" if split.overflow_bytes else "")
 
 
 def _capacity_notes(table: Table, rows: list[CapacityRow]) -> None:

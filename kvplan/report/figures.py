@@ -54,7 +54,7 @@ def _exact(what: str, value: int) -> str:
 
 
 def _parts(label: str, split_values: list[tuple[int, str, str | None]]) -> list[Segment]:
-    names = {"weights": "weights", "kv": "KV", "free": "free", "over": "beyond memory"}
+    names = {"weights": "weights", "kv": "KV", "free": "free", "over": "KV beyond the budget"}
     names |= {key.replace("_", "-"): name for key, name in SIMULATED_KV}
     return [
         Segment(value, kind, _exact(f"{label}: {names.get(kind, kind)}", value), path)
@@ -159,7 +159,7 @@ def check_figures(report: CheckReport) -> list[str]:
     bars, lines = [], []
     for i, product in enumerate(report.products):
         at = f"/products/{i}"
-        split = MemorySplit(
+        split = MemorySplit.of(
             product.memory_bytes,
             product.weights_bytes_per_gpu,
             product.kv_bytes_needed_per_gpu,

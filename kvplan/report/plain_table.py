@@ -15,9 +15,9 @@ from rich.cells import cell_len, get_character_cell_size
 
 # rich.box.HEAVY_HEAD, the box rich.table.Table draws by default.
 _TOP = ("┏", "━", "┳", "┓")
-_HEAD = ("┃", "┃", "┃")
+_HEAD = "┃"  # a header line's bars, outer and inner alike
 _HEAD_RULE = ("┡", "━", "╇", "┩")
-_ROW = ("│", "│", "│")
+_ROW = "│"  # a row's bars
 _BOTTOM = ("└", "─", "┴", "┘")
 
 
@@ -26,16 +26,14 @@ def _rule(parts: tuple[str, str, str, str], widths: list[int]) -> str:
     return left + joint.join(fill * (w + 2) for w in widths) + right
 
 
-def _line(parts: tuple[str, str, str], cells: Sequence[str], widths: list[int],
-          right: list[bool]) -> str:  # fmt: skip
-    left, joint, end = parts
+def _line(bar: str, cells: Sequence[str], widths: list[int], right: list[bool]) -> str:
     padded = []
     for cell, width, flush_right in zip(cells, widths, right, strict=True):
         if flush_right:  # rich drops a right-justified cell's trailing spaces
             cell = cell.rstrip()
         space = " " * (width - cell_len(cell))
         padded.append(f" {space}{cell} " if flush_right else f" {cell}{space} ")
-    return left + joint.join(padded) + end
+    return bar + bar.join(padded) + bar
 
 
 def _plain(text: str) -> bool:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from kvplan.api.results import SizeReport, dump
 from kvplan.plan.sizing import SizeResult, formula_terms
+from kvplan.report.capacity_report import MemorySplit, memory_bar
 from kvplan.report.render import (
     Format,
     Table,
-    bar,
     emit,
     gib,
     human_bytes,
@@ -161,19 +161,16 @@ def _fit_rows(result: SizeResult, table: Table) -> None:
         quantity_row(table, "KV budget left", free, None, ("free_bytes", None))
     else:
         quantity_row(table, "KV budget short by", -free, None)
-    kv_inside = max(0, min(result.kv_bytes_per_gpu, budget.total_bytes - budget.weights_bytes))
-    picture = bar(
-        [
-            (budget.weights_bytes, "█"),
-            (kv_inside, "▒"),
-            (max(budget.total_bytes - budget.weights_bytes - result.kv_bytes_per_gpu, 0), "░"),
-            (max(budget.weights_bytes + result.kv_bytes_per_gpu - budget.total_bytes, 0), "!"),
-        ],
-        max(budget.total_bytes, budget.weights_bytes + result.kv_bytes_per_gpu),
+    # The same split and picture as `report`'s bar column, 40 cells wide.
+    split = MemorySplit.of(
+        budget.total_bytes, budget.weights_bytes, result.kv_bytes_per_gpu, budget.kv_bytes
     )
+    picture = memory_bar(split, 40)
+    beyond = f" (+{gib(split.overflow_bytes)})" if split.overflow_bytes else ""
     table.notes.append(
         f"{sku.name} per GPU [{picture}] █ weights {gib(budget.weights_bytes)} ▒ KV "
-        f"{gib(result.kv_bytes_per_gpu)} ░ engine reserve and free ! beyond memory — "
+        f"{gib(result.kv_bytes_per_gpu)} ! KV beyond the budget{beyond} ░ engine reserve and "
+        "free — "
         f"{capacity.verdict} (requests of {result.context:,} tokens that fit: "
         f"{capacity.max_concurrency():,})"
     )

@@ -169,9 +169,14 @@ def _bandwidth_rows(rows: _Rows, record: dict[str, Any]) -> None:
         time_note or f"measured/predicted {_ratio(bandwidth.get('measured_over_predicted'))}",
         [_seconds(predicted_s), _seconds(bandwidth["time_per_step_whole_model_s"])],
     )
-    if not meaningful:
+    if meaningful:
+        _achieved_rows(rows, bandwidth, verdict["bandwidth"])
+    else:
         rows.add("bandwidth", None, None, verdict["bandwidth"], ["—", NOT_MEANINGFUL])
-        return
+
+
+def _achieved_rows(rows: _Rows, bandwidth: dict[str, Any], verdict: str) -> None:
+    """The bandwidth the kernel reached against the datasheet and the measured copy."""
     achieved = bandwidth["achieved_bytes_per_s"]
     rows.add(
         "achieved bandwidth (unique bytes) vs datasheet",
@@ -184,7 +189,7 @@ def _bandwidth_rows(rows: _Rows, record: dict[str, Any]) -> None:
         "achieved bandwidth (unique bytes) vs measured copy",
         bandwidth["copy_bytes_per_s"],
         achieved,
-        f"{verdict['bandwidth']} ({_percent(bandwidth['achieved_fraction_of_copy'])}; "
+        f"{verdict} ({_percent(bandwidth['achieved_fraction_of_copy'])}; "
         f"band ≥ {bandwidth['pass_fraction_of_copy']:.0%})",
         [_rate(bandwidth["copy_bytes_per_s"]), _rate(achieved)],
     )

@@ -21,6 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from kvplan.plan.capacity import largest_fitting
+
 # Evenly spaced boundaries at which the compressed profile is compared with f itself.
 CHECK_POINTS = 48
 
@@ -104,14 +106,7 @@ def _first_growth(f: Callable[[int], int], max_tokens: int) -> int | None:
     """The largest L with f(L) = f(1) when f grows by max_tokens (f is monotone), else None."""
     if f(max_tokens) == f(1):
         return None
-    low, high = 1, max_tokens - 1
-    while low < high:
-        mid = (low + high + 1) // 2
-        if f(mid) == f(1):
-            low = mid
-        else:
-            high = mid - 1
-    return low
+    return largest_fitting(lambda n: f(n) == f(1), max_tokens - 1)  # L = 1 holds: ≥ 1
 
 
 def _check(profile: GrowthProfile, gain: Callable[[int], int], last: int) -> None:

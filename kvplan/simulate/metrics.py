@@ -20,12 +20,6 @@ class MemorySplit:
     fragmentation_bytes: float  # free, but outside the largest hole (contiguous only)
     free_bytes: float  # the rest of the pool
 
-    def __add__(self, other: MemorySplit) -> MemorySplit:
-        return MemorySplit(*(a + b for a, b in zip(self.values(), other.values(), strict=True)))
-
-    def scaled(self, factor: float) -> MemorySplit:
-        return MemorySplit(*(value * factor for value in self.values()))
-
     def values(self) -> tuple[float, ...]:
         return (
             self.token_bytes,
@@ -34,9 +28,6 @@ class MemorySplit:
             self.fragmentation_bytes,
             self.free_bytes,
         )
-
-
-ZERO_SPLIT = MemorySplit(0.0, 0.0, 0.0, 0.0, 0.0)
 
 
 class Metrics:

@@ -72,8 +72,7 @@ class SimulationResult:
     tpot: Latency
     itl: Latency
     e2e: Latency
-    slo_met_fraction: float | None  # share of all requests (rejected ones fail) meeting both
-    goodput_requests_per_s: float | None
+    slo_met_requests: int | None  # requests meeting both targets (None: no SLO)
     batch_mean: float
     batch_peak: int
     steps: int
@@ -91,7 +90,6 @@ class SimulationResult:
     memory_mean: MemorySplit  # time-averaged, per instance
     timeline: tuple[tuple[float, int, int, tuple[float, ...]], ...] = field(repr=False)
     notes: tuple[str, ...]
-    slo_met_requests: int | None = None  # requests meeting both targets (None: no SLO)
 
     @property
     def completed(self) -> int:
@@ -108,6 +106,20 @@ class SimulationResult:
     @property
     def output_tokens_per_s(self) -> float:
         return self.output_tokens / self.makespan_s if self.makespan_s > 0 else 0.0
+
+    @property
+    def slo_met_fraction(self) -> float | None:
+        """Share of all requests (rejected ones fail) meeting both targets (None: no SLO)."""
+        if self.slo_met_requests is None:
+            return None
+        return self.slo_met_requests / self.offered if self.offered else 0.0
+
+    @property
+    def goodput_requests_per_s(self) -> float | None:
+        """Requests meeting both targets per second of makespan (None: no SLO)."""
+        if self.slo_met_requests is None:
+            return None
+        return self.slo_met_requests * (1 / self.makespan_s if self.makespan_s else 0.0)
 
     @property
     def offered(self) -> int:
@@ -149,7 +161,6 @@ def summarize(
     """Merge the instances' metrics into one result."""
     requests = _records(runs)
     makespan = max((r.finish_s for r in requests), default=0.0)
-    total = len(workload.requests)
     slo = view.config.slo
     met = None
     if slo.ttft_s is not None or slo.tpot_s is not None:
@@ -169,8 +180,7 @@ def summarize(
         tpot=_latency([t for r in requests if (t := r.tpot_s) is not None]),
         itl=_weighted_latency([sample for run in runs for sample in run.itl]),
         e2e=_latency([r.e2e_s for r in requests]),
-        slo_met_fraction=None if met is None else met / total if total else 0.0,
-        goodput_requests_per_s=None if met is None else met * per_makespan,
+        slo_met_requests=met,
         batch_mean=sum(run.batch_step_sum for run in runs) / steps if steps else 0.0,
         batch_peak=max(run.batch_peak for run in runs),
         preemptions=dict(sum((Counter(run.preemptions) for run in runs), Counter())),
@@ -180,7 +190,6 @@ def summarize(
         memory_mean=_memory_mean(runs, makespan),
         timeline=tuple(runs[0].timeline),
         notes=view.notes + workload.notes + _instance_notes(len(runs)),
-        slo_met_requests=met,
         **summed,
     )
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
@@ -13,17 +13,7 @@ import kvplan.limits as limits
 LayerKind = Literal[
     "full", "sliding", "chunked", "mla", "state", "shared", "parallel", "cross", "mlp"
 ]
-LAYER_KINDS: tuple[str, ...] = (
-    "full",
-    "sliding",
-    "chunked",
-    "mla",
-    "state",
-    "shared",
-    "parallel",
-    "cross",
-    "mlp",
-)
+LAYER_KINDS: tuple[str, ...] = get_args(LayerKind)  # the Literal's values, in its order
 # Kinds whose layer has an attention mixer caching K and V per token (or per encoder token).
 ATTENTION_KINDS: tuple[str, ...] = ("full", "sliding", "chunked", "parallel", "cross")
 

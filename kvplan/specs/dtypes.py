@@ -27,10 +27,7 @@ class DtypeInfo:
     def row_bytes(self, elements: int) -> int:
         """Bytes of one row of `elements` values (one token of one KV head), metadata included."""
         groups = 1 if self.group_elements == 0 else -(-elements // self.group_elements)
-        total_bits = elements * self.bits + (
-            groups * self.metadata_bits if self.metadata_bits else 0
-        )
-        return -(-total_bits // 8)
+        return -(-(elements * self.bits + groups * self.metadata_bits) // 8)
 
     @property
     def is_quantised(self) -> bool:

@@ -174,6 +174,11 @@ class KvPool:
     layout: KvLayout
     num_blocks: int
 
+    @property
+    def block_capacity_tokens(self) -> int:
+        """Tokens the blocks hold: blocks × tokens per block (what paged pools report)."""
+        return self.num_blocks * self.layout.tokens_per_block
+
     def requests_at(self, tokens: int) -> int:
         """Whole requests of `tokens` tokens that fit at once on every rank."""
         fits = UNLIMITED_REQUESTS
@@ -364,12 +369,18 @@ class EngineProfile(ABC):
     kv_dtypes: tuple[str, ...] = tuple(KV_DTYPES)
     kv_dtype_setting: str = ""  # how the engine is told (vLLM --kv-cache-dtype), for messages
     separate_v_dtype: bool = False  # V may be stored in another type than K (llama.cpp -ctv)
+    token_cap_setting: str = ""  # the engine's cap on the pool in tokens; "": it has none
 
     def check(self, deployment: Deployment) -> None:
         """Refuse a deployment the engine refuses to start (raise KvplanError)."""
         reason = self.tp_refusal(deployment.model, deployment.tp)
         if reason:
             raise KvplanError(f"--tp: {reason}")
+        if deployment.settings.max_kv_tokens is not None and not self.token_cap_setting:
+            raise KvplanError(
+                f"--max-kv-tokens: {self.name} has no cap on its KV pool in tokens "
+                "(SGLang --max-total-tokens and TensorRT-LLM max_tokens do); drop it"
+            )
 
     def tp_refusal(self, model: ModelSpec, tp: int) -> str | None:
         """Why the engine refuses tensor-parallel degree `tp` for `model`, or None.

@@ -90,10 +90,6 @@ class CellRules:
             return pad(min(base, wanted), 256)
         return min(base, pad(wanted, self._padding()))
 
-    def total_context(self, n_ctx: int, n_seq: int) -> int:
-        """n_ctx after the build's rounding (what slots divide among themselves)."""
-        return self.cells_per_stream(n_ctx, n_seq) * self.streams(n_seq)
-
 
 @dataclass(frozen=True)
 class LayerRow:

@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING
 
 from kvplan.plan.engines.base import model_reference
 from kvplan.plan.engines.llamacpp_cells import FLASH_AUTO_BUILD, Allocation, allocate
+from kvplan.units import MIB
 
 if TYPE_CHECKING:
     from kvplan.plan.deployment import Deployment
     from kvplan.plan.engines.llamacpp import LlamaCppProfile, Plan
 
-MIB = 2**20
 PAD_ERA_BUILD = 1601
 INIT_FROM_MODEL_BUILD = 4500
 NEW_FORMAT_BUILD = 5940

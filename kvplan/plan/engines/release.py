@@ -20,6 +20,8 @@ _DOTTED = re.compile(
 )
 _BUILD = re.compile(r"b?([0-9]{1,6})")
 MAX_RELEASE_CHARS = 40
+# (major, minor, patch), compared as tuples by each profile's rules.
+Release = tuple[int, int, int]
 
 
 def match_release(text: str, option: str, example: str) -> re.Match[str]:
@@ -34,9 +36,7 @@ def match_release(text: str, option: str, example: str) -> re.Match[str]:
     return match
 
 
-def parse_release(
-    text: str, engine: str, oldest: tuple[int, int, int], newest: tuple[int, int, int]
-) -> tuple[int, int, int]:
+def parse_release(text: str, engine: str, oldest: Release, newest: Release) -> Release:
     """(major, minor, patch) of a release such as '0.5.3', 'v1.0' or '1.1.0rc2'.
 
     Raises:

@@ -36,14 +36,13 @@ from kvplan.plan.engines.base import (
     fraction_of_free,
     model_reference,
 )
-from kvplan.plan.engines.release import parse_release
+from kvplan.plan.engines.release import Release, parse_release
 from kvplan.units import GIB
 
 if TYPE_CHECKING:
     from kvplan.plan.deployment import Deployment
     from kvplan.specs import SkuSpec
 
-Release = tuple[int, int, int]
 OLDEST, NEWEST = (0, 1, 0), (0, 5, 99)
 DEFAULT_RELEASE_TEXT = "0.5.3"
 # KV dtypes SGLang's pools store as kvplan sizes them: --kv-cache-dtype auto (the model's
@@ -141,6 +140,7 @@ class SglangProfile(EngineProfile):
     default_utilization_text = "by GPU memory and TP (0.835 on an H100 at TP 1, SGLang ≥ 0.5.3)"
     kv_dtypes = KV_DTYPES
     kv_dtype_setting = "--kv-cache-dtype"
+    token_cap_setting = "--max-total-tokens"
 
     def check(self, deployment: Deployment) -> None:
         release_of(deployment)  # a bad version fails before anything is sized
@@ -191,7 +191,7 @@ class SglangProfile(EngineProfile):
 
     def capacity_tokens(self, pool: KvPool, max_model_len: int) -> int:
         """max_total_num_tokens: pages × page size."""
-        return pool.num_blocks * pool.layout.tokens_per_block
+        return pool.block_capacity_tokens
 
     def log_lines(
         self, budget: Budget, pool: KvPool, max_model_len: int, sku: SkuSpec | None = None
@@ -277,11 +277,6 @@ _TORCH_DTYPES = {
 }
 
 
-def pool_tokens(pool: KvPool) -> int:
-    """max_total_num_tokens of a pool (pages × page)."""
-    return pool.num_blocks * pool.layout.tokens_per_block
-
-
 def buffer_bytes(layout: SglangLayout, tokens: int) -> tuple[int, int]:
     """(K, V) bytes of the pool's buffers: tokens + page_size rows per layer (≤ 0.4.3: + 1)."""
     extra = layout.tokens_per_block if layout.release >= (0, 4, 4) else 1
@@ -300,7 +295,7 @@ def startup_lines(budget: Budget, pool: KvPool, max_model_len: int) -> list[str]
         return []
     if budget.kv_bytes <= 0 or pool.num_blocks == 0:
         return ["RuntimeError: Not enough memory. Please try to increase --mem-fraction-static."]
-    tokens = pool_tokens(pool)
+    tokens = pool.block_capacity_tokens  # max_total_num_tokens
     k_bytes, v_bytes = buffer_bytes(layout, tokens)
     release = layout.release
     fields = []

@@ -16,11 +16,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kvplan.plan.engines.release import Release
 from kvplan.specs import SkuSpec
-from kvplan.units import GIB
-
-MIB = 2**20
-Release = tuple[int, int, int]
+from kvplan.units import GIB, MIB
 
 # model_runner.py measures free memory after torch.distributed init: the CUDA context and,
 # at TP > 1, NCCL's buffers are gone by then. One public log pins both: PR #11716's H200 TP 8

@@ -38,14 +38,13 @@ from kvplan.plan.engines.base import (
     fraction_of_free,
     model_reference,
 )
-from kvplan.plan.engines.release import parse_release
-from kvplan.units import GIB
+from kvplan.plan.engines.release import Release, parse_release
+from kvplan.units import GIB, MIB
 
 if TYPE_CHECKING:
     from kvplan.plan.deployment import Deployment
     from kvplan.specs import SkuSpec
 
-Release = tuple[int, int, int]
 OLDEST, NEWEST = (0, 5, 0), (1, 9, 99)
 DEFAULT_RELEASE_TEXT = "1.0.0"
 # KvCacheConfig.dtype: auto (the model's dtype), fp8 and nvfp4 (E2M1 with one fp8 scale per
@@ -53,7 +52,6 @@ DEFAULT_RELEASE_TEXT = "1.0.0"
 # "FP8 KV Cache", "NVFP4 KV Cache"). Not offered: the TensorRT path's int8 KV cache, which has
 # per-tensor scales where kvplan's int8 counts one fp32 scale per token per head.
 KV_DTYPES = ("fp32", "bf16", "fp16", "fp8_e4m3", "nvfp4")
-MIB = 2**20
 # One public log states every term (docs/source/reference/memory.md, a 7B FP8 engine on an
 # H100, max_num_tokens 8192): execution context (activations) 1134.01 MiB; runtime buffers
 # 43.29 MB + decoder 180.30 MB + 776 MiB the log leaves to CUDA context and cuBLAS
@@ -119,6 +117,7 @@ class TrtllmProfile(EngineProfile):
     default_utilization_text = "0.9 of free memory (0.85 before 0.7)"
     kv_dtypes = KV_DTYPES
     kv_dtype_setting = "KvCacheConfig.dtype"
+    token_cap_setting = "kv_cache_config.max_tokens"
 
     def check(self, deployment: Deployment) -> None:
         release_of(deployment)
@@ -183,7 +182,7 @@ class TrtllmProfile(EngineProfile):
 
     def capacity_tokens(self, pool: KvPool, max_model_len: int) -> int:
         """Tokens of the primary pool: blocks × tokens per block."""
-        return pool.num_blocks * pool.layout.tokens_per_block
+        return pool.block_capacity_tokens
 
     def log_lines(
         self, budget: Budget, pool: KvPool, max_model_len: int, sku: SkuSpec | None = None
@@ -256,8 +255,7 @@ def startup_lines(budget: Budget, pool: KvPool, max_model_len: int) -> list[str]
     layout = pool.layout
     if not isinstance(layout, TrtLayout) or budget.kv_bytes <= 0:
         return []
-    tpb, blocks = layout.tokens_per_block, pool.num_blocks
-    tokens = blocks * tpb
+    tpb, blocks, tokens = layout.tokens_per_block, pool.num_blocks, pool.block_capacity_tokens
     pool_bytes = tokens * layout.kv_bytes_per_token
     release = layout.release
     if release < (0, 8, 0):  # 0.5.0 logged max_tokens before rounding to blocks

@@ -12,7 +12,6 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from kvplan.errors import KvplanError
 from kvplan.kvmath import LayerCache, MlaIndexerCache
 from kvplan.plan.engines import vllm_memory
 from kvplan.plan.engines.base import (
@@ -141,9 +140,7 @@ class VllmProfile(EngineProfile):
 
     def check(self, deployment: Deployment) -> None:
         version_of(deployment)  # a bad --vllm-version fails here, before anything is sized
-        reason = self.tp_refusal(deployment.model, deployment.tp)
-        if reason:
-            raise KvplanError(f"--tp: {reason}")
+        super().check(deployment)
 
     def stored_caches(
         self, deployment: Deployment, full_reservation: bool = False
@@ -195,11 +192,12 @@ class VllmProfile(EngineProfile):
         scheduler = self.scheduler(deployment, sku, max_model_len)
 
         def estimate() -> tuple[int, int, int, int]:
+            _, vision = vllm_memory.vision_profile(deployment, version, scheduler)
             return (
-                vllm_memory.activation_bytes(deployment, version, scheduler),
+                vllm_memory.activation_bytes(deployment, version, scheduler, vision),
                 vllm_memory.non_torch_bytes(deployment, version, sku),
                 vllm_memory.cudagraph_bytes(deployment, version),
-                vllm_memory.estimate_band_bytes(deployment, version, scheduler),
+                vllm_memory.estimate_band_bytes(vision),
             )
 
         utilization = deployment.settings.utilization or version.default_utilization
@@ -340,8 +338,8 @@ class VllmProfile(EngineProfile):
                 "estimates it from the layers captured (--cudagraph-memory to set it)"
             )
         if sku is not None and settings.kv_memory_bytes is None and model.vision is not None:
-            images = vllm_memory.profile_images(model, version, self.scheduler(deployment, sku))
-            peak = vllm_memory.vision_encoder_bytes(model, deployment.tp, images)
+            scheduler = self.scheduler(deployment, sku)
+            images, peak = vllm_memory.vision_profile(deployment, version, scheduler)
             why = (
                 "one per request up to max_num_seqs, V0's encoder-decoder profile run"
                 if version.major_minor <= vllm_memory.LAST_V0_ENCODER_DECODER

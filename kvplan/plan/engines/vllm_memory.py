@@ -187,16 +187,26 @@ def forward_bytes_per_token(model: ModelSpec, tp: int) -> int:
     return 2 * width
 
 
-def activation_bytes(deployment: Deployment, version: VllmVersion, scheduler: Scheduler) -> int:
+def activation_bytes(
+    deployment: Deployment, version: VllmVersion, scheduler: Scheduler, vision_bytes: int
+) -> int:
     """The profile run's torch peak: the largest of the forward pass, the sampler and a
-    cross-attended vision encoder's pass over the dummy images."""
+    cross-attended vision encoder's pass over the dummy images (`vision_bytes`, from
+    `vision_profile`)."""
     model = deployment.model
     band = band_for(version)
     sampler = int(band.sampler_bytes_per_logit * scheduler.max_num_seqs * model.vocab_size)
     forward = scheduler.max_num_batched_tokens * forward_bytes_per_token(model, deployment.tp)
-    images = profile_images(model, version, scheduler)
-    vision = vision_encoder_bytes(model, deployment.tp, images)
-    return max(sampler, forward, vision)
+    return max(sampler, forward, vision_bytes)
+
+
+def vision_profile(
+    deployment: Deployment, version: VllmVersion, scheduler: Scheduler
+) -> tuple[int, int]:
+    """(dummy images, vision encoder torch peak in bytes) of vLLM's profile run; (0, 0)
+    without a vision tower."""
+    images = profile_images(deployment.model, version, scheduler)
+    return images, vision_encoder_bytes(deployment.model, deployment.tp, images)
 
 
 def vision_encoder_bytes(model: ModelSpec, tp: int, images: int) -> int:
@@ -211,7 +221,7 @@ def vision_encoder_bytes(model: ModelSpec, tp: int, images: int) -> int:
     the residual, the norm output, and fc1's output with its activation (intermediate / tp
     wide each). Llama-3.2-11B-Vision at 128 images: 9.86 GiB of masks + 7 × 1.96 GiB +
     2 × 7.85 GiB = 39.31 GiB. The release that printed 36.63 GiB frees some of these sooner;
-    the reading errs towards less KV, and `vision_band_bytes` says how much.
+    the reading errs towards less KV, and `estimate_band_bytes` says how much.
     """
     vision = model.vision
     if vision is None:
@@ -260,17 +270,11 @@ def profile_images(model: ModelSpec, version: VllmVersion, scheduler: Scheduler)
     return min(budget // tokens, per_requests)
 
 
-def vision_band_bytes(model: ModelSpec, tp: int, images: int) -> int:
-    """The band of the vision encoder term: a quarter of it (read from one source revision,
-    not fitted on a log; the one public log lies 7 % below it)."""
-    return vision_encoder_bytes(model, tp, images) // 4
-
-
-def estimate_band_bytes(deployment: Deployment, version: VllmVersion, scheduler: Scheduler) -> int:
-    """± KV bytes the estimated terms carry: the fitted band, plus the vision term's."""
-    model = deployment.model
-    images = profile_images(model, version, scheduler)
-    return ESTIMATE_BAND_BYTES + vision_band_bytes(model, deployment.tp, images)
+def estimate_band_bytes(vision_bytes: int) -> int:
+    """± KV bytes the estimated terms carry: the fitted band, plus a quarter of the vision
+    encoder term `vision_bytes` (read from one source revision, not fitted on a log; the one
+    public log lies 7 % below it)."""
+    return ESTIMATE_BAND_BYTES + vision_bytes // 4
 
 
 def non_torch_bytes(deployment: Deployment, version: VllmVersion, sku: SkuSpec) -> int:

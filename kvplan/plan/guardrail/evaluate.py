@@ -10,14 +10,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kvplan.catalog.deployments import LoadedDeployments
-from kvplan.catalog.resolve import declare_rope_scaling
+from kvplan.catalog.resolve import ResolvedModel, declare_rope_scaling
 from kvplan.errors import KvplanError
 from kvplan.plan.capacity import Capacity, Failure
 from kvplan.plan.deployment import Deployment
 from kvplan.plan.engine_options import ENGINE_OPTION_NAMES, engine_settings
 from kvplan.plan.engines import engine as engine_profile
 from kvplan.plan.guardrail.products import DeploymentFile, ProductSpec
-from kvplan.specs import ModelSpec, SkuSpec
+from kvplan.specs import SkuSpec
 
 
 @dataclass(frozen=True)
@@ -56,10 +56,13 @@ class GuardrailResult:
         return all(c.ok for c in self.checks)
 
 
-def product_deployment(product: ProductSpec, model: ModelSpec) -> Deployment:
-    """The deployment a product describes, its engine options included."""
+def product_deployment(product: ProductSpec, resolved: ResolvedModel) -> Deployment:
+    """The deployment a product describes, its engine options included; a checkpoint's exact
+    weights count as in `size` unless the product names another weight dtype."""
+    model = resolved.spec
     if product.rope_scaling is not None:
         model = declare_rope_scaling(model, product.rope_scaling, "rope_scaling")
+    exact = product.weight_dtype is None
     options = product.model_dump(include=set(ENGINE_OPTION_NAMES))
     options["engine_version"] = product.engine_version or product.vllm_version
     engine_name, settings, dp, ep = engine_settings(options)
@@ -73,10 +76,12 @@ def product_deployment(product: ProductSpec, model: ModelSpec) -> Deployment:
         dp=dp,
         ep=ep,
         settings=settings,
+        exact_weights_bytes=resolved.exact_weights_bytes if exact else None,
+        checkpoint=resolved.checkpoint if exact else None,
     )
 
 
-def check_product(product: ProductSpec, model: ModelSpec, sku: SkuSpec) -> ProductCheck:
+def check_product(product: ProductSpec, model: ResolvedModel, sku: SkuSpec) -> ProductCheck:
     """The product's promise against what `sku` holds under the product's engine."""
     promised = product.promised_concurrency
     context = product.context

@@ -7,8 +7,9 @@ one of them reaches the plan through the same validator (`kvplan.plan.engine_opt
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from fractions import Fraction
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
@@ -27,24 +28,25 @@ def _without_prefix(error: KvplanError) -> str:
     return str(error).split(": ", 1)[-1]
 
 
+_Parsed = TypeVar("_Parsed")
+
+
+def _parsed(parse: Callable[[str], _Parsed], value: str) -> _Parsed:
+    """parse(value), its KvplanError raised as the ValueError pydantic reports."""
+    try:
+        return parse(value)
+    except KvplanError as error:
+        raise ValueError(_without_prefix(error)) from None
+
+
 def _token_count(value: object) -> object:
     """'128k' → 131,072 before the strict int check; other types pass on and fail there."""
-    if isinstance(value, str):
-        try:
-            return parse_tokens(value)
-        except KvplanError as error:
-            raise ValueError(_without_prefix(error)) from None
-    return value
+    return _parsed(parse_tokens, value) if isinstance(value, str) else value
 
 
 def _byte_count(value: object) -> object:
     """'40GiB' → 42,949,672,960 before the strict int check; other types pass on."""
-    if isinstance(value, str):
-        try:
-            return parse_bytes(value)
-        except KvplanError as error:
-            raise ValueError(_without_prefix(error)) from None
-    return value
+    return _parsed(parse_bytes, value) if isinstance(value, str) else value
 
 
 # Every number has kvplan's stated maximum (kvplan.limits); floats are finite (no .inf/.nan).
@@ -190,31 +192,18 @@ class ProductSpec(BaseModel):
     @field_validator("kv_dtype")
     @classmethod
     def _known_kv_dtype(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        try:
-            return kv_dtype_info(value).name
-        except KvplanError as error:
-            raise ValueError(_without_prefix(error)) from None
+        return None if value is None else _parsed(kv_dtype_info, value).name
 
     @field_validator("weight_dtype")
     @classmethod
     def _known_weight_dtype(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        try:
-            return weight_dtype_info(value).name
-        except KvplanError as error:
-            raise ValueError(_without_prefix(error)) from None
+        return None if value is None else _parsed(weight_dtype_info, value).name
 
     @field_validator("vllm_version")
     @classmethod
     def _version(cls, value: str | None) -> str | None:
         if value is not None:
-            try:
-                parse_version(value)
-            except KvplanError as error:
-                raise ValueError(_without_prefix(error)) from None
+            _parsed(parse_version, value)
         return value
 
     @model_validator(mode="after")

@@ -14,7 +14,6 @@ already slower than the TPOT target (`Simulated.simulated` False).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Protocol
@@ -23,7 +22,7 @@ from kvplan.errors import KvplanError
 from kvplan.plan.capacity import Capacity
 from kvplan.plan.deployment import Deployment
 from kvplan.plan.engines.base import UNLIMITED_REQUESTS
-from kvplan.plan.recommend.objective import Score, held_within_headroom
+from kvplan.plan.recommend.objective import Score, held_within_headroom, kv_bytes_within_headroom
 from kvplan.specs import SkuSpec
 
 
@@ -105,5 +104,5 @@ def _within_headroom(capacity: Capacity, headroom: Fraction) -> Deployment:
     budget = capacity.budget.kv_bytes
     if not headroom or budget <= 0:
         return deployment
-    kept = budget - math.ceil(budget * headroom)
+    kept = kv_bytes_within_headroom(budget, headroom)
     return deployment.replace(settings=replace(deployment.settings, kv_memory_bytes=kept))

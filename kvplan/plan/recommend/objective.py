@@ -130,12 +130,15 @@ def held_within_headroom(capacity: Capacity, headroom: Fraction, context_tokens:
     return min(held, limits.BATCH.maximum)
 
 
+def kv_bytes_within_headroom(kv_bytes: int, headroom: Fraction) -> int:
+    """A KV budget in bytes less `headroom` of it (rounded up); a budget ≤ 0 as it is."""
+    return kv_bytes - math.ceil(kv_bytes * headroom) if kv_bytes > 0 else kv_bytes
+
+
 def usable_pool(capacity: Capacity, headroom: Fraction) -> KvPool:
     """The pool the engine builds from the KV budget less `headroom` of it (rounded up)."""
     budget = capacity.budget
-    kept = budget.kv_bytes
-    if kept > 0:
-        kept -= math.ceil(kept * headroom)
+    kept = kv_bytes_within_headroom(budget.kv_bytes, headroom)
     profile = capacity.deployment.engine
     return profile.pool(capacity.layout, replace(budget, kv_bytes=kept))
 

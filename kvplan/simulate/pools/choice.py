@@ -27,3 +27,8 @@ class PoolChoice:
     @property
     def gpus(self) -> int | None:
         return None if self.instances is None else self.instances * self.tp * self.pp
+
+    @property
+    def reported_instances(self) -> int:
+        """The count its latencies are for: the one found, or else the largest tried."""
+        return self.instances or max(n for _, n, _ in self.tried)

@@ -114,8 +114,7 @@ class PoolSearch:
 
     def first_tokens(self, prefill: PoolChoice) -> dict[int, float]:
         """When each request the prefill pool returned had its first token, by order."""
-        count = prefill.instances or max(n for _, n, _ in prefill.tried)
-        run = self.runs[("prefill", prefill.tp, count)]
+        run = self.runs[("prefill", prefill.tp, prefill.reported_instances)]
         return {r.order: r.first_token_s for r in run.requests}
 
     def decode(self, tp: int, prefill: PoolChoice) -> PoolChoice:
@@ -174,12 +173,9 @@ class PoolSearch:
         """Requests every chosen pool (or the largest count tried) returns."""
         orders = set(self.first_tokens(prefill))
         if decode.tried:
-            count = decode.instances or max(n for _, n, _ in decode.tried)
-            orders &= self.decode_served[(decode.tp, count)]
-        count = colocated.instances or max(n for _, n, _ in colocated.tried)
-        return len(
-            orders & {r.order for r in self.runs[("colocated", colocated.tp, count)].requests}
-        )
+            orders &= self.decode_served[(decode.tp, decode.reported_instances)]
+        colocated_run = self.runs[("colocated", colocated.tp, colocated.reported_instances)]
+        return len(orders & {r.order for r in colocated_run.requests})
 
     def _at(self, values: list[float]) -> float:
         return percentile_of(sorted(values), self.percentile) if values else float("inf")
