@@ -61,6 +61,7 @@ def generate(seed: int, scale: float, work: Path) -> list[Case]:
     cases += fuzz_cases_files.simulate_cases(random.Random(seed + 1), work, int(150 * scale))
     cases += fuzz_cases_round2.number_cases(random.Random(seed + 2), int(300 * scale))
     cases += fuzz_cases_round2.file_cases(work)
+    cases += fuzz_cases_round2.option_sweep_cases(work)
     return cases
 
 

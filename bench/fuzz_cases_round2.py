@@ -104,3 +104,38 @@ def file_cases(work: Path) -> Iterator[Case]:
         (where / "config.json").write_text(text)
         yield Case("config2", ["size", str(where)], "refuse", label)
         yield Case("config2", ["import-hf", str(where)], "refuse", label)
+
+
+# Found by a per-option sweep ('' and the like for every option of every command): values the
+# code read with `if value:` as "not given", and table cells Python's float() reads.
+_EMPTY_REFUSED = (
+    ["size", "gpt2", "--catalog"], ["size", "gpt2", "--engine-version"],
+    ["size", "gpt2", "-e", "llama.cpp", "--v-dtype"],
+    *([*_SIMULATE, "--rate", "1", option] for option in (
+        "--duration", "--max-model-len", "--kv-window", "--host-link-bandwidth", "--slo-ttft",
+        "--slo-tpot")),
+    ["pools", "gpt2", "-s", "h100-sxm", "--tp", "1", "--requests", "5", "--rate", "1",
+     "--slo-ttft", "2s", "--slo-tpot", "50ms", "--link-bandwidth"],
+    ["recommend", "gpt2", "-s", "h100-sxm", "--rank"],
+    ["verify", "gpt2", "-c", "1k", "--device"],
+)  # fmt: skip
+
+
+def option_sweep_cases(work: Path) -> Iterator[Case]:
+    """Empty option values, and trace and step-time cells kvplan must not read as numbers."""
+    for argv in _EMPTY_REFUSED:
+        yield Case("options3", [*argv, ""], "refuse", f"{argv[0]} {argv[-1]} ''")
+    header = "arrival_s,prompt_tokens,output_tokens\n"
+    for label, cell in (("full-width digit", "４"), ("Arabic-Indic digit", "٣"),
+                        ("1e308 s after the first", "1e308")):  # fmt: skip
+        path = work / f"round3-trace-{len(label)}.csv"
+        path.write_text(header + f"0,5,5\n{cell},5,5\n", encoding="utf-8")
+        yield Case("options3", [*_SIMULATE, "--trace", str(path)], "refuse", f"arrival {label}")
+    grid = "".join(f"{b},{k},{p},0.01\n" for b in (1, 8) for k in (0, 4096) for p in (0, 512))
+    for label, cell in (("full-width digit", "４"), ("Arabic-Indic digit", "٣"),
+                        ("1e308 s", "1e308")):  # fmt: skip
+        path = work / f"round3-steps-{len(label)}.csv"
+        text = "batch_size,kv_tokens,prefill_tokens,step_s\n" + grid[: -len("0.01\n")] + cell
+        path.write_text(text + "\n", encoding="utf-8")
+        argv = [*_SIMULATE, "--rate", "1", "--step-times", str(path)]
+        yield Case("options3", argv, "refuse", f"step_s {label}")
