@@ -101,6 +101,9 @@ SIMULATED_REQUESTS = Limit(
 )
 REPEATS = Limit("timed repeats", "repeats", 10**6, "verify times 50 steps by default")
 SEED = Limit("a seed", "", 2**63 - 1, "the largest seed torch accepts as a signed 64-bit integer")
+LISTED = Limit(
+    "deployments listed", "deployments", 10**4, "a whole-catalogue search tries about 1,300 points"
+)
 
 # The smallest positive values kvplan reads: below them a number is a slip (0.9 written
 # 0.0000009), and a simulated clock at one arrival every 10^300 s overflows its averages.
@@ -133,6 +136,7 @@ NUMBERS: tuple[Limit, ...] = (
     SIMULATED_REQUESTS,
     REPEATS,
     SEED,
+    LISTED,
     ROPE_FACTOR,
     PRICE,
 )

@@ -141,7 +141,12 @@ def recommend(
             show_default=False,
         ),
     ] = None,
-    top: Annotated[int, typer.Option("--top", help="how many distinct deployments to list")] = 5,
+    top: Annotated[
+        int,
+        typer.Option(
+            "--top", parser=count(limits.LISTED, minimum=0), help="how many distinct deployments to list"
+        ),
+    ] = 5,
     slo_attainment: Annotated[
         str,
         typer.Option(

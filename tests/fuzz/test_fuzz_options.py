@@ -39,6 +39,9 @@ def _refused_in_one_line(argv: tuple[str, ...], fragment: str) -> None:
         ((*POOLS, *SLOS, "--link-bandwidth", ""), "--link-bandwidth: ''"),
         ((*POOLS, *SLOS, "--link-bandwidth", "0"), "--link-bandwidth: 0 must be above 0"),
         (("recommend", "gpt2", "-s", "h100-sxm", "--rank", ""), "--rank: unknown ranking ''"),
+        # --top counts deployments to list: the stated maximum, not any 400-digit number.
+        (("recommend", "gpt2", "-s", "h100-sxm", "--top", "1" * 20), "--top: 11,111,111,111"),
+        (("recommend", "gpt2", "-s", "h100-sxm", "--top", "9" * 400), "--top: '9999"),
     ],
 )  # fmt: skip
 def test_empty_and_zero_values_are_refused(argv, fragment):
