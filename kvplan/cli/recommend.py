@@ -144,7 +144,9 @@ def recommend(
     top: Annotated[
         int,
         typer.Option(
-            "--top", parser=count(limits.LISTED, minimum=0), help="how many distinct deployments to list"
+            "--top",
+            parser=count(limits.LISTED, minimum=0),
+            help="how many distinct deployments to list",
         ),
     ] = 5,
     slo_attainment: Annotated[
