@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kvplan.plan.engines import EngineSettings
-from kvplan.plan.engines.base import device_memory
+from kvplan.engine import EngineSettings
+from kvplan.engine.base import device_memory
 from kvplan.specs import ModelSpec, SkuSpec
 
 

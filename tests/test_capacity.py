@@ -9,9 +9,9 @@ from hypothesis import strategies as st
 
 from kvplan.errors import KvplanError
 from kvplan.plan.capacity import Capacity
-from kvplan.plan.deployment import Deployment
-from kvplan.plan.engines import EngineSettings, engine
-from kvplan.plan.engines.vllm_version import parse_version
+from kvplan.engine.deployment import Deployment
+from kvplan.engine import EngineSettings, engine
+from kvplan.engine.vllm_version import parse_version
 from kvplan.specs import SkuSpec
 
 GIB = 2**30

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from kvplan.kvmath import kv_bytes_per_token
-from kvplan.plan.engines import engine
+from kvplan.engine import engine
 from kvplan.plan.sizing import Deployment, size
 
 CASES = [

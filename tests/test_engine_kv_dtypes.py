@@ -22,8 +22,8 @@ from typer.testing import CliRunner
 
 from kvplan.cli import app
 from kvplan.errors import KvplanError
-from kvplan.plan.deployment import Deployment
-from kvplan.plan.engines import EngineSettings, engine
+from kvplan.engine.deployment import Deployment
+from kvplan.engine import EngineSettings, engine
 from kvplan.specs import KV_DTYPES
 
 runner = CliRunner()

@@ -878,7 +878,7 @@ def test_pixtral_tower_and_mistral3_projector():
 
 
 def test_vision_weights_count_in_weights_and_split_over_tp(catalog):
-    from kvplan.plan.weights import weight_bytes
+    from kvplan.engine.weights import weight_bytes
 
     spec = catalog.model("gemma-3-27b")
     text_only = spec.model_copy(update={"vision_tower": None})

@@ -26,10 +26,12 @@ ALLOWED = {
     "specs": {"errors", "specs", "limits"},
     "kvmath": {"specs", "errors", "kvmath", "limits"},
     "catalog": {"specs", "catalog", *LEAVES},
-    "plan": {"kvmath", "catalog", "specs", "plan", *LEAVES},
-    "simulate": {"plan", "kvmath", "specs", "simulate", *LEAVES},
-    "api": {"api", "plan", "simulate", "catalog", "specs", *LEAVES},
-    "report": {"api", "plan", "simulate", "specs", "report", *LEAVES},
+    "engine": {"kvmath", "catalog", "specs", "engine", *LEAVES},
+    "perf": {"engine", "kvmath", "specs", "perf", *LEAVES},
+    "plan": {"perf", "engine", "kvmath", "catalog", "specs", "plan", *LEAVES},
+    "simulate": {"plan", "perf", "engine", "kvmath", "specs", "simulate", *LEAVES},
+    "api": {"api", "plan", "simulate", "perf", "engine", "catalog", "specs", *LEAVES},
+    "report": {"api", "plan", "simulate", "engine", "perf", "specs", "report", *LEAVES},
     "cli": {
         "api",
         "cli",
@@ -37,6 +39,8 @@ ALLOWED = {
         "specs",
         "kvmath",
         "catalog",
+        "engine",
+        "perf",
         "plan",
         "simulate",
         "report",
@@ -44,7 +48,7 @@ ALLOWED = {
         "kernels",
     },
     "kernels": {"kernels"},
-    "validate": {"kernels", "plan", "specs", "validate", "kvmath", *LEAVES},
+    "validate": {"kernels", "engine", "perf", "plan", "specs", "validate", "kvmath", *LEAVES},
 }
 HEAVY = {"torch", "triton", "numpy"}
 

@@ -15,8 +15,8 @@ from kvplan.kvmath import (
     num_kv_heads_per_gpu,
     param_counts,
 )
-from kvplan.plan.deployment import Deployment
-from kvplan.plan.engines import EngineSettings, engine
+from kvplan.engine.deployment import Deployment
+from kvplan.engine import EngineSettings, engine
 from kvplan.plan.sizing import size
 from kvplan.specs import kv_dtype_info
 

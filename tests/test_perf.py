@@ -11,10 +11,10 @@ from hypothesis import strategies as st
 
 from kvplan.errors import KvplanError
 from kvplan.kvmath import ChunkedCache, FullCache, SlidingCache, StateCache
-from kvplan.plan.batch import Batch
-from kvplan.plan.deployment import Deployment
-from kvplan.plan.engines import EngineSettings, engine
-from kvplan.plan.perf import (
+from kvplan.engine.batch import Batch
+from kvplan.engine.deployment import Deployment
+from kvplan.engine import EngineSettings, engine
+from kvplan.perf.roofline import (
     DecodeEstimate,
     Efficiency,
     _stage_weight_bytes_read,

@@ -14,8 +14,8 @@ from kvplan.api.build import capacity_row
 from kvplan.cli import app
 from kvplan.errors import KvplanError
 from kvplan.plan.capacity import capacity_grid
-from kvplan.plan.deployment import Deployment
-from kvplan.plan.engines import engine
+from kvplan.engine.deployment import Deployment
+from kvplan.engine import engine
 from kvplan.report.plot import MAX_PLOT_ROWS, ensure_plot_possible, plot_report
 
 MISSING = "--plot needs matplotlib: pip install 'kvplan[plot]'"

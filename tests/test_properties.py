@@ -7,8 +7,8 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from kvplan.plan.capacity import largest_fitting
-from kvplan.plan.deployment import Deployment
-from kvplan.plan.engines import ENGINES, engine
+from kvplan.engine.deployment import Deployment
+from kvplan.engine import ENGINES, engine
 from kvplan.plan.sizing import size
 
 KINDS = st.sampled_from(["full", "sliding", "chunked"])

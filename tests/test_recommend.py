@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from kvplan.errors import KvplanError
 from kvplan.plan.capacity import Capacity
-from kvplan.plan.deployment import Deployment
-from kvplan.plan.engines import ENGINES, EngineSettings, engine
+from kvplan.engine.deployment import Deployment
+from kvplan.engine import ENGINES, EngineSettings, engine
 from kvplan.plan.recommend import (
     ConcurrencyTarget,
     GpuCount,

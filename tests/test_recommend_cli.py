@@ -340,7 +340,7 @@ def test_the_synopsis_lists_every_engine_the_cli_accepts(page):
     import re
     from pathlib import Path
 
-    from kvplan.plan.engines import ENGINES
+    from kvplan.engine import ENGINES
 
     text = (Path(__file__).resolve().parent.parent / "docs" / "commands" / page).read_text()
     (listed,) = re.findall(r"\[--engine ([\w.|]+)\]", text)

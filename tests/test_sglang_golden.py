@@ -15,9 +15,9 @@ import yaml
 from factories import pinned_pool
 
 from kvplan.plan.capacity import Capacity
-from kvplan.plan.deployment import Deployment
-from kvplan.plan.engines import ENGINES, EngineSettings
-from kvplan.plan.engines.sglang_memory import mem_fraction_static
+from kvplan.engine.deployment import Deployment
+from kvplan.engine import ENGINES, EngineSettings
+from kvplan.engine.sglang_memory import mem_fraction_static
 
 GOLDEN = Path(__file__).parent / "golden" / "sglang_logs"
 SGLANG = ENGINES["sglang"]

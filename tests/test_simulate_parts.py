@@ -15,10 +15,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvplan.errors import KvplanError
-from kvplan.plan.batch import Batch
-from kvplan.plan.deployment import Deployment
-from kvplan.plan.engines import ENGINES, engine
-from kvplan.plan.perf import (
+from kvplan.engine.batch import Batch
+from kvplan.engine.deployment import Deployment
+from kvplan.engine import ENGINES, engine
+from kvplan.perf.roofline import (
     DEFAULT_EFFICIENCY,
     Efficiency,
     batched_step,

@@ -13,9 +13,9 @@ import yaml
 from factories import pinned_pool
 
 from kvplan.plan.capacity import Capacity
-from kvplan.plan.deployment import Deployment
-from kvplan.plan.engines import ENGINES, EngineSettings
-from kvplan.plan.engines.base import fraction_of_free
+from kvplan.engine.deployment import Deployment
+from kvplan.engine import ENGINES, EngineSettings
+from kvplan.engine.base import fraction_of_free
 
 GOLDEN = Path(__file__).parent / "golden" / "trtllm_logs"
 TRTLLM = ENGINES["trtllm"]

@@ -26,7 +26,7 @@ from typer.testing import CliRunner
 from kvplan.cli import app
 from kvplan.validate.capacity import capacity_lengths, largest_true
 
-# vLLM 0.11's budget as kvplan's engine model states it (kvplan/plan/engines/vllm_memory.py):
+# vLLM 0.11's budget as kvplan's engine model states it (kvplan/engine/vllm_memory.py):
 # Weights (bf16, 2 B): embeddings 256 x 64 = 16_384 and an untied head 16_384; q 64 x 64 =
 # 4_096, k and v 64 x (2 x 16) = 2_048 each, o 4_096; gated MLP 3 x 64 x 128 = 24_576; three
 # RMSNorms of 64. 69_824 parameters = 139_648 B, and vLLM's RoPE table: 256 positions x 16

@@ -15,9 +15,9 @@ import yaml
 
 from kvplan.catalog import Catalog
 from kvplan.plan.capacity import Capacity
-from kvplan.plan.deployment import Deployment
-from kvplan.plan.engines import EngineSettings, Scheduler, vllm_memory, vllm_version
-from kvplan.plan.engines.vllm import VLLM
+from kvplan.engine.deployment import Deployment
+from kvplan.engine import EngineSettings, Scheduler, vllm_memory, vllm_version
+from kvplan.engine.vllm import VLLM
 
 GOLDEN = Path(__file__).parent / "golden"
 GIB = 2**30

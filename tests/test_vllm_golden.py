@@ -15,9 +15,9 @@ import pytest
 import yaml
 
 from kvplan.plan.capacity import Capacity
-from kvplan.plan.deployment import Deployment
-from kvplan.plan.engines import EngineSettings
-from kvplan.plan.engines.vllm import VLLM, startup
+from kvplan.engine.deployment import Deployment
+from kvplan.engine import EngineSettings
+from kvplan.engine.vllm import VLLM, startup
 
 GOLDEN = Path(__file__).parent / "golden" / "vllm_logs"
 GIB = 2**30

@@ -25,7 +25,7 @@ from kvplan.api.results import (
     WeightsPerGpu,
 )
 from kvplan.plan.capacity import Capacity, Refusal
-from kvplan.plan.engines import Budget
+from kvplan.engine import Budget
 from kvplan.plan.guardrail import ClaimSheet, GuardrailResult, ProductCheck
 from kvplan.plan.recommend import (
     Candidate,

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from kvplan.errors import KvplanError
-from kvplan.plan.deployment import Deployment
+from kvplan.engine.deployment import Deployment
 from kvplan.plan.recommend import Simulated
 from kvplan.simulate import SimConfig, Workload, instance_model, simulate
 from kvplan.specs import SkuSpec

@@ -57,7 +57,7 @@ def _catalog(dirs: list[Path] | None):
 def _batch(context: str, batch: int, lengths: str | None):
     """The batch to size: --lengths, else --batch sequences of --context tokens."""
     import kvplan.limits as limits
-    from kvplan.plan.batch import Batch
+    from kvplan.engine.batch import Batch
     from kvplan.units import parse_tokens
 
     if lengths is not None:

@@ -307,7 +307,7 @@ class EngineOptions:
 
     def resolve(self) -> tuple[str, Any, int, bool]:
         """(engine name, EngineSettings, dp, ep); raises KvplanError on a bad value."""
-        from kvplan.plan.engine_options import engine_settings
+        from kvplan.engine.engine_options import engine_settings
 
         return engine_settings(self.values)
 

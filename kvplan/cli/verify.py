@@ -26,7 +26,7 @@ from kvplan.cli.options import (
 from kvplan.errors import KvplanError
 
 if TYPE_CHECKING:
-    from kvplan.plan.batch import Batch
+    from kvplan.engine.batch import Batch
 
 CPU_TORCH_INDEX = "https://download.pytorch.org/whl/cpu"
 # verify allocates and runs every sequence: far above any engine's max_num_seqs (256 – 1024)

@@ -3,7 +3,7 @@
 One small frozen class per cache kind owns its arithmetic (the vLLM
 `kv_cache_interface` pattern): `token_bytes` is one token of one layer on one
 GPU, `tokens_kept(L)` how many of a sequence's L tokens the layer holds.
-Engines (kvplan.plan.engines) decide how those tokens become allocated bytes.
+Engines (kvplan.engine) decide how those tokens become allocated bytes.
 
 One file per job:
     caches   the cache classes, one per layer kind

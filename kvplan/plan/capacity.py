@@ -15,12 +15,12 @@ from typing import Literal
 
 import kvplan.limits as limits
 from kvplan.errors import KvplanError
-from kvplan.plan.batch import Batch
+from kvplan.engine.batch import Batch
 from kvplan.plan.context_limit import beyond_limit
-from kvplan.plan.deployment import Deployment
-from kvplan.plan.engines import Budget, KvLayout, KvPool, Scheduler
-from kvplan.plan.engines.base import UNLIMITED_REQUESTS
-from kvplan.plan.perf import DEFAULT_EFFICIENCY, DecodeEstimate, Efficiency, decode_step
+from kvplan.engine.deployment import Deployment
+from kvplan.engine import Budget, KvLayout, KvPool, Scheduler
+from kvplan.engine.base import UNLIMITED_REQUESTS
+from kvplan.perf.roofline import DEFAULT_EFFICIENCY, DecodeEstimate, Efficiency, decode_step
 from kvplan.specs import SkuSpec
 from kvplan.units import gib
 

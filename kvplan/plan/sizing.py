@@ -15,12 +15,12 @@ from kvplan.kvmath import (
     naive_kv_bytes_per_token,
     num_kv_heads_per_gpu,
 )
-from kvplan.plan.batch import Batch
+from kvplan.engine.batch import Batch
 from kvplan.plan.capacity import Capacity
 from kvplan.plan.context_limit import beyond_limit_sentence
-from kvplan.plan.deployment import Deployment
-from kvplan.plan.engines import KvLayout
-from kvplan.plan.weights import WeightBytes
+from kvplan.engine.deployment import Deployment
+from kvplan.engine import KvLayout
+from kvplan.engine.weights import WeightBytes
 from kvplan.specs import ModelSpec, SkuSpec, kv_dtype_info
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from kvplan.plan.deployment import Deployment
+from kvplan.engine.deployment import Deployment
 from kvplan.simulate.cluster import run_instances
 from kvplan.simulate.config import SimConfig, Slo
 from kvplan.simulate.distributions import TokenDistribution, parse_distribution

@@ -14,7 +14,7 @@ from pathlib import Path
 import kvplan.limits as limits
 from kvplan.errors import KvplanError
 from kvplan.files import parse_json, read_text
-from kvplan.plan.perf import Efficiency
+from kvplan.perf.roofline import Efficiency
 
 FIELD = "bandwidth.achieved_fraction_of_datasheet"
 

@@ -13,9 +13,9 @@ from dataclasses import dataclass, replace
 
 from kvplan.errors import KvplanError
 from kvplan.plan.capacity import Capacity, largest_fitting
-from kvplan.plan.deployment import Deployment
-from kvplan.plan.engines import KvLayout
-from kvplan.plan.engines.analytic import byte_layout
+from kvplan.engine.deployment import Deployment
+from kvplan.engine import KvLayout
+from kvplan.engine.analytic import byte_layout
 from kvplan.simulate.allocators import reservation_tokens
 from kvplan.simulate.config import SimConfig
 from kvplan.simulate.growth import GrowthProfile, growth_profile

@@ -1,4 +1,4 @@
-"""Step times: the roofline of `plan/perf.py`, or a measured table, as pieces linear in steps.
+"""Step times: the roofline of `perf/roofline.py`, or a measured table, as pieces linear in steps.
 
 The event loop asks two things: the time of one step it has composed (decode sequences and
 prefill chunks), and, for a run of decode-only steps in which every sequence gains one token
@@ -12,8 +12,8 @@ import math
 from collections.abc import Sequence
 from typing import Protocol
 
-from kvplan.plan.deployment import Deployment
-from kvplan.plan.perf import (
+from kvplan.engine.deployment import Deployment
+from kvplan.perf.roofline import (
     Efficiency,
     chunk_flops_function,
     matmul_params_per_token,

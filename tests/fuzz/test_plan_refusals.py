@@ -57,7 +57,7 @@ def test_block_size_0_on_the_command_line(argv):
 
 def test_block_size_0_in_the_engine_options():
     from kvplan.errors import KvplanError
-    from kvplan.plan.engines import EngineSettings
+    from kvplan.engine import EngineSettings
 
     with pytest.raises(KvplanError, match="--block-size: 0"):
         EngineSettings(tokens_per_block=0)

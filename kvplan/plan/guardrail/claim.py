@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvplan.plan.batch import Batch
+from kvplan.engine.batch import Batch
 from kvplan.plan.capacity import Capacity
-from kvplan.plan.deployment import Deployment
+from kvplan.engine.deployment import Deployment
 from kvplan.plan.sizing import SizeResult, size
 from kvplan.specs import SkuSpec
 

@@ -1,7 +1,7 @@
 """The `kvplan check` deployment file: products, each a model on a SKU and what it promises.
 
 A product names its engine options as the CLI does (`--block-size` is `block_size:`), and every
-one of them reaches the plan through the same validator (`kvplan.plan.engine_options`).
+one of them reaches the plan through the same validator (`kvplan.engine.engine_options`).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_valida
 import kvplan.limits as limits
 from kvplan.catalog.resolve import parse_rope_scaling
 from kvplan.errors import KvplanError
-from kvplan.plan.engines import DEFAULT_ENGINE, ENGINES
-from kvplan.plan.engines.vllm_version import parse_version
+from kvplan.engine import DEFAULT_ENGINE, ENGINES
+from kvplan.engine.vllm_version import parse_version
 from kvplan.specs import kv_dtype_info, weight_dtype_info
 from kvplan.specs.common import Name
 from kvplan.units import parse_bytes, parse_tokens

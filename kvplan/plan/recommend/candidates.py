@@ -7,8 +7,8 @@ from fractions import Fraction
 from functools import cached_property
 
 from kvplan.plan.capacity import Capacity
-from kvplan.plan.deployment import Deployment
-from kvplan.plan.engines import KvPool
+from kvplan.engine.deployment import Deployment
+from kvplan.engine import KvPool
 from kvplan.plan.recommend.objective import Score, usable_pool
 from kvplan.specs import SkuSpec, kv_dtype_info
 

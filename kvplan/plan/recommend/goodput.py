@@ -20,8 +20,8 @@ from typing import Protocol
 
 from kvplan.errors import KvplanError
 from kvplan.plan.capacity import Capacity
-from kvplan.plan.deployment import Deployment
-from kvplan.plan.engines.base import UNLIMITED_REQUESTS
+from kvplan.engine.deployment import Deployment
+from kvplan.engine.base import UNLIMITED_REQUESTS
 from kvplan.plan.recommend.objective import Score, held_within_headroom, kv_bytes_within_headroom
 from kvplan.specs import SkuSpec
 

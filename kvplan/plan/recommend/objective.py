@@ -17,7 +17,7 @@ from typing import Protocol
 import kvplan.limits as limits
 from kvplan.errors import KvplanError
 from kvplan.plan.capacity import Capacity
-from kvplan.plan.engines import KvPool
+from kvplan.engine import KvPool
 from kvplan.specs import SkuSpec
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from itertools import product
 
 from kvplan.errors import KvplanError
-from kvplan.plan.deployment import Deployment
+from kvplan.engine.deployment import Deployment
 from kvplan.plan.recommend.objective import Cost, Objective
 from kvplan.specs import ModelSpec, SkuSpec
 

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import NamedTuple
 
-from kvplan.plan.deployment import Deployment
+from kvplan.engine.deployment import Deployment
 from kvplan.simulate import simulate
 from kvplan.simulate.config import SimConfig, Slo
 from kvplan.simulate.engine_view import InstanceModel, instance_model

@@ -8,8 +8,8 @@ import kvplan.limits as limits
 from kvplan.catalog.checkpoint import CheckpointWeights
 from kvplan.errors import KvplanError
 from kvplan.kvmath import LayerCache, layer_caches, stage_layer_ranges
-from kvplan.plan.engines.base import EngineProfile, EngineSettings
-from kvplan.plan.weights import WeightBytes, checkpoint_weight_bytes, weight_bytes
+from kvplan.engine.base import EngineProfile, EngineSettings
+from kvplan.engine.weights import WeightBytes, checkpoint_weight_bytes, weight_bytes
 from kvplan.specs import ModelSpec, kv_dtype_info
 
 

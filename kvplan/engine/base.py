@@ -26,13 +26,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from kvplan.errors import KvplanError
-from kvplan.plan.engines.choices import SearchChoices, default_search_choices
+from kvplan.engine.choices import SearchChoices, default_search_choices
 from kvplan.specs import KV_DTYPES, kv_dtype_info
 
 if TYPE_CHECKING:
     from kvplan.kvmath import LayerCache
-    from kvplan.plan.batch import Batch
-    from kvplan.plan.deployment import Deployment
+    from kvplan.engine.batch import Batch
+    from kvplan.engine.deployment import Deployment
     from kvplan.specs import ModelSpec, SkuSpec
 
 # A request that is charged no block (a model whose every layer reuses another's KV) is

@@ -14,7 +14,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from kvplan.kvmath import FullCache, LayerCache, ceil_div
-from kvplan.plan.engines.base import (
+from kvplan.engine.base import (
     Budget,
     EngineProfile,
     KvLayout,
@@ -25,7 +25,7 @@ from kvplan.plan.engines.base import (
 from kvplan.specs import DtypeInfo, ModelSpec, kv_dtype_info
 
 if TYPE_CHECKING:
-    from kvplan.plan.deployment import Deployment
+    from kvplan.engine.deployment import Deployment
     from kvplan.specs import SkuSpec
 
 

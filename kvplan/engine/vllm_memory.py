@@ -18,12 +18,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from kvplan.plan.engines.base import Scheduler
+from kvplan.engine.base import Scheduler
 from kvplan.units import GIB, MIB
 
 if TYPE_CHECKING:
-    from kvplan.plan.deployment import Deployment
-    from kvplan.plan.engines.vllm_version import VllmVersion
+    from kvplan.engine.deployment import Deployment
+    from kvplan.engine.vllm_version import VllmVersion
     from kvplan.specs import ModelSpec, SkuSpec
 
 # arg_utils.py (0.6 – 0.33): `vllm serve` takes the large defaults on GPUs with ≥ 70 GiB that

@@ -10,8 +10,8 @@ from __future__ import annotations
 import difflib
 
 from kvplan.errors import KvplanError
-from kvplan.plan.engines.analytic import EXACT, HF, NAIVE
-from kvplan.plan.engines.base import (
+from kvplan.engine.analytic import EXACT, HF, NAIVE
+from kvplan.engine.base import (
     Budget,
     EngineProfile,
     EngineSettings,
@@ -19,11 +19,11 @@ from kvplan.plan.engines.base import (
     KvPool,
     Scheduler,
 )
-from kvplan.plan.engines.llamacpp import LLAMA_CPP
-from kvplan.plan.engines.ollama import OLLAMA
-from kvplan.plan.engines.sglang import SGLANG
-from kvplan.plan.engines.trtllm import TRTLLM
-from kvplan.plan.engines.vllm import VLLM
+from kvplan.engine.llamacpp import LLAMA_CPP
+from kvplan.engine.ollama import OLLAMA
+from kvplan.engine.sglang import SGLANG
+from kvplan.engine.trtllm import TRTLLM
+from kvplan.engine.vllm import VLLM
 
 __all__ = [
     "DEFAULT_ENGINE",

@@ -13,8 +13,8 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from kvplan.kvmath import LayerCache, MlaIndexerCache
-from kvplan.plan.engines import vllm_memory
-from kvplan.plan.engines.base import (
+from kvplan.engine import vllm_memory
+from kvplan.engine.base import (
     Budget,
     EngineProfile,
     EngineSettings,
@@ -25,19 +25,19 @@ from kvplan.plan.engines.base import (
     model_reference,
     subtract_terms,
 )
-from kvplan.plan.engines.choices import SearchChoices, released_in_16_bit
-from kvplan.plan.engines.vllm_pages import (
+from kvplan.engine.choices import SearchChoices, released_in_16_bit
+from kvplan.engine.vllm_pages import (
     VllmStage,
     estimated_max_model_len,
     page_specs,
     stage_layout,
 )
-from kvplan.plan.engines.vllm_version import DEFAULT_VERSION, VllmVersion, parse_version
+from kvplan.engine.vllm_version import DEFAULT_VERSION, VllmVersion, parse_version
 from kvplan.specs import kv_dtype_info
 from kvplan.units import GIB
 
 if TYPE_CHECKING:
-    from kvplan.plan.deployment import Deployment
+    from kvplan.engine.deployment import Deployment
     from kvplan.specs import ModelSpec, RopeScalingSpec, SkuSpec
 
 # v1/kv_cache_interface.py MLAAttentionSpec: with --kv-cache-dtype fp8, sparse MLA

@@ -12,7 +12,7 @@ from typing import Any
 
 import kvplan.limits as limits
 from kvplan.errors import KvplanError
-from kvplan.plan.engines import EngineSettings, engine
+from kvplan.engine import EngineSettings, engine
 from kvplan.units import parse_bytes
 
 # Every engine option, by its name in a products file (the CLI flag with '_' for '-').

@@ -17,13 +17,13 @@ from __future__ import annotations
 import shlex
 from typing import TYPE_CHECKING
 
-from kvplan.plan.engines.base import model_reference
-from kvplan.plan.engines.llamacpp_cells import FLASH_AUTO_BUILD, Allocation, allocate
+from kvplan.engine.base import model_reference
+from kvplan.engine.llamacpp_cells import FLASH_AUTO_BUILD, Allocation, allocate
 from kvplan.units import MIB
 
 if TYPE_CHECKING:
-    from kvplan.plan.deployment import Deployment
-    from kvplan.plan.engines.llamacpp import LlamaCppProfile, Plan
+    from kvplan.engine.deployment import Deployment
+    from kvplan.engine.llamacpp import LlamaCppProfile, Plan
 
 PAD_ERA_BUILD = 1601
 INIT_FROM_MODEL_BUILD = 4500

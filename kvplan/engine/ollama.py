@@ -25,11 +25,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kvplan.errors import KvplanError
-from kvplan.plan.engines.llamacpp import LlamaCppProfile
-from kvplan.plan.engines.release import parse_release
+from kvplan.engine.llamacpp import LlamaCppProfile
+from kvplan.engine.release import parse_release
 
 if TYPE_CHECKING:
-    from kvplan.plan.deployment import Deployment
+    from kvplan.engine.deployment import Deployment
     from kvplan.specs import SkuSpec
 
 OLDEST, NEWEST = (0, 1, 0), (0, 99, 99)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvplan.plan.engines.release import Release
+from kvplan.engine.release import Release
 from kvplan.specs import SkuSpec
 from kvplan.units import GIB, MIB
 

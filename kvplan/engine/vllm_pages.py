@@ -20,8 +20,8 @@ from kvplan.kvmath import (
     StateCache,
     ceil_div,
 )
-from kvplan.plan.engines.base import StageLayout
-from kvplan.plan.engines.vllm_version import VllmVersion
+from kvplan.engine.base import StageLayout
+from kvplan.engine.vllm_version import VllmVersion
 
 
 @dataclass(frozen=True)

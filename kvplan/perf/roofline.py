@@ -25,8 +25,8 @@ from kvplan.kvmath import (
     layer_caches,
     param_counts,
 )
-from kvplan.plan.batch import Batch
-from kvplan.plan.deployment import Deployment
+from kvplan.engine.batch import Batch
+from kvplan.engine.deployment import Deployment
 from kvplan.specs import ModelSpec, SkuSpec, kv_dtype_info, weight_dtype_info
 
 

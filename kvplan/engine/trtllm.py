@@ -25,7 +25,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from kvplan.kvmath import ceil_div
-from kvplan.plan.engines.base import (
+from kvplan.engine.base import (
     UNLIMITED_REQUESTS,
     BlockCharge,
     Budget,
@@ -38,11 +38,11 @@ from kvplan.plan.engines.base import (
     fraction_of_free,
     model_reference,
 )
-from kvplan.plan.engines.release import Release, parse_release
+from kvplan.engine.release import Release, parse_release
 from kvplan.units import GIB, MIB
 
 if TYPE_CHECKING:
-    from kvplan.plan.deployment import Deployment
+    from kvplan.engine.deployment import Deployment
     from kvplan.specs import SkuSpec
 
 OLDEST, NEWEST = (0, 5, 0), (1, 9, 99)

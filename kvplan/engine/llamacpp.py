@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING
 
 from kvplan.errors import KvplanError
 from kvplan.kvmath import stage_layer_ranges
-from kvplan.plan.engines import llamacpp_cells as cells
-from kvplan.plan.engines.base import (
+from kvplan.engine import llamacpp_cells as cells
+from kvplan.engine.base import (
     UNLIMITED_REQUESTS,
     Budget,
     EngineProfile,
@@ -35,14 +35,14 @@ from kvplan.plan.engines.base import (
     device_memory,
     subtract_terms,
 )
-from kvplan.plan.engines.choices import SearchChoices
-from kvplan.plan.engines.llamacpp_cells import Allocation, CellRules, LayerRow, allocate
-from kvplan.plan.engines.release import parse_build
+from kvplan.engine.choices import SearchChoices
+from kvplan.engine.llamacpp_cells import Allocation, CellRules, LayerRow, allocate
+from kvplan.engine.release import parse_build
 from kvplan.specs import DtypeInfo, kv_dtype_info
 
 if TYPE_CHECKING:
-    from kvplan.plan.batch import Batch
-    from kvplan.plan.deployment import Deployment
+    from kvplan.engine.batch import Batch
+    from kvplan.engine.deployment import Deployment
     from kvplan.specs import ModelSpec, SkuSpec
 
 OLDEST_BUILD, NEWEST_BUILD = 1, 20_000
@@ -297,7 +297,7 @@ class LlamaCppProfile(EngineProfile):
     def log_lines(
         self, budget: Budget, pool: KvPool, max_model_len: int, sku: SkuSpec | None = None
     ) -> list[str]:
-        from kvplan.plan.engines.llamacpp_log import startup_lines
+        from kvplan.engine.llamacpp_log import startup_lines
 
         plan = pool.layout.plan if isinstance(pool.layout, LlamaCppLayout) else None
         if plan is None:
@@ -342,7 +342,7 @@ class LlamaCppProfile(EngineProfile):
     def launch_command(
         self, deployment: Deployment, sku: SkuSpec | None, context_tokens: int
     ) -> str:
-        from kvplan.plan.engines.llamacpp_log import server_command
+        from kvplan.engine.llamacpp_log import server_command
 
         settings = deployment.settings
         n_ctx, n_seq = settings.context_size_tokens, settings.parallel or 1

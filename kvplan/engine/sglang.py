@@ -24,8 +24,8 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from kvplan.kvmath import StateCache, ceil_div
-from kvplan.plan.engines import sglang_memory
-from kvplan.plan.engines.base import (
+from kvplan.engine import sglang_memory
+from kvplan.engine.base import (
     BlockCharge,
     Budget,
     EngineProfile,
@@ -36,11 +36,11 @@ from kvplan.plan.engines.base import (
     fraction_of_free,
     model_reference,
 )
-from kvplan.plan.engines.release import Release, parse_release
+from kvplan.engine.release import Release, parse_release
 from kvplan.units import GIB
 
 if TYPE_CHECKING:
-    from kvplan.plan.deployment import Deployment
+    from kvplan.engine.deployment import Deployment
     from kvplan.specs import SkuSpec
 
 OLDEST, NEWEST = (0, 1, 0), (0, 5, 99)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvplan.errors import KvplanError
-from kvplan.plan.engines.release import match_release
+from kvplan.engine.release import match_release
 
 # The releases whose rules kvplan follows; other versions take the nearest older one's.
 OLDEST_VERSION = (0, 5)

@@ -1,0 +1,1 @@
+"""The speed model: how long a serving step takes on a SKU."""
