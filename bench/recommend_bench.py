@@ -19,8 +19,8 @@ import sys
 import time
 
 from kvplan.catalog import Catalog
-from kvplan.engine.deployment import Deployment
 from kvplan.engine import engine
+from kvplan.engine.deployment import Deployment
 from kvplan.plan.recommend import ConcurrencyTarget, SearchSpace, recommend
 
 # (model, context tokens, concurrency): typical questions, then ones nothing in 64 GPUs meets.

@@ -19,8 +19,8 @@ import argparse
 import time
 
 from kvplan.catalog import Catalog
-from kvplan.engine.deployment import Deployment
 from kvplan.engine import engine
+from kvplan.engine.deployment import Deployment
 from kvplan.simulate import SimConfig, parse_distribution, poisson_workload, simulate
 
 

@@ -7,11 +7,11 @@ from factories import make_model
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kvplan.engine import EngineSettings, engine
+from kvplan.engine.deployment import Deployment
+from kvplan.engine.vllm_version import parse_version
 from kvplan.errors import KvplanError
 from kvplan.plan.capacity import Capacity
-from kvplan.engine.deployment import Deployment
-from kvplan.engine import EngineSettings, engine
-from kvplan.engine.vllm_version import parse_version
 from kvplan.specs import SkuSpec
 
 GIB = 2**30

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from kvplan.kvmath import kv_bytes_per_token
 from kvplan.engine import engine
+from kvplan.kvmath import kv_bytes_per_token
 from kvplan.plan.sizing import Deployment, size
 
 CASES = [

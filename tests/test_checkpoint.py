@@ -14,9 +14,9 @@ from kvplan.catalog import Catalog
 from kvplan.catalog.checkpoint import tensor_role
 from kvplan.catalog.resolve import resolve_model
 from kvplan.catalog.tensor_headers import read_header
-from kvplan.errors import KvplanError
-from kvplan.engine.deployment import Deployment
 from kvplan.engine import engine
+from kvplan.engine.deployment import Deployment
+from kvplan.errors import KvplanError
 from tests.test_hub import CONFIG, llama_tensors, nbytes
 
 EXACT = engine("exact")

@@ -12,9 +12,9 @@ from kvplan.catalog import Catalog
 from kvplan.catalog.hf import import_hf
 from kvplan.catalog.resolve import declare_rope_scaling, resolve_model
 from kvplan.cli import app
-from kvplan.plan.capacity import Capacity
-from kvplan.engine.deployment import Deployment
 from kvplan.engine import engine
+from kvplan.engine.deployment import Deployment
+from kvplan.plan.capacity import Capacity
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hf"
 CATALOG = Catalog()

@@ -18,10 +18,10 @@ from kvplan.api.build import capacity_row, size_report
 from kvplan.catalog import Catalog
 from kvplan.catalog.resolve import ResolvedModel
 from kvplan.cli import app
-from kvplan.engine.batch import Batch
-from kvplan.plan.capacity import Capacity, tp_degrees
-from kvplan.engine.deployment import Deployment
 from kvplan.engine import ENGINES
+from kvplan.engine.batch import Batch
+from kvplan.engine.deployment import Deployment
+from kvplan.plan.capacity import Capacity, tp_degrees
 from kvplan.plan.guardrail import ProductSpec, check_product, claim_sheet
 from kvplan.plan.sizing import size
 

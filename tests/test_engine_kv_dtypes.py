@@ -21,9 +21,9 @@ from gguf_files import write_gguf
 from typer.testing import CliRunner
 
 from kvplan.cli import app
-from kvplan.errors import KvplanError
-from kvplan.engine.deployment import Deployment
 from kvplan.engine import EngineSettings, engine
+from kvplan.engine.deployment import Deployment
+from kvplan.errors import KvplanError
 from kvplan.specs import KV_DTYPES
 
 runner = CliRunner()

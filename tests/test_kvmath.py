@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from factories import make_model
 
+from kvplan.engine import EngineSettings, engine
+from kvplan.engine.deployment import Deployment
 from kvplan.kvmath import (
     ChunkedCache,
     SlidingCache,
@@ -15,8 +17,6 @@ from kvplan.kvmath import (
     num_kv_heads_per_gpu,
     param_counts,
 )
-from kvplan.engine.deployment import Deployment
-from kvplan.engine import EngineSettings, engine
 from kvplan.plan.sizing import size
 from kvplan.specs import kv_dtype_info
 

@@ -15,9 +15,9 @@ import yaml
 from gguf_files import gemma3_270m, write_gguf
 
 from kvplan.catalog.gguf import read_gguf
-from kvplan.plan.capacity import Capacity
-from kvplan.engine.deployment import Deployment
 from kvplan.engine import ENGINES, EngineSettings
+from kvplan.engine.deployment import Deployment
+from kvplan.plan.capacity import Capacity
 
 GOLDEN = Path(__file__).parent / "golden" / "llamacpp_logs"
 LLAMA_CPP, OLLAMA = ENGINES["llama.cpp"], ENGINES["ollama"]

@@ -9,11 +9,11 @@ from factories import make_model
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvplan.errors import KvplanError
-from kvplan.kvmath import ChunkedCache, FullCache, SlidingCache, StateCache
+from kvplan.engine import EngineSettings, engine
 from kvplan.engine.batch import Batch
 from kvplan.engine.deployment import Deployment
-from kvplan.engine import EngineSettings, engine
+from kvplan.errors import KvplanError
+from kvplan.kvmath import ChunkedCache, FullCache, SlidingCache, StateCache
 from kvplan.perf.roofline import (
     DecodeEstimate,
     Efficiency,

@@ -12,10 +12,10 @@ from typer.testing import CliRunner
 
 from kvplan.api.build import capacity_row
 from kvplan.cli import app
+from kvplan.engine import engine
+from kvplan.engine.deployment import Deployment
 from kvplan.errors import KvplanError
 from kvplan.plan.capacity import capacity_grid
-from kvplan.engine.deployment import Deployment
-from kvplan.engine import engine
 from kvplan.report.plot import MAX_PLOT_ROWS, ensure_plot_possible, plot_report
 
 MISSING = "--plot needs matplotlib: pip install 'kvplan[plot]'"

@@ -6,9 +6,9 @@ from factories import make_model
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from kvplan.plan.capacity import largest_fitting
-from kvplan.engine.deployment import Deployment
 from kvplan.engine import ENGINES, engine
+from kvplan.engine.deployment import Deployment
+from kvplan.plan.capacity import largest_fitting
 from kvplan.plan.sizing import size
 
 KINDS = st.sampled_from(["full", "sliding", "chunked"])

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kvplan.engine import ENGINES, EngineSettings, engine
+from kvplan.engine.deployment import Deployment
 from kvplan.errors import KvplanError
 from kvplan.plan.capacity import Capacity
-from kvplan.engine.deployment import Deployment
-from kvplan.engine import ENGINES, EngineSettings, engine
 from kvplan.plan.recommend import (
     ConcurrencyTarget,
     GpuCount,

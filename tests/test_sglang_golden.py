@@ -14,10 +14,10 @@ import pytest
 import yaml
 from factories import pinned_pool
 
-from kvplan.plan.capacity import Capacity
-from kvplan.engine.deployment import Deployment
 from kvplan.engine import ENGINES, EngineSettings
+from kvplan.engine.deployment import Deployment
 from kvplan.engine.sglang_memory import mem_fraction_static
+from kvplan.plan.capacity import Capacity
 
 GOLDEN = Path(__file__).parent / "golden" / "sglang_logs"
 SGLANG = ENGINES["sglang"]

@@ -12,9 +12,9 @@ import math
 
 import pytest
 
+from kvplan.engine import EngineSettings, engine
 from kvplan.engine.batch import Batch
 from kvplan.engine.deployment import Deployment
-from kvplan.engine import EngineSettings, engine
 from kvplan.perf.roofline import batched_step, decode_step, prefill
 from kvplan.simulate import (
     RequestSpec,

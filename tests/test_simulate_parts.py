@@ -14,10 +14,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvplan.errors import KvplanError
+from kvplan.engine import ENGINES, engine
 from kvplan.engine.batch import Batch
 from kvplan.engine.deployment import Deployment
-from kvplan.engine import ENGINES, engine
+from kvplan.errors import KvplanError
 from kvplan.perf.roofline import (
     DEFAULT_EFFICIENCY,
     Efficiency,

@@ -14,8 +14,8 @@ import pytest
 from typer.testing import CliRunner
 
 from kvplan.cli import app
-from kvplan.engine.deployment import Deployment
 from kvplan.engine import engine
+from kvplan.engine.deployment import Deployment
 from kvplan.simulate import (
     SimConfig,
     Slo,

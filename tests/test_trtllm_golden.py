@@ -12,10 +12,10 @@ from pathlib import Path
 import yaml
 from factories import pinned_pool
 
-from kvplan.plan.capacity import Capacity
-from kvplan.engine.deployment import Deployment
 from kvplan.engine import ENGINES, EngineSettings
 from kvplan.engine.base import fraction_of_free
+from kvplan.engine.deployment import Deployment
+from kvplan.plan.capacity import Capacity
 
 GOLDEN = Path(__file__).parent / "golden" / "trtllm_logs"
 TRTLLM = ENGINES["trtllm"]

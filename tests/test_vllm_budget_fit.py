@@ -14,10 +14,10 @@ import pytest
 import yaml
 
 from kvplan.catalog import Catalog
-from kvplan.plan.capacity import Capacity
-from kvplan.engine.deployment import Deployment
 from kvplan.engine import EngineSettings, Scheduler, vllm_memory, vllm_version
+from kvplan.engine.deployment import Deployment
 from kvplan.engine.vllm import VLLM
+from kvplan.plan.capacity import Capacity
 
 GOLDEN = Path(__file__).parent / "golden"
 GIB = 2**30

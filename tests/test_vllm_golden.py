@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kvplan.plan.capacity import Capacity
-from kvplan.engine.deployment import Deployment
 from kvplan.engine import EngineSettings
+from kvplan.engine.deployment import Deployment
 from kvplan.engine.vllm import VLLM, startup
+from kvplan.plan.capacity import Capacity
 
 GOLDEN = Path(__file__).parent / "golden" / "vllm_logs"
 GIB = 2**30

@@ -7,8 +7,8 @@ request's encoder tokens (CrossAttentionSpec); DeepSeek-V3.2's fp8 latent is "fp
 
 from __future__ import annotations
 
-from kvplan.engine.deployment import Deployment
 from kvplan.engine import engine
+from kvplan.engine.deployment import Deployment
 from kvplan.plan.sizing import size
 
 

@@ -227,9 +227,9 @@ def engine_kv_prediction(
     The bytes are the engine's charge for the batch on one GPU (``KvLayout.request_bytes``);
     verify's models have one layer kind, so each layer holds an equal share, whole pages.
     """
+    from kvplan.engine import ENGINES, EngineSettings
     from kvplan.engine.batch import Batch
     from kvplan.engine.deployment import Deployment
-    from kvplan.engine import ENGINES, EngineSettings
 
     batch = Batch.of(lengths)
     profile = ENGINES[engine.lower()]
@@ -311,9 +311,9 @@ def capacity_prediction(
     Raises:
         KvplanError: the weights leave no KV budget (the message gives the terms).
     """
-    from kvplan.plan.capacity import Capacity
-    from kvplan.engine.deployment import Deployment
     from kvplan.engine import ENGINES, EngineSettings
+    from kvplan.engine.deployment import Deployment
+    from kvplan.plan.capacity import Capacity
 
     deployment = Deployment(
         model=model,

@@ -24,8 +24,8 @@ from kvplan.api.results import (
     WeightsBreakdown,
     WeightsPerGpu,
 )
-from kvplan.plan.capacity import Capacity, Refusal
 from kvplan.engine import Budget
+from kvplan.plan.capacity import Capacity, Refusal
 from kvplan.plan.guardrail import ClaimSheet, GuardrailResult, ProductCheck
 from kvplan.plan.recommend import (
     Candidate,

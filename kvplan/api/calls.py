@@ -42,15 +42,15 @@ from kvplan.api.results import (
 from kvplan.catalog.deployments import load_deployments
 from kvplan.catalog.resolve import ResolvedModel, resolve_model
 from kvplan.catalog.store import Catalog
-from kvplan.errors import KvplanError
-from kvplan.limits import NUMBER_CHARS
-from kvplan.engine.batch import Batch
-from kvplan.plan.capacity import Capacity, Refusal, capacity_grid
-from kvplan.engine.deployment import Deployment
 from kvplan.engine import DEFAULT_ENGINE, EngineSettings
 from kvplan.engine import engine as engine_profile
-from kvplan.plan.guardrail import DeploymentFile, check_products, claim_sheet
+from kvplan.engine.batch import Batch
+from kvplan.engine.deployment import Deployment
+from kvplan.errors import KvplanError
+from kvplan.limits import NUMBER_CHARS
 from kvplan.perf.roofline import DEFAULT_EFFICIENCY, Efficiency
+from kvplan.plan.capacity import Capacity, Refusal, capacity_grid
+from kvplan.plan.guardrail import DeploymentFile, check_products, claim_sheet
 from kvplan.plan.recommend import (
     DEFAULT_MAX_GPUS,
     DEFAULT_TOP,

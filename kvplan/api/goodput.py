@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from kvplan.errors import KvplanError
 from kvplan.engine.deployment import Deployment
+from kvplan.errors import KvplanError
 from kvplan.plan.recommend import Simulated
 from kvplan.simulate import SimConfig, Workload, instance_model, simulate
 from kvplan.specs import SkuSpec

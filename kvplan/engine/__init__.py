@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import difflib
 
-from kvplan.errors import KvplanError
 from kvplan.engine.analytic import EXACT, HF, NAIVE
 from kvplan.engine.base import (
     Budget,
@@ -24,6 +23,7 @@ from kvplan.engine.ollama import OLLAMA
 from kvplan.engine.sglang import SGLANG
 from kvplan.engine.trtllm import TRTLLM
 from kvplan.engine.vllm import VLLM
+from kvplan.errors import KvplanError
 
 __all__ = [
     "DEFAULT_ENGINE",

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from kvplan.kvmath import FullCache, LayerCache, ceil_div
 from kvplan.engine.base import (
     Budget,
     EngineProfile,
@@ -22,6 +21,7 @@ from kvplan.engine.base import (
     device_memory,
     subtract_terms,
 )
+from kvplan.kvmath import FullCache, LayerCache, ceil_div
 from kvplan.specs import DtypeInfo, ModelSpec, kv_dtype_info
 
 if TYPE_CHECKING:

@@ -25,14 +25,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from kvplan.errors import KvplanError
 from kvplan.engine.choices import SearchChoices, default_search_choices
+from kvplan.errors import KvplanError
 from kvplan.specs import KV_DTYPES, kv_dtype_info
 
 if TYPE_CHECKING:
-    from kvplan.kvmath import LayerCache
     from kvplan.engine.batch import Batch
     from kvplan.engine.deployment import Deployment
+    from kvplan.kvmath import LayerCache
     from kvplan.specs import ModelSpec, SkuSpec
 
 # A request that is charged no block (a model whose every layer reuses another's KV) is

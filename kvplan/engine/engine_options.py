@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from typing import Any
 
 import kvplan.limits as limits
-from kvplan.errors import KvplanError
 from kvplan.engine import EngineSettings, engine
+from kvplan.errors import KvplanError
 from kvplan.units import parse_bytes
 
 # Every engine option, by its name in a products file (the CLI flag with '_' for '-').

@@ -22,8 +22,6 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from kvplan.errors import KvplanError
-from kvplan.kvmath import stage_layer_ranges
 from kvplan.engine import llamacpp_cells as cells
 from kvplan.engine.base import (
     UNLIMITED_REQUESTS,
@@ -38,6 +36,8 @@ from kvplan.engine.base import (
 from kvplan.engine.choices import SearchChoices
 from kvplan.engine.llamacpp_cells import Allocation, CellRules, LayerRow, allocate
 from kvplan.engine.release import parse_build
+from kvplan.errors import KvplanError
+from kvplan.kvmath import stage_layer_ranges
 from kvplan.specs import DtypeInfo, kv_dtype_info
 
 if TYPE_CHECKING:

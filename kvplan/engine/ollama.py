@@ -24,9 +24,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kvplan.errors import KvplanError
 from kvplan.engine.llamacpp import LlamaCppProfile
 from kvplan.engine.release import parse_release
+from kvplan.errors import KvplanError
 
 if TYPE_CHECKING:
     from kvplan.engine.deployment import Deployment

@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from kvplan.kvmath import StateCache, ceil_div
 from kvplan.engine import sglang_memory
 from kvplan.engine.base import (
     BlockCharge,
@@ -37,6 +36,7 @@ from kvplan.engine.base import (
     model_reference,
 )
 from kvplan.engine.release import Release, parse_release
+from kvplan.kvmath import StateCache, ceil_div
 from kvplan.units import GIB
 
 if TYPE_CHECKING:

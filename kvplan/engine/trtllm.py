@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from kvplan.kvmath import ceil_div
 from kvplan.engine.base import (
     UNLIMITED_REQUESTS,
     BlockCharge,
@@ -39,6 +38,7 @@ from kvplan.engine.base import (
     model_reference,
 )
 from kvplan.engine.release import Release, parse_release
+from kvplan.kvmath import ceil_div
 from kvplan.units import GIB, MIB
 
 if TYPE_CHECKING:

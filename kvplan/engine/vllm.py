@@ -12,7 +12,6 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from kvplan.kvmath import LayerCache, MlaIndexerCache
 from kvplan.engine import vllm_memory
 from kvplan.engine.base import (
     Budget,
@@ -33,6 +32,7 @@ from kvplan.engine.vllm_pages import (
     stage_layout,
 )
 from kvplan.engine.vllm_version import DEFAULT_VERSION, VllmVersion, parse_version
+from kvplan.kvmath import LayerCache, MlaIndexerCache
 from kvplan.specs import kv_dtype_info
 from kvplan.units import GIB
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
+from kvplan.engine.base import StageLayout
+from kvplan.engine.vllm_version import VllmVersion
 from kvplan.kvmath import (
     ChunkedCache,
     CrossCache,
@@ -20,8 +22,6 @@ from kvplan.kvmath import (
     StateCache,
     ceil_div,
 )
-from kvplan.engine.base import StageLayout
-from kvplan.engine.vllm_version import VllmVersion
 
 
 @dataclass(frozen=True)

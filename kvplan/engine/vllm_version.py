@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvplan.errors import KvplanError
 from kvplan.engine.release import match_release
+from kvplan.errors import KvplanError
 
 # The releases whose rules kvplan follows; other versions take the nearest older one's.
 OLDEST_VERSION = (0, 5)

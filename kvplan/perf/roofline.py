@@ -14,6 +14,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
+from kvplan.engine.batch import Batch
+from kvplan.engine.deployment import Deployment
 from kvplan.errors import KvplanError
 from kvplan.kvmath import (
     ChunkedCache,
@@ -25,8 +27,6 @@ from kvplan.kvmath import (
     layer_caches,
     param_counts,
 )
-from kvplan.engine.batch import Batch
-from kvplan.engine.deployment import Deployment
 from kvplan.specs import ModelSpec, SkuSpec, kv_dtype_info, weight_dtype_info
 
 

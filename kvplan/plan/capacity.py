@@ -14,13 +14,13 @@ from functools import cached_property
 from typing import Literal
 
 import kvplan.limits as limits
-from kvplan.errors import KvplanError
-from kvplan.engine.batch import Batch
-from kvplan.plan.context_limit import beyond_limit
-from kvplan.engine.deployment import Deployment
 from kvplan.engine import Budget, KvLayout, KvPool, Scheduler
 from kvplan.engine.base import UNLIMITED_REQUESTS
+from kvplan.engine.batch import Batch
+from kvplan.engine.deployment import Deployment
+from kvplan.errors import KvplanError
 from kvplan.perf.roofline import DEFAULT_EFFICIENCY, DecodeEstimate, Efficiency, decode_step
+from kvplan.plan.context_limit import beyond_limit
 from kvplan.specs import SkuSpec
 from kvplan.units import gib
 

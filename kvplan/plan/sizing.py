@@ -11,16 +11,16 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from kvplan.engine import KvLayout
+from kvplan.engine.batch import Batch
+from kvplan.engine.deployment import Deployment
+from kvplan.engine.weights import WeightBytes
 from kvplan.kvmath import (
     naive_kv_bytes_per_token,
     num_kv_heads_per_gpu,
 )
-from kvplan.engine.batch import Batch
 from kvplan.plan.capacity import Capacity
 from kvplan.plan.context_limit import beyond_limit_sentence
-from kvplan.engine.deployment import Deployment
-from kvplan.engine import KvLayout
-from kvplan.engine.weights import WeightBytes
 from kvplan.specs import ModelSpec, SkuSpec, kv_dtype_info
 
 

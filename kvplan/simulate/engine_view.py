@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from kvplan.errors import KvplanError
-from kvplan.plan.capacity import Capacity, largest_fitting
-from kvplan.engine.deployment import Deployment
 from kvplan.engine import KvLayout
 from kvplan.engine.analytic import byte_layout
+from kvplan.engine.deployment import Deployment
+from kvplan.errors import KvplanError
+from kvplan.plan.capacity import Capacity, largest_fitting
 from kvplan.simulate.allocators import reservation_tokens
 from kvplan.simulate.config import SimConfig
 from kvplan.simulate.growth import GrowthProfile, growth_profile

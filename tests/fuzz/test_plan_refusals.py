@@ -56,8 +56,8 @@ def test_block_size_0_on_the_command_line(argv):
 
 
 def test_block_size_0_in_the_engine_options():
-    from kvplan.errors import KvplanError
     from kvplan.engine import EngineSettings
+    from kvplan.errors import KvplanError
 
     with pytest.raises(KvplanError, match="--block-size: 0"):
         EngineSettings(tokens_per_block=0)

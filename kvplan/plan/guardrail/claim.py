@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvplan.engine.batch import Batch
-from kvplan.plan.capacity import Capacity
 from kvplan.engine.deployment import Deployment
+from kvplan.plan.capacity import Capacity
 from kvplan.plan.sizing import SizeResult, size
 from kvplan.specs import SkuSpec
 

@@ -11,11 +11,11 @@ from pathlib import Path
 
 from kvplan.catalog.deployments import LoadedDeployments
 from kvplan.catalog.resolve import ResolvedModel, declare_rope_scaling
-from kvplan.errors import KvplanError
-from kvplan.plan.capacity import Capacity, Failure
+from kvplan.engine import engine as engine_profile
 from kvplan.engine.deployment import Deployment
 from kvplan.engine.engine_options import ENGINE_OPTION_NAMES, engine_settings
-from kvplan.engine import engine as engine_profile
+from kvplan.errors import KvplanError
+from kvplan.plan.capacity import Capacity, Failure
 from kvplan.plan.guardrail.products import DeploymentFile, ProductSpec
 from kvplan.specs import SkuSpec
 

@@ -15,9 +15,9 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_valida
 
 import kvplan.limits as limits
 from kvplan.catalog.resolve import parse_rope_scaling
-from kvplan.errors import KvplanError
 from kvplan.engine import DEFAULT_ENGINE, ENGINES
 from kvplan.engine.vllm_version import parse_version
+from kvplan.errors import KvplanError
 from kvplan.specs import kv_dtype_info, weight_dtype_info
 from kvplan.specs.common import Name
 from kvplan.units import parse_bytes, parse_tokens

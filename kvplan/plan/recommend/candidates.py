@@ -6,9 +6,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 from functools import cached_property
 
-from kvplan.plan.capacity import Capacity
-from kvplan.engine.deployment import Deployment
 from kvplan.engine import KvPool
+from kvplan.engine.deployment import Deployment
+from kvplan.plan.capacity import Capacity
 from kvplan.plan.recommend.objective import Score, usable_pool
 from kvplan.specs import SkuSpec, kv_dtype_info
 

@@ -15,9 +15,9 @@ from fractions import Fraction
 from typing import Protocol
 
 import kvplan.limits as limits
+from kvplan.engine import KvPool
 from kvplan.errors import KvplanError
 from kvplan.plan.capacity import Capacity
-from kvplan.engine import KvPool
 from kvplan.specs import SkuSpec
 
 

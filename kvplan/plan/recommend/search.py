@@ -28,10 +28,10 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
 import kvplan.limits as limits
+from kvplan.engine.deployment import Deployment
 from kvplan.errors import KvplanError
 from kvplan.plan.capacity import Capacity
 from kvplan.plan.context_limit import beyond_limit_sentence
-from kvplan.engine.deployment import Deployment
 from kvplan.plan.recommend.candidates import Candidate, Ranked, closer, rank_candidates
 from kvplan.plan.recommend.objective import Cost, GpuCount, Objective
 from kvplan.plan.recommend.space import Point, SearchSpace, points_of

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from itertools import product
 
-from kvplan.errors import KvplanError
 from kvplan.engine.deployment import Deployment
+from kvplan.errors import KvplanError
 from kvplan.plan.recommend.objective import Cost, Objective
 from kvplan.specs import ModelSpec, SkuSpec
 

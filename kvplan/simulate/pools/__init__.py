@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from kvplan.errors import KvplanError
 from kvplan.engine.deployment import Deployment
+from kvplan.errors import KvplanError
 from kvplan.simulate.config import SimConfig, Slo
 from kvplan.simulate.engine_view import instance_model, kv_refusal
 from kvplan.simulate.pools.choice import PREFILL_REJECTED, PoolChoice
