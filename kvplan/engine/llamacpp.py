@@ -34,7 +34,7 @@ from kvplan.engine.base import (
     subtract_terms,
 )
 from kvplan.engine.choices import SearchChoices
-from kvplan.engine.llamacpp_cells import Allocation, CellRules, LayerRow, allocate
+from kvplan.engine.llamacpp_cells import Allocation, CellRules, LayerRow, Plan
 from kvplan.engine.release import parse_build
 from kvplan.errors import KvplanError
 from kvplan.kvmath import stage_layer_ranges
@@ -116,32 +116,6 @@ def devices_of(num_layers: int, gpu_layers: int, gpus: int) -> tuple[str, ...]:
         for gpu, layers in enumerate(stage_layer_ranges(on_gpu, min(gpus, on_gpu))):
             devices += [f"CUDA{gpu}"] * len(layers)
     return tuple(devices)
-
-
-@dataclass(frozen=True)
-class Plan:
-    """Everything a llama.cpp launch allocates from: rows, rules and the fixed -c / -np."""
-
-    rows: tuple[LayerRow, ...]
-    rules: CellRules
-    type_k: str
-    type_v: str
-    context_size_tokens: int | None  # -c; None: planned per request
-    parallel: int  # -np (fixed plans)
-    gpus: int
-
-    def allocation(self, n_ctx: int, n_seq: int) -> Allocation:
-        return allocate(self.rows, self.rules, n_ctx, n_seq)
-
-    def slot_bytes(self, tokens: int, device: str) -> int:
-        """Bytes one slot sized for `tokens` (-c tokens -np 1) takes on `device`."""
-        return self.allocation(tokens, 1).bytes_on(device)
-
-    @property
-    def fixed(self) -> Allocation | None:
-        if self.context_size_tokens is None:
-            return None
-        return self.allocation(self.context_size_tokens, self.parallel)
 
 
 @dataclass(frozen=True)
@@ -353,7 +327,15 @@ class LlamaCppProfile(EngineProfile):
                 pool = self.pool(layout, self.budget(deployment, sku, context_tokens))
                 n_seq = max(pool.requests_at(context_tokens), 1)
             n_ctx = n_seq * context_tokens
-        return server_command(self, deployment, n_ctx, n_seq)
+        return server_command(
+            deployment,
+            self.plan(deployment),
+            n_ctx,
+            n_seq,
+            ollama=self.name == "ollama",
+            flash_attention=self.flash_attention(deployment),
+            gpu_layers=self.gpu_layers(deployment),
+        )
 
 
 def launch_allocation(plan: Plan, pool: KvPool, context_tokens: int) -> Allocation | None:

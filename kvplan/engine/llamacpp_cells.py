@@ -179,3 +179,29 @@ def allocate(rows: tuple[LayerRow, ...], rules: CellRules, n_ctx: int, n_seq: in
         swa_layers=sum(r.kind in ("sliding", "chunked") for r in rows),
         buffers=buffers,
     )
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything a llama.cpp launch allocates from: rows, rules and the fixed -c / -np."""
+
+    rows: tuple[LayerRow, ...]
+    rules: CellRules
+    type_k: str
+    type_v: str
+    context_size_tokens: int | None  # -c; None: planned per request
+    parallel: int  # -np (fixed plans)
+    gpus: int
+
+    def allocation(self, n_ctx: int, n_seq: int) -> Allocation:
+        return allocate(self.rows, self.rules, n_ctx, n_seq)
+
+    def slot_bytes(self, tokens: int, device: str) -> int:
+        """Bytes one slot sized for `tokens` (-c tokens -np 1) takes on `device`."""
+        return self.allocation(tokens, 1).bytes_on(device)
+
+    @property
+    def fixed(self) -> Allocation | None:
+        if self.context_size_tokens is None:
+            return None
+        return self.allocation(self.context_size_tokens, self.parallel)

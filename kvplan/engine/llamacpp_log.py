@@ -18,12 +18,11 @@ import shlex
 from typing import TYPE_CHECKING
 
 from kvplan.engine.base import model_reference
-from kvplan.engine.llamacpp_cells import FLASH_AUTO_BUILD, Allocation, allocate
+from kvplan.engine.llamacpp_cells import FLASH_AUTO_BUILD, Allocation, Plan, allocate
 from kvplan.units import MIB
 
 if TYPE_CHECKING:
     from kvplan.engine.deployment import Deployment
-    from kvplan.engine.llamacpp import LlamaCppProfile, Plan
 
 PAD_ERA_BUILD = 1601
 INIT_FROM_MODEL_BUILD = 4500
@@ -108,18 +107,26 @@ def gguf_reference(deployment: Deployment) -> str:
     return f"<{stem}-{weights}.gguf>"
 
 
-def server_command(profile: LlamaCppProfile, deployment: Deployment, n_ctx: int, n_seq: int) -> str:
-    """`llama-server` (or ollama's environment) for -c n_ctx -np n_seq with this plan's types."""
-    plan = profile.plan(deployment)
+def server_command(
+    deployment: Deployment,
+    plan: Plan,
+    n_ctx: int,
+    n_seq: int,
+    *,
+    ollama: bool,
+    flash_attention: bool,
+    gpu_layers: int,
+) -> str:
+    """`llama-server` (or ollama's environment) for -c n_ctx -np n_seq with `plan`'s types;
+    `gpu_layers` is the -ngl the profile resolved (printed when the user set one)."""
     settings = deployment.settings
     model = deployment.model
-    fa = profile.flash_attention(deployment)
     gguf = gguf_reference(deployment)
-    if profile.name == "ollama":
+    if ollama:
         env = [f"OLLAMA_CONTEXT_LENGTH={n_ctx // n_seq}", f"OLLAMA_NUM_PARALLEL={n_seq}"]
         if plan.type_k != "f16":
             env.append(f"OLLAMA_KV_CACHE_TYPE={plan.type_k}")
-        if fa:
+        if flash_attention:
             env.append("OLLAMA_FLASH_ATTENTION=1")
         name = model.name
         then = f"# then: ollama create {name} -f Modelfile (FROM {gguf}); ollama run {name}"
@@ -130,12 +137,10 @@ def server_command(profile: LlamaCppProfile, deployment: Deployment, n_ctx: int,
     if plan.type_v != "f16":
         parts.append(f"-ctv {plan.type_v}")
     if plan.rules.build >= FLASH_AUTO_BUILD:
-        parts.append(f"-fa {'on' if fa else 'off'}")
-    elif fa:
+        parts.append(f"-fa {'on' if flash_attention else 'off'}")
+    elif flash_attention:
         parts.append("-fa")
-    parts.append(
-        f"-ngl {profile.gpu_layers(deployment) if settings.gpu_layers is not None else 999}"
-    )
+    parts.append(f"-ngl {gpu_layers if settings.gpu_layers is not None else 999}")
     if deployment.pp > 1:
         parts.append("--split-mode layer")
     if settings.kv_unified:

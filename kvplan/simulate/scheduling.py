@@ -1,25 +1,27 @@
 """The scheduler's steps for `Instance`: continuous and static batching, preemption, returns.
 
-Kept apart from `instance.py` (state, lockstep and jumps); `Instance` inherits these. Every
-method here runs whole scheduler steps: compose the batch, charge its blocks, time it with
-the instance's step cost, then move tokens and requests along.
+Above `instance_state.py` (state and lockstep), below `instance.py` (arrivals and jumps);
+`Instance` inherits these. Every method here runs whole scheduler steps: compose the batch,
+charge its blocks, time it with the instance's step cost, then move tokens and requests along.
 """
 
 from __future__ import annotations
 
+import heapq
 from typing import TYPE_CHECKING
 
+from kvplan.simulate.instance_state import InstanceState
+
 if TYPE_CHECKING:
-    from kvplan.simulate.instance import Instance
     from kvplan.simulate.requests import Req
 
 
-class Scheduling:
-    """Steps of an `Instance` (this mixin only runs as part of one)."""
+class Scheduling(InstanceState):
+    """The scheduler steps over an instance's state; `Instance` adds arrivals and jumps."""
 
     # --- continuous (iteration-level) batching ---------------------------------------
 
-    def _continuous_step(self: Instance) -> None:
+    def _continuous_step(self) -> None:
         view, metrics = self.view, self.metrics
         self.step_extra_s = 0.0
         self._make_room()
@@ -49,7 +51,7 @@ class Scheduling:
             req.swapped_tokens = 0
         self._settle()
 
-    def _admit(self: Instance, budget: int, chunks: list[tuple[Req, int]]) -> list[Req]:
+    def _admit(self, budget: int, chunks: list[tuple[Req, int]]) -> list[Req]:
         """Admit waiting requests in arrival order while they fit; the swapped-in ones."""
         view, waiting, resumed = self.view, self.waiting, []
         chunked = view.config.chunked_prefill
@@ -75,7 +77,7 @@ class Scheduling:
             budget -= tokens
         return resumed
 
-    def _take(self: Instance, req: Req, blocks: int) -> bool:
+    def _take(self, req: Req, blocks: int) -> bool:
         """Give a waiting request its first blocks, leaving this step's growth its room."""
         if self.paged and blocks > self.alloc.free_blocks - self._growth():
             return False
@@ -85,7 +87,7 @@ class Scheduling:
         req.handle, req.blocks, req.done = handle, blocks, 0
         return True
 
-    def _charge_chunk(self: Instance, req: Req, tokens: int) -> bool:
+    def _charge_chunk(self, req: Req, tokens: int) -> bool:
         """Charge a prefilling request's next chunk, preempting newer requests if needed."""
         extra = self.view.charge.value(req.done + tokens) - req.blocks
         if self.paged:
@@ -97,17 +99,17 @@ class Scheduling:
         self.prefill_blocks += extra
         return True
 
-    def _growth(self: Instance) -> int:
+    def _growth(self) -> int:
         """Blocks the decoding requests take on this step."""
         return self.sums[0].need(self.step, 1)
 
-    def _make_room(self: Instance) -> None:
+    def _make_room(self) -> None:
         """Preempt the newest running requests until this step's growth fits (paged)."""
         if self.paged:
             while self._growth() > self.alloc.free_blocks:
                 self._preempt_newest()
 
-    def _run_step(self: Instance, decoding: int, chunks: list[tuple[Req, int]]) -> None:
+    def _run_step(self, decoding: int, chunks: list[tuple[Req, int]]) -> None:
         """Time one step, charge the decoders' growth, and move the clock."""
         view, reads, frozen = self.view, self.sums[2], self.frozen
         read_value = view.read_bytes.value
@@ -134,7 +136,7 @@ class Scheduling:
             metrics.itl.append((seconds, decoding))
         self._advance(seconds, before)
 
-    def _end_prefills(self: Instance, chunks: list[tuple[Req, int]]) -> None:
+    def _end_prefills(self, chunks: list[tuple[Req, int]]) -> None:
         """Chunks are done: a finished prefill samples a token and starts decoding."""
         for req, _ in chunks:
             if req.done < req.target:
@@ -148,7 +150,7 @@ class Scheduling:
             else:
                 self._to_lockstep(req)
 
-    def _to_lockstep(self: Instance, req: Req) -> None:
+    def _to_lockstep(self, req: Req) -> None:
         """Hand a prefilled request's blocks to the lockstep sums (the allocator keeps them)."""
         blocks = req.blocks
         req.blocks = 0
@@ -156,7 +158,7 @@ class Scheduling:
         if self.view.charge.value(req.target) != blocks:
             raise RuntimeError("a prefilled request's blocks differ from its charge")
 
-    def _sample(self: Instance, req: Req) -> None:
+    def _sample(self, req: Req) -> None:
         """The request's next token comes out now."""
         if req.first_s < 0:
             req.first_s = self.t
@@ -168,7 +170,19 @@ class Scheduling:
 
     # --- leaving ----------------------------------------------------------------------
 
-    def _finish_decoding(self: Instance, req: Req) -> None:
+    def _settle(self) -> None:
+        """Requests that finished on this step leave; segment changes due now apply."""
+        step, finishing, events = self.step, self.finishing, self.segment_events
+        while finishing and finishing[0][0] <= step:
+            _, _, version, req = heapq.heappop(finishing)
+            if version == req.version:
+                self._finish_decoding(req)
+        while events and events[0][0] <= step:
+            _, _, version, index, req = heapq.heappop(events)
+            if version == req.version:
+                self._next_segment(req, index)
+
+    def _finish_decoding(self, req: Req) -> None:
         """Its last token came out on this step: return it (static: keep it as padding)."""
         blocks, token_bytes, read_bytes, tokens = self._leave(req)
         req.generated = req.output
@@ -182,7 +196,7 @@ class Scheduling:
         self.alloc.release(req.handle, blocks, req.reservation)
         self._record(req, self.t)
 
-    def _record(self: Instance, req: Req, finish_s: float) -> None:
+    def _record(self, req: Req, finish_s: float) -> None:
         self.metrics.record_request(
             req.arrival_s,
             req.first_s,
@@ -194,7 +208,7 @@ class Scheduling:
             req.order,
         )
 
-    def _preempt_newest(self: Instance) -> Req:
+    def _preempt_newest(self) -> Req:
         """Preempt the newest running request (recompute, or swap when asked and room)."""
         candidates = [*self.prefilling, *self.decoding.values()]
         victim = max(candidates, key=lambda r: r.order)
@@ -222,13 +236,13 @@ class Scheduling:
         self.waiting.appendleft(victim)
         return victim
 
-    def _swap_out(self: Instance, req: Req, tokens: int, swap_bytes: float) -> None:
+    def _swap_out(self, req: Req, tokens: int, swap_bytes: float) -> None:
         req.swapped_tokens, req.in_host = tokens, True
         self.swap_used_bytes += swap_bytes
         self.step_extra_s += swap_bytes / self.view.host_link_bytes_per_s
         self.metrics.swapped_bytes += swap_bytes
 
-    def _swap_in(self: Instance, req: Req) -> None:
+    def _swap_in(self, req: Req) -> None:
         if req.in_host:  # (a prefilled arrival's KV is already on the GPU)
             swap_bytes = req.blocks * self.view.bytes_per_block
             self.swap_used_bytes -= swap_bytes
@@ -239,7 +253,7 @@ class Scheduling:
 
     # --- static (request-level) batching ----------------------------------------------
 
-    def _static_step(self: Instance) -> None:
+    def _static_step(self) -> None:
         self.step_extra_s = 0.0
         if self.decoding:
             self._make_room()
@@ -252,7 +266,7 @@ class Scheduling:
         else:
             self._start_batch()
 
-    def _start_batch(self: Instance) -> None:
+    def _start_batch(self) -> None:
         """Admit a batch in arrival order and prefill it, every prompt padded to the longest."""
         view, batch = self.view, []
         while self.waiting and len(batch) < view.max_num_seqs:
@@ -288,7 +302,7 @@ class Scheduling:
             else:
                 self._to_lockstep(req)
 
-    def _return_batch(self: Instance) -> None:
+    def _return_batch(self) -> None:
         """Every slot is done: the whole batch returns now and frees its memory."""
         for req in self.padded:
             self.alloc.release(req.handle, req.blocks, req.reservation)
