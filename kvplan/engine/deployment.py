@@ -3,14 +3,32 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import kvplan.limits as limits
 from kvplan.catalog.checkpoint import CheckpointWeights
-from kvplan.engine.base import EngineProfile, EngineSettings
+from kvplan.engine.base import EngineSettings
 from kvplan.engine.weights import WeightBytes, checkpoint_weight_bytes, weight_bytes
 from kvplan.errors import KvplanError
 from kvplan.kvmath import LayerCache, layer_caches, stage_layer_ranges
 from kvplan.specs import ModelSpec, kv_dtype_info
+
+
+class ServingEngine(Protocol):
+    """What a deployment asks of the engine serving it while it is built.
+
+    Every engine profile (`engine.base.EngineProfile`) is one. The profiles take a Deployment
+    in every method, so this module names only the part it calls, not the profiles.
+    """
+
+    name: str
+    default_kv_dtype: str
+
+    def check_kv_dtypes(self, deployment: Deployment) -> None:
+        """Raise KvplanError for a K or V dtype the engine does not serve."""
+
+    def check(self, deployment: Deployment) -> None:
+        """Raise KvplanError for a deployment the engine refuses (TP degree, settings)."""
 
 
 @dataclass(frozen=True)
@@ -24,7 +42,7 @@ class Deployment:
     """
 
     model: ModelSpec
-    engine: EngineProfile
+    engine: ServingEngine  # an EngineProfile: layout, budget and pool come from it
     kv_dtype: str = ""  # "": the engine's default (bf16; f16 for llama.cpp and ollama)
     weight_dtype: str | None = None  # None: the model's released dtype
     tp: int = 1
