@@ -6,6 +6,8 @@ nothing here rounds or formats a number.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kvplan.api.results import (
     BudgetTerms,
     CapacityRow,
@@ -24,17 +26,13 @@ from kvplan.api.results import (
     WeightsBreakdown,
     WeightsPerGpu,
 )
-from kvplan.engine import Budget
-from kvplan.plan.capacity import Capacity, Refusal
-from kvplan.plan.guardrail import ClaimSheet, GuardrailResult, ProductCheck
-from kvplan.plan.recommend import (
-    Candidate,
-    GoodputTarget,
-    Loss,
-    Recommendation,
-    held_within_headroom,
-)
-from kvplan.plan.sizing import SizeResult
+
+if TYPE_CHECKING:  # the records of `check`, `claim` and `recommend` import their own questions
+    from kvplan.engine import Budget
+    from kvplan.plan.capacity import Capacity, Refusal
+    from kvplan.plan.guardrail import ClaimSheet, GuardrailResult, ProductCheck
+    from kvplan.plan.recommend import Candidate, Loss, Recommendation
+    from kvplan.plan.sizing import SizeResult
 
 # Checkpoint tensor roles, in the order a breakdown lists them.
 WEIGHT_ROLES = ("split", "kv", "expert", "replicated", "vision", "unloaded")
@@ -324,6 +322,8 @@ def recommend_report(result: Recommendation) -> RecommendReport:
 
 
 def _throughput(objective: object) -> ThroughputTarget | None:
+    from kvplan.plan.recommend import GoodputTarget
+
     if not isinstance(objective, GoodputTarget):
         return None
     return ThroughputTarget(
@@ -341,6 +341,8 @@ def recommend_candidate(
     c: Candidate, context_tokens: int, losses: tuple[Loss, ...] = ()
 ) -> RecommendCandidate:
     """One evaluated deployment: settings, exact bytes per GPU, requests held, command."""
+    from kvplan.plan.recommend import held_within_headroom
+
     d, capacity = c.deployment, c.capacity
     scheduler, budget = capacity.scheduler, capacity.budget
     usable = capacity.kv_usable
