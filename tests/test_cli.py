@@ -235,6 +235,26 @@ def test_calculator_never_imports_torch_or_triton(argv):
     assert "HEAVY []" in done.stderr
 
 
+def test_a_run_builds_only_the_command_it_invokes():
+    # typer reads every parameter of every command it registers: `size` loads no other command's
+    # module, while `kvplan --help` still lists all thirteen.
+    code = (
+        "import sys; from kvplan.cli import COMMANDS, run\n"
+        "run(['size', 'llama-3.1-8b', '-f', 'json'])\n"
+        "print(sorted(m for m in sys.modules if m.startswith('kvplan.cli.')))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = set(json.loads(done.stdout.splitlines()[-1].replace("'", '"')))
+    from kvplan.cli import COMMANDS
+
+    command_modules = {f"kvplan.cli.{module}" for module, _ in COMMANDS.values()}
+    assert loaded & command_modules == {"kvplan.cli.size"}
+    listed = run("--help").stdout
+    assert [line.split()[0] for line in listed.split("Commands:")[1].splitlines() if line] == list(
+        COMMANDS
+    )
+
+
 def test_documented_schemas_are_current():
     from pathlib import Path
 

@@ -2,31 +2,42 @@
 
 One module per command group; this file builds the typer app and registers the commands in
 the order `kvplan --help` lists them. Commands import heavy modules inside their bodies, so
-importing this package loads no torch, triton or numpy.
+importing this package loads no torch, triton or numpy. A run builds only the command it
+invokes: typer reads every parameter of every registered command when it builds the app, and
+`kvplan size` must not pay for the other twelve.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from typing import Annotated
+from collections.abc import Iterable
+from importlib import import_module
+from typing import Annotated, Any
 
 import typer
 
-from kvplan.cli import catalogue, check, recommend, report, simulate, size, verify
 from kvplan.cli.common import user_errors, warn
 from kvplan.cli.exits import OneExitGroup
 
-__all__ = ["app", "main", "run", "user_errors", "warn"]
+__all__ = ["COMMANDS", "app", "main", "run", "user_errors", "warn"]
 
-app = typer.Typer(
-    cls=OneExitGroup,
-    add_completion=False,
-    no_args_is_help=True,
-    rich_markup_mode=None,
-    help="Exact KV-cache sizing, per-GPU capacity and on-device verification for LLM serving.",
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
+# Each command -> (module of kvplan.cli, function), in the order `kvplan --help` lists them.
+COMMANDS = {
+    "size": ("size", "size"),
+    "models": ("catalogue", "models"),
+    "skus": ("catalogue", "skus"),
+    "show": ("catalogue", "show"),
+    "schema": ("catalogue", "schema"),
+    "report": ("report", "report"),
+    "check": ("check", "check"),
+    "claim": ("check", "claim"),
+    "recommend": ("recommend", "recommend"),
+    "simulate": ("simulate", "simulate"),
+    "pools": ("simulate", "pools"),
+    "verify": ("verify", "verify"),
+    "import-hf": ("catalogue", "import_hf_command"),
+}
 
 
 def _print_version(value: bool) -> None:
@@ -37,7 +48,6 @@ def _print_version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
 def _options(
     version: Annotated[
         bool,
@@ -52,19 +62,42 @@ def _options(
     """Exact KV-cache sizing, per-GPU capacity and on-device verification for LLM serving."""
 
 
-app.command()(size.size)
-app.command()(catalogue.models)
-app.command()(catalogue.skus)
-app.command()(catalogue.show)
-app.command()(catalogue.schema)
-app.command()(report.report)
-app.command()(check.check)
-app.command()(check.claim)
-app.command()(recommend.recommend)
-app.command()(simulate.simulate)
-app.command()(simulate.pools)
-app.command()(verify.verify)
-app.command("import-hf")(catalogue.import_hf_command)
+def build_app(names: Iterable[str] = COMMANDS) -> typer.Typer:
+    """The `kvplan` app with the commands `names` (default: all), in COMMANDS order."""
+    built = typer.Typer(
+        cls=OneExitGroup,
+        add_completion=False,
+        no_args_is_help=True,
+        rich_markup_mode=None,
+        help="Exact KV-cache sizing, per-GPU capacity and on-device verification for LLM serving.",
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
+    built.callback()(_options)
+    chosen = set(names)
+    for name, (module, function) in COMMANDS.items():
+        if name in chosen:
+            built.command(name)(getattr(import_module(f"kvplan.cli.{module}"), function))
+    return built
+
+
+def _invoked(argv: list[str]) -> str | None:
+    """The command `argv` runs, or None (`--help`, no command, an unknown name): the group's
+    own options are flags, so the first word that is not one names the command."""
+    word = next((arg for arg in argv if not arg.startswith("-")), None)
+    return word if word in COMMANDS else None
+
+
+def __getattr__(name: str) -> Any:
+    # `from kvplan.cli import app` (tests, docs runners): every command, built on first use.
+    if name != "app":
+        raise AttributeError(f"module 'kvplan.cli' has no attribute {name!r}")
+    return _full_app()
+
+
+def _full_app() -> typer.Typer:
+    if "app" not in globals():
+        globals()["app"] = build_app()
+    return globals()["app"]  # type: ignore[no-any-return]
 
 
 def run(argv: list[str] | None = None) -> int:
@@ -72,8 +105,10 @@ def run(argv: list[str] | None = None) -> int:
 
     0 ok, 1 a check failed, 2 bad input or an internal error.
     """
-    command = typer.main.get_command(app)
-    return command.main(args=argv, prog_name="kvplan", standalone_mode=False)  # type: ignore[no-any-return]
+    args = sys.argv[1:] if argv is None else argv
+    invoked = _invoked(args)
+    command = typer.main.get_command(build_app([invoked]) if invoked else _full_app())
+    return command.main(args=args, prog_name="kvplan", standalone_mode=False)  # type: ignore[no-any-return]
 
 
 def main() -> None:
