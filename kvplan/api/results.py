@@ -6,9 +6,7 @@ layer writes around it. A result also keeps the plan object it was built from (`
 for renderers that draw more than the numbers.
 """
 
-from __future__ import annotations
-
-from typing import Any
+from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
@@ -16,7 +14,10 @@ from pydantic import BaseModel, ConfigDict, PrivateAttr
 class Result(BaseModel):
     """A frozen result with the plan object it summarises kept aside (not dumped)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # Built on first use, from annotations that are objects (no `from __future__ import
+    # annotations`): a command pays for the records it makes, not for every command's at
+    # import (half of this module's import time).
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
     _source: Any = PrivateAttr(default=None)
 
     @property
@@ -24,7 +25,7 @@ class Result(BaseModel):
         """The plan object this result was built from (SizeResult, Capacity, …)."""
         return self._source
 
-    def with_source(self, source: Any) -> Result:
+    def with_source(self, source: Any) -> Self:
         """This result holding `source` for renderers."""
         self._source = source
         return self

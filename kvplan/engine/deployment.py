@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Protocol
+from dataclasses import dataclass, field, fields
+from typing import Any, Protocol
 
 import kvplan.limits as limits
 from kvplan.catalog.checkpoint import CheckpointWeights
@@ -109,7 +109,11 @@ class Deployment:
 
     def weights(self) -> WeightBytes:
         """Weight bytes, whole and on the binding GPU: the checkpoint's tensors when its
-        headers were read and no other weight dtype was asked for, else computed."""
+        headers were read and no other weight dtype was asked for, else computed. Computed
+        once per deployment: a report asks for them once per SKU and engine term."""
+        return self._memo("_weights", self._weight_bytes)
+
+    def _weight_bytes(self) -> WeightBytes:
         if self.checkpoint is not None and self.weight_dtype is None:
             return checkpoint_weight_bytes(
                 self.model, self.checkpoint, self.tp, self.pp, self.expert_shards
@@ -122,6 +126,25 @@ class Deployment:
             self.exact_weights_bytes,
             self.expert_shards,
         )
+
+    # A deployment is a key of the engine's caches (layouts, stage caches), looked up many
+    # times a row: its hash, like its weights, is worked out once. The remembered values live
+    # beside the fields, never in comparisons, copies or pickles (a hash differs between
+    # processes).
+    _MEMOS = ("_hash", "_weights")
+
+    def __hash__(self) -> int:
+        return self._memo("_hash", lambda: hash(tuple(getattr(self, f.name) for f in fields(self))))
+
+    def _memo(self, name: str, compute: Any) -> Any:
+        value = self.__dict__.get(name)
+        if value is None:
+            value = compute()
+            object.__setattr__(self, name, value)  # frozen: set once, beside the fields
+        return value
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k not in self._MEMOS}
 
     def replace(self, **changes: object) -> Deployment:
         """This deployment with some fields changed (validated again)."""

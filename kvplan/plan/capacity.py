@@ -257,6 +257,9 @@ def capacity_grid(
     """
     rows: list[Capacity | Refusal] = []
     for base in deployments:
+        # One deployment per degree serves every SKU: the engine's caches of layouts, stage
+        # caches and weights are keyed by it, and built once per degree instead of per SKU.
+        at_tp = {base.tp: base}
         for sku in skus:
             for tp in tps or tp_degrees(base, sku):
                 reason = base.engine.tp_refusal(base.model, tp) if keep_refusals else None
@@ -264,7 +267,7 @@ def capacity_grid(
                     context = context_tokens or base.model.context_limit
                     rows.append(Refusal(base, sku, tp, reason, batch, context))
                     continue
-                deployment = base if tp == base.tp else base.replace(tp=tp)
+                deployment = at_tp.get(tp) or at_tp.setdefault(tp, base.replace(tp=tp))
                 rows.append(Capacity(deployment, sku, batch, context_tokens, efficiency))
     return rows
 
