@@ -23,18 +23,12 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from kvplan.engine import llamacpp_cells as cells
-from kvplan.engine.base import (
-    UNLIMITED_REQUESTS,
-    Budget,
-    EngineProfile,
-    KvLayout,
-    KvPool,
-    StageLayout,
-    device_memory,
-    subtract_terms,
-)
+from kvplan.engine.base import EngineProfile
+from kvplan.engine.budget import Budget, device_memory, subtract_terms
 from kvplan.engine.choices import SearchChoices
 from kvplan.engine.llamacpp_cells import Allocation, CellRules, LayerRow, allocate
+from kvplan.engine.pages import SlotBytes, Slots
+from kvplan.engine.pool import UNLIMITED_REQUESTS, KvLayout, KvPool, StageLayout
 from kvplan.engine.release import parse_build
 from kvplan.errors import KvplanError
 from kvplan.kvmath import stage_layer_ranges
@@ -142,21 +136,6 @@ class Plan:
         if self.context_size_tokens is None:
             return None
         return self.allocation(self.context_size_tokens, self.parallel)
-
-
-@dataclass(frozen=True)
-class SlotCharge:
-    """A request is one slot: its cells on one GPU (planned), or one of the fixed slots."""
-
-    plan: Plan
-    device: str
-    kind: str = "full"
-
-    def blocks_per_request(self, tokens: int) -> int:
-        fixed = self.plan.fixed
-        if fixed is None:
-            return self.plan.slot_bytes(tokens, self.device)  # blocks are bytes
-        return 1
 
 
 @dataclass(frozen=True)
@@ -274,7 +253,12 @@ class LlamaCppProfile(EngineProfile):
             return compute, 0, 0, compute // 4
 
         return subtract_terms(
-            total, basis, 1.0, weights if offloaded else 0, deployment.settings, estimate
+            total_bytes=total,
+            total_basis=basis,
+            utilization=1.0,
+            weights_bytes=weights if offloaded else 0,
+            settings=deployment.settings,
+            estimate=estimate,
         )
 
     def pool(self, layout: KvLayout, budget: Budget) -> KvPool:
@@ -411,14 +395,19 @@ def _layout(profile: LlamaCppProfile, deployment: Deployment) -> LlamaCppLayout:
     stages = []
     for gpu in range(deployment.pp):
         device = f"CUDA{gpu}"
-        # Planned: blocks are bytes. Fixed: a block is one of the -np slots.
-        per_block = 1 if fixed is None else max(-(-fixed.bytes_on(device) // fixed.n_seq), 1)
-        stages.append(StageLayout(per_block, (SlotCharge(plan, device),)))
+        # Planned: a page is a byte of the slot sized for the request. Fixed: one of the -np
+        # slots, priced at its share of the allocation.
+        if fixed is None:
+            stages.append(StageLayout(1, (SlotBytes(plan, device),)))
+        else:
+            per_slot = max(-(-fixed.bytes_on(device) // fixed.n_seq), 1)
+            stages.append(StageLayout(per_slot, (Slots(),)))
     per_token = max(
         sum(r.k_bytes + r.v_bytes for r in plan.rows if r.device == f"CUDA{g}")
         for g in range(deployment.pp)
     )
-    return LlamaCppLayout(tuple(stages), 1, per_token, plan=plan)
+    unit = "byte" if fixed is None else "slot"
+    return LlamaCppLayout(tuple(stages), 1, per_token, plan=plan, unit=unit)
 
 
 LLAMA_CPP = LlamaCppProfile()

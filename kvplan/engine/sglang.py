@@ -24,17 +24,10 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from kvplan.engine import sglang_memory
-from kvplan.engine.base import (
-    BlockCharge,
-    Budget,
-    EngineProfile,
-    KvLayout,
-    KvPool,
-    StageLayout,
-    device_memory,
-    fraction_of_free,
-    model_reference,
-)
+from kvplan.engine.base import EngineProfile, model_reference
+from kvplan.engine.budget import Budget, device_memory, fraction_of_free
+from kvplan.engine.pages import StatePages, TokenPages
+from kvplan.engine.pool import KvLayout, KvPool, StageLayout
 from kvplan.engine.release import Release, parse_release
 from kvplan.kvmath import StateCache, ceil_div
 from kvplan.units import GIB
@@ -77,17 +70,6 @@ def dp_attention_ranks(deployment: Deployment) -> int:
 
 
 @dataclass(frozen=True)
-class StateCharge:
-    """Recurrent state of one request, counted as the pages of equal bytes it displaces."""
-
-    pages: int
-    kind: str = "state"
-
-    def blocks_per_request(self, tokens: int) -> int:
-        return self.pages if tokens > 0 else 0
-
-
-@dataclass(frozen=True)
 class SglangLayout(KvLayout):
     """Pages of cells, plus what the log line needs: K and V bytes of one row, all layers."""
 
@@ -108,9 +90,9 @@ def _layout(deployment: Deployment, page: int) -> SglangLayout:
         cell = sum(c.token_bytes for c in stage)
         state = sum(c.state_bytes for c in stage if isinstance(c, StateCache))
         page_bytes = max(cell * page, 1)
-        groups: tuple = (BlockCharge(page),) if cell else ()
+        groups: tuple = (TokenPages(page),) if cell else ()
         if state:
-            groups += (StateCharge(ceil_div(state, page_bytes)),)
+            groups += (StatePages(ceil_div(state, page_bytes)),)
         stages.append(StageLayout(page_bytes, groups))
     binding = max(deployment.stage_ranges(), key=len)
     cells = [caches[i] for i in binding]
@@ -171,14 +153,14 @@ class SglangProfile(EngineProfile):
         utilization = self.utilization(deployment, sku)
         band = sglang_memory.INIT_BAND_BYTES if settings.non_torch_bytes is None else 0
         return fraction_of_free(
-            total,
-            basis,
-            utilization,
-            deployment.weights().per_gpu_bytes,
-            (0, init, 0),
-            total - init,
-            settings,
-            int(band * utilization),
+            total_bytes=total,
+            total_basis=basis,
+            utilization=utilization,
+            weights_bytes=deployment.weights().per_gpu_bytes,
+            free_bytes=total - init,
+            settings=settings,
+            non_torch_bytes=init,
+            uncertainty_bytes=int(band * utilization),
         )
 
     def pool(self, layout: KvLayout, budget: Budget) -> KvPool:

@@ -24,19 +24,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from kvplan.engine.base import (
-    UNLIMITED_REQUESTS,
-    BlockCharge,
-    Budget,
-    EngineProfile,
-    KvLayout,
-    KvPool,
-    Scheduler,
-    StageLayout,
-    device_memory,
-    fraction_of_free,
-    model_reference,
-)
+from kvplan.engine.base import EngineProfile, Scheduler, model_reference
+from kvplan.engine.budget import Budget, device_memory, fraction_of_free
+from kvplan.engine.pages import TokenPages
+from kvplan.engine.pool import UNLIMITED_REQUESTS, KvLayout, KvPool, StageLayout
 from kvplan.engine.release import Release, parse_release
 from kvplan.kvmath import ceil_div
 from kvplan.units import GIB, MIB
@@ -97,7 +88,7 @@ def _layout(deployment: Deployment, tokens_per_block: int) -> TrtLayout:
         token_bytes = sum(caches[i].token_bytes for i in layers)
         per_token = max(per_token, token_bytes)
         stages.append(
-            StageLayout(max(token_bytes * tokens_per_block, 1), (BlockCharge(tokens_per_block),))
+            StageLayout(max(token_bytes * tokens_per_block, 1), (TokenPages(tokens_per_block),))
         )
     return TrtLayout(
         tuple(stages),
@@ -155,14 +146,15 @@ class TrtllmProfile(EngineProfile):
         free = total - weights - activation - non_torch
         band = ESTIMATE_BAND_BYTES if settings.activation_bytes is None else 0
         return fraction_of_free(
-            total,
-            basis,
-            fraction,
-            weights,
-            (activation, non_torch, 0),
-            free,
-            settings,
-            int(band * fraction),
+            total_bytes=total,
+            total_basis=basis,
+            utilization=fraction,
+            weights_bytes=weights,
+            free_bytes=free,
+            settings=settings,
+            activation_bytes=activation,
+            non_torch_bytes=non_torch,
+            uncertainty_bytes=int(band * fraction),
         )
 
     def pool(self, layout: KvLayout, budget: Budget) -> KvPool:

@@ -13,18 +13,10 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from kvplan.engine import vllm_memory
-from kvplan.engine.base import (
-    Budget,
-    EngineProfile,
-    EngineSettings,
-    KvLayout,
-    KvPool,
-    Scheduler,
-    device_memory,
-    model_reference,
-    subtract_terms,
-)
+from kvplan.engine.base import EngineProfile, EngineSettings, Scheduler, model_reference
+from kvplan.engine.budget import Budget, device_memory, subtract_terms
 from kvplan.engine.choices import SearchChoices, released_in_16_bit
+from kvplan.engine.pool import KvLayout, KvPool
 from kvplan.engine.vllm_pages import (
     VllmStage,
     estimated_max_model_len,
@@ -202,7 +194,14 @@ class VllmProfile(EngineProfile):
 
         utilization = deployment.settings.utilization or version.default_utilization
         weights = vllm_memory.weights_bytes(deployment, sku, version)
-        return subtract_terms(total, basis, utilization, weights, deployment.settings, estimate)
+        return subtract_terms(
+            total_bytes=total,
+            total_basis=basis,
+            utilization=utilization,
+            weights_bytes=weights,
+            settings=deployment.settings,
+            estimate=estimate,
+        )
 
     def search_choices(self, model: ModelSpec, sku: SkuSpec) -> SearchChoices:
         choices = super().search_choices(model, sku)

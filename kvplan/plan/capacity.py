@@ -8,34 +8,20 @@ exact "how many requests fit", never by dividing a budget by bytes per token.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Literal
 
 import kvplan.limits as limits
 from kvplan.engine import Budget, KvLayout, KvPool, Scheduler
-from kvplan.engine.base import UNLIMITED_REQUESTS
 from kvplan.engine.batch import Batch
 from kvplan.engine.deployment import Deployment
+from kvplan.engine.pool import UNLIMITED_REQUESTS, largest_fitting
 from kvplan.errors import KvplanError
 from kvplan.perf.roofline import DEFAULT_EFFICIENCY, DecodeEstimate, Efficiency, decode_step
 from kvplan.plan.context_limit import beyond_limit
 from kvplan.specs import SkuSpec
 from kvplan.units import gib
-
-
-def largest_fitting(fits: Callable[[int], bool], upper: int) -> int:
-    """The largest n in [0, upper] with fits(n), for a monotone `fits` (0 if none)."""
-    low, high = 0, upper
-    while low < high:
-        mid = (low + high + 1) // 2
-        if fits(mid):
-            low = mid
-        else:
-            high = mid - 1
-    return low
-
 
 # Why a plan fails, most fundamental first: the weights leave no KV, the context is past the
 # model's limit, not one request fits, not all of them do. Every command's verdict is one.

@@ -14,8 +14,9 @@ from dataclasses import dataclass, replace
 from kvplan.engine import KvLayout
 from kvplan.engine.analytic import byte_layout
 from kvplan.engine.deployment import Deployment
+from kvplan.engine.pool import largest_fitting
 from kvplan.errors import KvplanError
-from kvplan.plan.capacity import Capacity, largest_fitting
+from kvplan.plan.capacity import Capacity
 from kvplan.simulate.allocators import reservation_tokens
 from kvplan.simulate.config import SimConfig
 from kvplan.simulate.growth import GrowthProfile, growth_profile

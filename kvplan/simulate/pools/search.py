@@ -12,6 +12,7 @@ from dataclasses import replace
 from typing import NamedTuple
 
 from kvplan.engine.deployment import Deployment
+from kvplan.engine.pool import largest_fitting
 from kvplan.simulate import simulate
 from kvplan.simulate.config import SimConfig, Slo
 from kvplan.simulate.engine_view import InstanceModel, instance_model
@@ -209,13 +210,9 @@ class PoolSearch:
             if outcome.hopeless or high >= self.limit:
                 return choice(None, outcome)
             low, high = high, min(high * 2, self.limit)
-        while high - low > 1:
-            middle = (low + high) // 2
-            if check(middle).met:
-                high = middle
-            else:
-                low = middle
-        return choice(high, outcomes[high])
+        # The smallest count meeting the target in (low, high]: one past the largest missing it.
+        found = largest_fitting(lambda n: not check(n).met, high - 1, lower=low) + 1
+        return choice(found, outcomes[found])
 
     def transfer_s(self, request: RequestSpec, prefill_tp: int, decode_tp: int) -> float:
         """Seconds to copy a prompt's KV from a prefill replica to a decode replica."""
