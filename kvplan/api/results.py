@@ -12,6 +12,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
+from kvplan.engine.pages import PageUnit
+
 
 class Result(BaseModel):
     """A frozen result with the plan object it summarises kept aside (not dumped)."""
@@ -160,6 +162,8 @@ class CapacityRow(Result):
     budget: BudgetTerms
     tokens_per_block: int
     kv_blocks: int
+    kv_block_unit: PageUnit  # what kv_blocks counts: token pages, bytes or llama.cpp slots
+    kv_bytes_per_block_per_gpu: int  # one of them on the binding GPU
     kv_bytes_per_request_per_gpu: int
     kv_capacity_tokens: int
     max_context_tokens: int
@@ -304,6 +308,8 @@ class RecommendCandidate(Result):
     kv_budget_uncertainty_bytes: int
     kv_blocks: int
     kv_blocks_within_headroom: int
+    kv_block_unit: PageUnit  # what both counts count: token pages, bytes or llama.cpp slots
+    kv_bytes_per_block_per_gpu: int
     max_concurrency: int  # requests of the context the KV holds, as `report` and vLLM say
     concurrency_within_headroom: int
     meets: bool

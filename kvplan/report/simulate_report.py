@@ -46,6 +46,7 @@ def simulation_record(result: SimulationResult) -> dict[str, Any]:
         "max_num_batched_tokens": view.max_num_batched_tokens,
         "tokens_per_block": view.charge.tokens_per_block,
         "kv_blocks": view.num_blocks,
+        "kv_block_unit": view.capacity.layout.unit,
         "kv_bytes_per_block": round(view.bytes_per_block),
         "kv_pool_bytes": round(view.pool_bytes),
         "kv_capacity_tokens": view.capacity_tokens,

@@ -63,7 +63,7 @@ class InstanceModel:
     def is_byte_pool(self) -> bool:
         """Whether a block is one byte (exact, hf, naive; llama.cpp without -c): requests
         take exactly their bytes, so the pool is told in tokens, not blocks."""
-        return all(stage.bytes_per_block == 1 for stage in self.capacity.layout.stages)
+        return self.capacity.layout.unit == "byte"
 
 
 def instance_model(deployment: Deployment, sku: SkuSpec, config: SimConfig) -> InstanceModel:
@@ -100,7 +100,7 @@ def instance_model(deployment: Deployment, sku: SkuSpec, config: SimConfig) -> I
         max_num_seqs=scheduler.max_num_seqs,
         max_num_batched_tokens=batched_tokens,
         num_blocks=pool.num_blocks,
-        bytes_per_block=max(stage.bytes_per_block for stage in layout.stages) * factor,
+        bytes_per_block=layout.bytes_per_block * factor,
         charge=charge,
         token_bytes=token_bytes,
         read_bytes=read_bytes,
