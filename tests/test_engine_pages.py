@@ -163,7 +163,13 @@ def test_a_pool_says_what_it_counts():
 
 @pytest.mark.parametrize(
     ("engine", "unit"),
-    [("exact", "byte"), ("hf", "byte"), ("vllm", "page"), ("sglang", "page"), ("llama.cpp", "byte")],
+    [
+        ("exact", "byte"),
+        ("hf", "byte"),
+        ("vllm", "page"),
+        ("sglang", "page"),
+        ("llama.cpp", "byte"),
+    ],
 )
 def test_capacity_names_the_unit_of_its_blocks(engine, unit):
     row = kvplan.capacity("llama-3.1-8b", "h100-sxm", engine=engine, context=8192)
