@@ -36,7 +36,7 @@ def byte_layout(caches: tuple[LayerCache, ...], stages: tuple[range, ...]) -> Kv
     return KvLayout(tuple(layouts), tokens_per_block=1, kv_bytes_per_token=per_token, unit="byte")
 
 
-class AnalyticProfile(EngineProfile):
+class AnalyticProfile(EngineProfile[KvLayout]):
     """total · utilization − weights, bytes exactly as the caches hold them."""
 
     name = "exact"

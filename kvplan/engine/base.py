@@ -11,10 +11,10 @@ from __future__ import annotations
 import dataclasses
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Generic
 
 from kvplan.engine.choices import SearchChoices, default_search_choices
-from kvplan.engine.pool import UNLIMITED_REQUESTS, KvLayout, KvPool
+from kvplan.engine.pool import UNLIMITED_REQUESTS, KvPool, Layout
 from kvplan.errors import KvplanError
 from kvplan.specs import KV_DTYPES, kv_dtype_info
 
@@ -102,8 +102,9 @@ def model_reference(model: ModelSpec) -> str:
     return next((alias for alias in model.aliases if "/" in alias), model.name)
 
 
-class EngineProfile(ABC):
-    """A serving engine's KV accounting: defaults, layout, budget, pool and log lines."""
+class EngineProfile(ABC, Generic[Layout]):
+    """A serving engine: `profile.Accounting` and `profile.Startup` over its own `Layout`,
+    with the checks, defaults and notes every command shows beside the numbers."""
 
     name: str
     summary: str
@@ -154,7 +155,7 @@ class EngineProfile(ABC):
         return deployment.exact_caches(full_reservation)
 
     @abstractmethod
-    def layout(self, deployment: Deployment, sku: SkuSpec | None) -> KvLayout:
+    def layout(self, deployment: Deployment, sku: SkuSpec | None) -> Layout:
         """How one GPU's KV is cut into blocks, per pipeline stage."""
 
     @abstractmethod
@@ -163,11 +164,11 @@ class EngineProfile(ABC):
     ) -> Budget:
         """The KV budget on one GPU of `sku` for requests up to `max_model_len` tokens."""
 
-    def pool(self, layout: KvLayout, budget: Budget) -> KvPool:
+    def pool(self, layout: Layout, budget: Budget) -> KvPool[Layout]:
         """The blocks `budget` buys with `layout`."""
         return KvPool(layout, layout.blocks_for(budget.kv_bytes))
 
-    def capacity_tokens(self, pool: KvPool, max_model_len: int) -> int:
+    def capacity_tokens(self, pool: KvPool[Layout], max_model_len: int) -> int:
         """Tokens of KV the pool holds, as the engine reports it.
 
         Default (byte pools): the budget over one token of every layer, no window.
@@ -177,7 +178,7 @@ class EngineProfile(ABC):
         return pool.num_blocks * bytes_per_block // per_token if per_token else 0
 
     def log_lines(
-        self, budget: Budget, pool: KvPool, max_model_len: int, sku: SkuSpec | None = None
+        self, budget: Budget, pool: KvPool[Layout], max_model_len: int, sku: SkuSpec | None = None
     ) -> list[str]:
         """The startup lines the engine prints for this budget and pool on `sku` (none by
         default)."""

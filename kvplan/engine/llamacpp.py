@@ -140,11 +140,13 @@ class Plan:
 
 @dataclass(frozen=True)
 class LlamaCppLayout(KvLayout):
-    plan: Plan | None = None
+    """Slots of the launch `plan` allocates (planned per request, or fixed by -c / -np)."""
+
+    plan: Plan
 
 
 @dataclass(frozen=True)
-class SlotPool(KvPool):
+class SlotPool(KvPool[LlamaCppLayout]):
     """A pool whose requests cannot exceed one slot's context (fixed -c / -np)."""
 
     max_request_tokens: int = UNLIMITED_REQUESTS
@@ -159,7 +161,7 @@ class SlotPool(KvPool):
         return 0.0 if tokens > self.max_request_tokens else super().concurrency_at(tokens)
 
 
-class LlamaCppProfile(EngineProfile):
+class LlamaCppProfile(EngineProfile[LlamaCppLayout]):
     name = "llama.cpp"
     summary = "cells that -c / -np allocate (padded by build, one stream per slot, SWA caches)"
     default_utilization_text = "1.0 (no fraction: the cache is what -c allocates)"
@@ -230,7 +232,7 @@ class LlamaCppProfile(EngineProfile):
     def plan(self, deployment: Deployment) -> Plan:
         return _plan(self, deployment)
 
-    def layout(self, deployment: Deployment, sku: SkuSpec | None) -> KvLayout:
+    def layout(self, deployment: Deployment, sku: SkuSpec | None) -> LlamaCppLayout:
         return _layout(self, deployment)
 
     def budget(
@@ -261,31 +263,33 @@ class LlamaCppProfile(EngineProfile):
             estimate=estimate,
         )
 
-    def pool(self, layout: KvLayout, budget: Budget) -> KvPool:
+    def pool(self, layout: LlamaCppLayout, budget: Budget) -> SlotPool:
         """Planned: the bytes left hold slots; fixed: all S slots if they fit, else none."""
-        plan = layout.plan if isinstance(layout, LlamaCppLayout) else None
-        fixed = plan.fixed if plan else None
+        plan = layout.plan
+        fixed = plan.fixed
         if fixed is None:
             return SlotPool(layout, max(budget.kv_bytes, 0))
         needed = max(fixed.bytes_on(f"CUDA{g}") for g in range(plan.gpus))
         slots = fixed.n_seq if budget.kv_bytes >= needed or budget.fixed else 0
         return SlotPool(layout, slots, fixed.n_ctx_seq)
 
-    def capacity_tokens(self, pool: KvPool, max_model_len: int) -> int:
+    def capacity_tokens(self, pool: KvPool[LlamaCppLayout], max_model_len: int) -> int:
         """Cells of the full-attention layers: n_ctx (fixed), or what the bytes left buy."""
-        plan = pool.layout.plan if isinstance(pool.layout, LlamaCppLayout) else None
-        if plan is not None and plan.fixed is not None:
+        plan = pool.layout.plan
+        if plan.fixed is not None:
             return plan.fixed.n_ctx if pool.num_blocks else 0
         return super().capacity_tokens(pool, max_model_len)
 
     def log_lines(
-        self, budget: Budget, pool: KvPool, max_model_len: int, sku: SkuSpec | None = None
+        self,
+        budget: Budget,
+        pool: KvPool[LlamaCppLayout],
+        max_model_len: int,
+        sku: SkuSpec | None = None,
     ) -> list[str]:
         from kvplan.engine.llamacpp_log import startup_lines
 
-        plan = pool.layout.plan if isinstance(pool.layout, LlamaCppLayout) else None
-        if plan is None:
-            return []
+        plan = pool.layout.plan
         allocation = plan.fixed or launch_allocation(plan, pool, max_model_len)
         if allocation is None:
             return []

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from kvplan.engine.pages import PAGE_UNITS, PageUnit, RequestCharge
 
@@ -111,11 +111,18 @@ class KvLayout:
         return min(kv_bytes // stage.bytes_per_block for stage in self.stages)
 
 
-@dataclass(frozen=True)
-class KvPool:
-    """A layout with the pages its budget bought (the same count on every rank)."""
+Layout = TypeVar("Layout", bound=KvLayout)
 
-    layout: KvLayout
+
+@dataclass(frozen=True)
+class KvPool(Generic[Layout]):
+    """A layout with the pages its budget bought (the same count on every rank).
+
+    Generic in the engine's layout, so an engine reads its own facts from `pool.layout`
+    (vLLM's version, SGLang's row bytes, llama.cpp's launch plan) with their types.
+    """
+
+    layout: Layout
     num_blocks: int  # pages of `layout.unit`
 
     @property

@@ -73,12 +73,12 @@ def dp_attention_ranks(deployment: Deployment) -> int:
 class SglangLayout(KvLayout):
     """Pages of cells, plus what the log line needs: K and V bytes of one row, all layers."""
 
-    k_row_bytes: int = 0  # one token of K (or of the MLA latent) over this rank's layers
-    v_row_bytes: int = 0  # 0 for MLA: one latent buffer
-    release: Release = (0, 5, 3)
-    kv_dtype: str = "bf16"
-    max_pages: int | None = None  # --max-total-tokens // page
-    max_running_requests: int | None = None  # as set; None: SGLang's default from the pool
+    k_row_bytes: int  # one token of K (or of the MLA latent) over this rank's layers
+    v_row_bytes: int  # 0 for MLA: one latent buffer
+    release: Release
+    kv_dtype: str
+    max_pages: int | None  # --max-total-tokens // page; None: no cap
+    max_running_requests: int | None  # as set; None: SGLang's default from the pool
 
 
 @lru_cache(maxsize=4096)
@@ -113,7 +113,7 @@ def _layout(deployment: Deployment, page: int) -> SglangLayout:
     )
 
 
-class SglangProfile(EngineProfile):
+class SglangProfile(EngineProfile[SglangLayout]):
     name = "sglang"
     summary = (
         "token pool in pages (1; MLA 64 on Blackwell): pre-load free × mem_fraction_static − "
@@ -128,7 +128,7 @@ class SglangProfile(EngineProfile):
         release_of(deployment)  # a bad version fails before anything is sized
         super().check(deployment)
 
-    def layout(self, deployment: Deployment, sku: SkuSpec | None) -> KvLayout:
+    def layout(self, deployment: Deployment, sku: SkuSpec | None) -> SglangLayout:
         return _layout(deployment, page_tokens(deployment, sku))
 
     def utilization(self, deployment: Deployment, sku: SkuSpec | None) -> float:
@@ -163,20 +163,23 @@ class SglangProfile(EngineProfile):
             uncertainty_bytes=int(band * utilization),
         )
 
-    def pool(self, layout: KvLayout, budget: Budget) -> KvPool:
+    def pool(self, layout: SglangLayout, budget: Budget) -> KvPool[SglangLayout]:
         """Pages the budget buys, capped by --max-total-tokens (floored to the page)."""
         pool = super().pool(layout, budget)
-        cap = layout.max_pages if isinstance(layout, SglangLayout) else None
-        if cap is None:
+        if layout.max_pages is None:
             return pool
-        return dataclasses.replace(pool, num_blocks=min(pool.num_blocks, cap))
+        return dataclasses.replace(pool, num_blocks=min(pool.num_blocks, layout.max_pages))
 
-    def capacity_tokens(self, pool: KvPool, max_model_len: int) -> int:
+    def capacity_tokens(self, pool: KvPool[SglangLayout], max_model_len: int) -> int:
         """max_total_num_tokens: pages × page size."""
         return pool.block_capacity_tokens
 
     def log_lines(
-        self, budget: Budget, pool: KvPool, max_model_len: int, sku: SkuSpec | None = None
+        self,
+        budget: Budget,
+        pool: KvPool[SglangLayout],
+        max_model_len: int,
+        sku: SkuSpec | None = None,
     ) -> list[str]:
         return startup_lines(budget, pool, max_model_len)
 
@@ -266,15 +269,13 @@ def buffer_bytes(layout: SglangLayout, tokens: int) -> tuple[int, int]:
     return rows * layout.k_row_bytes, rows * layout.v_row_bytes
 
 
-def startup_lines(budget: Budget, pool: KvPool, max_model_len: int) -> list[str]:
+def startup_lines(budget: Budget, pool: KvPool[SglangLayout], max_model_len: int) -> list[str]:
     """ "KV Cache is allocated. …" and the lines around it, in that release's wording.
 
     SGLang's "GB" is GiB (memory_pool.py: GB = 1024 ** 3). The "#tokens" field appeared in
     2025 (0.4.6 in kvplan's reading), the dtype in 0.5.5; before 0.3 no such line.
     """
     layout = pool.layout
-    if not isinstance(layout, SglangLayout):
-        return []
     if budget.kv_bytes <= 0 or pool.num_blocks == 0:
         return ["RuntimeError: Not enough memory. Please try to increase --mem-fraction-static."]
     tokens = pool.block_capacity_tokens  # max_total_num_tokens
