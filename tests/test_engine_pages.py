@@ -217,3 +217,39 @@ def test_size_explain_names_what_a_request_is_charged(engine, charged):
     assert charged in result.output
     # A byte pool never claims its one-byte blocks hold a token each.
     assert "(1 tokens each)" not in result.output
+
+
+def test_cache_classes_answer_what_engines_used_to_ask_of_kind_strings():
+    from kvplan.kvmath import MlaIndexerCache, ParallelCache, SharedCache, StateCache
+
+    # The latent is one buffer; every other attention cache has a K and a V row.
+    assert [c.is_latent for c in (MlaCache(576), MlaIndexerCache(708), FullCache(4096))] == [
+        True,
+        True,
+        False,
+    ]
+    assert StateCache(1000).is_latent is False
+    # Recurrent state per sequence: Mamba's, and Falcon-H1's beside its attention; none for
+    # attention-only and shared layers.
+    assert StateCache(1000).state_bytes_per_seq == 1000
+    assert ParallelCache(4096, state_bytes=777).state_bytes_per_seq == 777
+    assert FullCache(4096).state_bytes_per_seq == 0
+    assert SharedCache().state_bytes_per_seq == 0
+
+
+def test_only_full_length_vllm_specs_take_a_draft_layer():
+    assert PageSpec(1, 16).keeps_every_token and MlaPageSpec(1, 64).keeps_every_token
+    assert not SlidingPageSpec(1, 16, 4096).keeps_every_token
+    assert not StatePageSpec(1, 16).keeps_every_token
+
+
+def test_windowed_models(catalog):
+    # Mistral-7B-v0.1: every layer slides over 4,096 tokens; Llama-3.1-8B: all full.
+    assert catalog.model("mistral-7b-v0.1").has_windowed_layers
+    assert not catalog.model("llama-3.1-8b").has_windowed_layers
+
+
+def test_models_with_per_head_kv(catalog):
+    # Llama-3.1-8B caches K/V per KV head; DeepSeek-V3's MLA latent has no heads to split.
+    assert catalog.model("llama-3.1-8b").has_kv_head_layers
+    assert not catalog.model("deepseek-v3").has_kv_head_layers

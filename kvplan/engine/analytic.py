@@ -94,7 +94,7 @@ def _decompressed_mla(
         kv_dtype.row_bytes(mla.qk_nope_head_dim + mla.qk_rope_head_dim)
         + kv_dtype.row_bytes(mla.v_head_dim)
     )
-    return tuple(FullCache(per_token) if c.kind == "mla" else c for c in caches)
+    return tuple(FullCache(per_token) if c.is_latent else c for c in caches)
 
 
 class NaiveProfile(AnalyticProfile):

@@ -97,8 +97,9 @@ def _layout(deployment: Deployment, page: int) -> SglangLayout:
     binding = max(deployment.stage_ranges(), key=len)
     cells = [caches[i] for i in binding]
     mla = deployment.model.mla is not None
-    k_row = sum(c.token_bytes if c.kind == "mla" else c.token_bytes // 2 for c in cells)
-    v_row = 0 if mla else sum(c.token_bytes // 2 for c in cells if c.kind != "mla")
+    # MLA keeps one latent buffer (K only); other layers a K and a V row of equal bytes.
+    k_row = sum(c.token_bytes if c.is_latent else c.token_bytes // 2 for c in cells)
+    v_row = 0 if mla else sum(c.token_bytes // 2 for c in cells if not c.is_latent)
     cap = deployment.settings.max_kv_tokens
     return SglangLayout(
         tuple(stages),
@@ -201,13 +202,12 @@ class SglangProfile(EngineProfile[SglangLayout]):
         page = self.page_note(deployment, sku)
         if page:
             notes.append(page)
-        kinds = set(deployment.model.layer_kinds)
-        if kinds & {"sliding", "chunked"}:
+        if deployment.model.has_windowed_layers:
             notes.append(
                 "SGLang keeps every attention layer at full length (its hybrid SWA pool is off "
                 "for Gemma 2/3, GPT-OSS and OLMo 3 in 0.5.x; other models: an upper bound)"
             )
-        if "state" in kinds:
+        if "state" in deployment.model.layer_kinds:
             notes.append("recurrent state is counted as token slots of the same bytes")
         if sku is not None and deployment.settings.kv_memory_bytes is None:
             notes.append(

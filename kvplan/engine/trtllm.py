@@ -187,7 +187,7 @@ class TrtllmProfile(EngineProfile[TrtLayout]):
 
     def notes(self, deployment: Deployment, sku: SkuSpec | None) -> list[str]:
         notes = super().notes(deployment, sku)
-        if set(deployment.model.layer_kinds) & {"sliding", "chunked"}:
+        if deployment.model.has_windowed_layers:
             notes.append(
                 "TensorRT-LLM sizes every layer for the full attention window here (variable "
                 "windows per layer are not modelled): an upper bound for windowed models"

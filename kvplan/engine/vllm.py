@@ -316,7 +316,7 @@ class VllmProfile(EngineProfile[VllmLayout]):
         notes = super().notes(deployment, sku)
         model, settings = deployment.model, deployment.settings
         kinds = set(model.layer_kinds)
-        if kinds & {"sliding", "chunked"} and uses_hybrid_allocator(deployment):
+        if model.has_windowed_layers and uses_hybrid_allocator(deployment):
             tokens = self.scheduler(deployment, sku).max_num_batched_tokens
             basis = (
                 "set"
@@ -329,7 +329,7 @@ class VllmProfile(EngineProfile[VllmLayout]):
                 f"vLLM charges each windowed layer the window − 1 + max_num_batched_tokens "
                 f"({tokens:,}, {basis}) tokens plus one block per request"
             )
-        elif kinds & {"sliding", "chunked"}:
+        elif model.has_windowed_layers:
             notes.append(
                 "vLLM's hybrid KV-cache manager is off (chunked local attention or "
                 "--no-hybrid-allocator): windowed layers reserve the full length"
@@ -409,9 +409,7 @@ def _tp_rule(model: ModelSpec, tp: int) -> str | None:
             f"total number of attention heads ({heads}) must be divisible by tensor parallel "
             f"size ({tp})"
         )
-    uses_kv_heads = model.mla is None and any(
-        kind in ("full", "sliding", "chunked") for kind in model.layer_kinds
-    )
+    uses_kv_heads = model.mla is None and model.has_kv_head_layers
     if uses_kv_heads and (kv_heads % tp if tp <= kv_heads else tp % kv_heads):
         return (
             f"its {kv_heads} KV heads must divide by tp, or tp by them (heads are replicated "
@@ -461,7 +459,7 @@ def _layout(deployment: Deployment, block: int, max_num_batched_tokens: int) -> 
             specs = page_specs(caches, layers, block, mamba_aligned)
             if deployment.settings.draft_layers and specs:
                 # EAGLE's draft layer joins the target's cache group (vllm#19996: 32 + 1).
-                draft = next((s for s in specs if s.kind in ("full", "mla")), specs[0])
+                draft = next((s for s in specs if s.keeps_every_token), specs[0])
                 specs = specs + [draft] * deployment.settings.draft_layers
             built[held] = stage_layout(specs, version, max_num_batched_tokens)
         stages.append(built[held])

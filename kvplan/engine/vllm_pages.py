@@ -19,8 +19,6 @@ from kvplan.kvmath import (
     ChunkedCache,
     CrossCache,
     LayerCache,
-    MlaCache,
-    ParallelCache,
     SlidingCache,
     StateCache,
     ceil_div,
@@ -39,6 +37,9 @@ class PageSpec:
     page_bytes: int  # one block of this layer
     block_tokens: int  # tokens in one block
     kind: ClassVar[str] = "full"
+    # Whether a request keeps every one of its tokens here (a speculative draft layer joins
+    # such a group: it attends to the whole context).
+    keeps_every_token: ClassVar[bool] = True
 
     def blocks_per_request(self, max_model_len: int, max_num_batched_tokens: int) -> int:
         """Blocks vLLM reserves for one request of `max_model_len` (max_memory_usage_bytes)."""
@@ -64,6 +65,7 @@ class SlidingPageSpec(PageSpec):
 
     window_tokens: int = 0
     kind: ClassVar[str] = "sliding"
+    keeps_every_token: ClassVar[bool] = False
 
     def blocks_per_request(self, max_model_len: int, max_num_batched_tokens: int) -> int:
         kept = min(self.window_tokens - 1 + max_num_batched_tokens, max_model_len)
@@ -76,6 +78,7 @@ class ChunkedPageSpec(PageSpec):
 
     chunk_tokens: int = 0
     kind: ClassVar[str] = "chunked"
+    keeps_every_token: ClassVar[bool] = False
 
     def blocks_per_request(self, max_model_len: int, max_num_batched_tokens: int) -> int:
         kept = min(self.chunk_tokens + max_num_batched_tokens, max_model_len)
@@ -88,6 +91,7 @@ class CrossPageSpec(PageSpec):
 
     encoder_tokens: int = 0
     kind: ClassVar[str] = "cross"
+    keeps_every_token: ClassVar[bool] = False
 
     def blocks_per_request(self, max_model_len: int, max_num_batched_tokens: int) -> int:
         return ceil_div(self.encoder_tokens, self.block_tokens)
@@ -98,6 +102,7 @@ class StatePageSpec(PageSpec):
     """MambaSpec: one state block per request (its page padded to the attention page)."""
 
     kind: ClassVar[str] = "state"
+    keeps_every_token: ClassVar[bool] = False
 
     def blocks_per_request(self, max_model_len: int, max_num_batched_tokens: int) -> int:
         return 1
@@ -112,7 +117,7 @@ def attention_page_spec(cache: LayerCache, block_tokens: int) -> PageSpec:
         return ChunkedPageSpec(page, block_tokens, cache.chunk_tokens)
     if isinstance(cache, CrossCache):
         return CrossPageSpec(page, block_tokens, cache.encoder_tokens)
-    if isinstance(cache, MlaCache):
+    if cache.is_latent:
         return MlaPageSpec(page, block_tokens)
     return PageSpec(page, block_tokens)  # full attention, and a Falcon-H1 layer's attention
 
@@ -159,14 +164,6 @@ class VllmStage(StageLayout):
         )
 
 
-def _state_bytes(cache: LayerCache) -> int:
-    """The recurrent state a layer keeps per request (Mamba, GDN, KDA; Falcon-H1's mixer)."""
-    recurrent = isinstance(cache, StateCache) and cache.kind == "state"
-    if isinstance(cache, ParallelCache) or recurrent:
-        return cache.state_bytes
-    return 0
-
-
 def _attention_token_bytes(cache: LayerCache) -> int:
     """Bytes per token of a layer's attention pages (0 for state-only and empty layers)."""
     return 0 if isinstance(cache, StateCache) else cache.token_bytes
@@ -187,7 +184,8 @@ def page_specs(
     and pad the state page to it. Cross-attention layers (mllama) keep the request's encoder
     tokens (CrossAttentionSpec: ⌈encoder tokens / B⌉ pages).
     """
-    state_bytes = max((_state_bytes(c) for c in caches), default=0)
+    # The recurrent state a layer keeps per request (Mamba, GDN, KDA; Falcon-H1's mixer).
+    state_bytes = max((c.state_bytes_per_seq for c in caches), default=0)
     per_token = next((b for b in map(_attention_token_bytes, caches) if b), 0)
     if state_bytes and per_token and mamba_aligned:
         block_tokens = 16 * ceil_div(state_bytes, 16 * per_token)
@@ -197,8 +195,10 @@ def page_specs(
         cache = caches[i]
         if _attention_token_bytes(cache):
             specs.append(attention_page_spec(cache, block_tokens))
-        if _state_bytes(cache):
-            specs.append(StatePageSpec(max(_state_bytes(cache), attention_page), block_tokens))
+        if cache.state_bytes_per_seq:
+            specs.append(
+                StatePageSpec(max(cache.state_bytes_per_seq, attention_page), block_tokens)
+            )
     return specs
 
 
