@@ -253,3 +253,17 @@ def test_models_with_per_head_kv(catalog):
     # Llama-3.1-8B caches K/V per KV head; DeepSeek-V3's MLA latent has no heads to split.
     assert catalog.model("llama-3.1-8b").has_kv_head_layers
     assert not catalog.model("deepseek-v3").has_kv_head_layers
+
+
+def test_simulate_tells_a_slot_pool_in_slots():
+    from typer.testing import CliRunner
+
+    from kvplan.cli import app
+
+    # -c 16384 -np 4 with f16 K and V: 16,384 cells × 32 layers × 2 × 8 heads × 128 × 2 B
+    # = 2 GiB, four slots of 512 MiB.
+    args = ["simulate", "llama-3.1-8b", "-s", "h100-sxm", "--engine", "llama.cpp"]
+    args += ["--ctx-size", "16384", "--parallel", "4", "--rate", "1", "--requests", "5"]
+    result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "4 slots × 512.00 MiB = 2.00 GiB (16,384 tokens)" in result.output

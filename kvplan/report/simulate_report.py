@@ -170,7 +170,8 @@ def _pool(view: InstanceModel) -> str:
     tokens = f"{view.capacity_tokens:,} tokens"
     if view.is_byte_pool:
         return f"{tokens} = {human_bytes(view.pool_bytes)}"
-    blocks = f"{view.num_blocks:,} blocks × {human_bytes(view.bytes_per_block)}"
+    name = "slots" if view.capacity.layout.unit == "slot" else "blocks"
+    blocks = f"{view.num_blocks:,} {name} × {human_bytes(view.bytes_per_block)}"
     return f"{blocks} = {human_bytes(view.pool_bytes)} ({tokens})"
 
 
