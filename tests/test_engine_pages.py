@@ -267,3 +267,12 @@ def test_simulate_tells_a_slot_pool_in_slots():
     result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     assert "4 slots × 512.00 MiB = 2.00 GiB (16,384 tokens)" in result.output
+
+
+@pytest.mark.parametrize("name", ["vllm", "sglang", "trtllm", "llama.cpp", "ollama", "exact"])
+def test_every_engine_implements_both_protocols(name):
+    from kvplan.engine import engine
+    from kvplan.engine.profile import Accounting, Startup
+
+    profile = engine(name)
+    assert isinstance(profile, Accounting) and isinstance(profile, Startup)

@@ -16,7 +16,7 @@ defaults and notes every command shows beside the numbers.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from kvplan.engine.pool import KvPool, Layout
 
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from kvplan.specs import SkuSpec
 
 
+@runtime_checkable
 class Accounting(Protocol[Layout]):
     """An engine's KV accounting for one deployment on one GPU of a SKU."""
 
@@ -48,6 +49,7 @@ class Accounting(Protocol[Layout]):
         ...
 
 
+@runtime_checkable
 class Startup(Protocol[Layout]):
     """What an engine prints when it starts as planned, and how it is started."""
 
