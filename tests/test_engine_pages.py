@@ -276,3 +276,12 @@ def test_every_engine_implements_both_protocols(name):
 
     profile = engine(name)
     assert isinstance(profile, Accounting) and isinstance(profile, Startup)
+
+
+def test_results_spell_the_page_units_of_the_engine():
+    from typing import get_args
+
+    from kvplan.api.results import BlockUnit
+    from kvplan.engine.pages import PAGE_UNITS
+
+    assert get_args(BlockUnit) == PAGE_UNITS

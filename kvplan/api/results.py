@@ -8,11 +8,13 @@ for renderers that draw more than the numbers.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
-from kvplan.engine.pages import PageUnit
+# What a pool's blocks are (engine.pages.PageUnit, spelled here so that reading a result does
+# not load the engines; a test holds the two equal).
+BlockUnit = Literal["page", "byte", "slot"]
 
 
 class Result(BaseModel):
@@ -162,7 +164,7 @@ class CapacityRow(Result):
     budget: BudgetTerms
     tokens_per_block: int
     kv_blocks: int
-    kv_block_unit: PageUnit  # what kv_blocks counts: token pages, bytes or llama.cpp slots
+    kv_block_unit: BlockUnit  # what kv_blocks counts: token pages, bytes or llama.cpp slots
     kv_bytes_per_block_per_gpu: int  # one of them on the binding GPU
     kv_bytes_per_request_per_gpu: int
     kv_capacity_tokens: int
@@ -308,7 +310,7 @@ class RecommendCandidate(Result):
     kv_budget_uncertainty_bytes: int
     kv_blocks: int
     kv_blocks_within_headroom: int
-    kv_block_unit: PageUnit  # what both counts count: token pages, bytes or llama.cpp slots
+    kv_block_unit: BlockUnit  # what both counts count: token pages, bytes or llama.cpp slots
     kv_bytes_per_block_per_gpu: int
     max_concurrency: int  # requests of the context the KV holds, as `report` and vLLM say
     concurrency_within_headroom: int
