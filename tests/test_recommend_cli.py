@@ -3,6 +3,7 @@ fed back into `kvplan report` giving the capacity it claimed."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import shlex
 
@@ -376,7 +377,7 @@ def test_equal_cost_and_slo_share_rank_by_requests_held_then_goodput():
     result = run(*THROUGHPUT_QUESTION)
     assert result.exit_code == 0, result.output
     ranked = json.loads(result.stdout)["ranked"]
-    for better, worse in zip(ranked, ranked[1:], strict=False):
+    for better, worse in itertools.pairwise(ranked):
         same = ("cost", "weight_dtype", "kv_dtype", "nodes", "pp", "slo_met_fraction")
         if all(better[k] == worse[k] for k in same):
             held = (better["concurrency_within_headroom"], worse["concurrency_within_headroom"])
