@@ -98,25 +98,8 @@ def check_product(product: ProductSpec, model: ResolvedModel, sku: SkuSpec) -> P
     capacity = Capacity(product_deployment(product, model), sku, promised, context)
     per_request = capacity.request_bytes_per_gpu(context)
     supported = capacity.max_concurrency(context)
-    notes: list[str] = []
-    if product.concurrency is None:
-        notes.append(
-            f"concurrency {promised} = ceil({product.requests_per_s} requests/s × "
-            f"{product.duration_s} s) (Little's law)"
-        )
-    if promised > capacity.scheduler.max_num_seqs:
-        notes.append(
-            f"the engine schedules at most max_num_seqs = {capacity.scheduler.max_num_seqs} "
-            f"requests at once; set max_num_seqs ≥ {promised} to serve the promise"
-        )
     low_end = _low_end_concurrency(capacity, context)
-    if capacity.failure is None and low_end is not None and low_end < promised:
-        band = capacity.budget.uncertainty_bytes / 2**30
-        notes.append(
-            f"within the KV budget's ± {band:.2f} GiB estimate band: at its low end the "
-            f"budget holds {_requests(low_end)} of the {promised:,} promised; measure or set "
-            "activation_memory and non_torch_memory to settle it"
-        )
+    notes = _notes(product, capacity, low_end)
     if capacity.failure not in (None, "native_limit"):
         notes.append(_passing_tp(product, model, sku))
     return ProductCheck(
@@ -136,6 +119,30 @@ def check_product(product: ProductSpec, model: ResolvedModel, sku: SkuSpec) -> P
     )
 
 
+def _notes(product: ProductSpec, capacity: Capacity, low_end: int | None) -> list[str]:
+    """Assumptions and warnings beside the verdict: Little's law, the scheduler's limit, a
+    promise inside the budget's estimate band."""
+    promised, notes = product.promised_concurrency, []
+    if product.concurrency is None:
+        notes.append(
+            f"concurrency {promised} = ceil({product.requests_per_s} requests/s × "
+            f"{product.duration_s} s) (Little's law)"
+        )
+    if promised > capacity.scheduler.max_num_seqs:
+        notes.append(
+            f"the engine schedules at most max_num_seqs = {capacity.scheduler.max_num_seqs} "
+            f"requests at once; set max_num_seqs ≥ {promised} to serve the promise"
+        )
+    if capacity.failure is None and low_end is not None and low_end < promised:
+        band = capacity.budget.uncertainty_bytes / 2**30
+        notes.append(
+            f"within the KV budget's ± {band:.2f} GiB estimate band: at its low end the "
+            f"budget holds {_requests(low_end)} of the {promised:,} promised; measure or set "
+            "activation_memory and non_torch_memory to settle it"
+        )
+    return notes
+
+
 def _low_end_concurrency(capacity: Capacity, context: int) -> int | None:
     """Requests of `context` tokens held when the KV budget is its estimate less the band
     (the engine terms kvplan estimates, at their worst); None without a band."""
@@ -153,16 +160,16 @@ def _low_end_concurrency(capacity: Capacity, context: int) -> int | None:
 def _passing_tp(product: ProductSpec, model: ResolvedModel, sku: SkuSpec) -> str:
     """The smallest larger tp on one node of `sku` that holds the promise, as a hint."""
     node = sku.max_gpus_per_node // (product.pp * product.dp)
+    promised, context = product.promised_concurrency, product.context
     for tp in (t for t in (2, 4, 8, 16) if product.tp < t <= node):
         try:
-            wider = check_product(product.model_copy(update={"tp": tp}), model, sku)
+            wider = product_deployment(product.model_copy(update={"tp": tp}), model)
+            capacity = Capacity(wider, sku, promised, context)
         except KvplanError:
             continue  # the engine refuses the degree (heads it does not divide)
-        if wider.ok:
-            return (
-                f"tp {tp} would hold it: {sku.name} tp {tp} holds "
-                f"{_requests(wider.supported_concurrency)} of {product.context:,} tokens at once"
-            )
+        if capacity.failure is None:
+            held = _requests(capacity.max_concurrency(context))
+            return f"tp {tp} would hold it: {sku.name} tp {tp} holds {held} of {context:,} tokens"
     return f"no tp up to {node} on one {sku.name} node holds it"
 
 
