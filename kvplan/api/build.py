@@ -226,9 +226,12 @@ def product_result(check: ProductCheck) -> ProductResult:
         kv_bytes_per_request_per_gpu=check.kv_bytes_per_request_per_gpu,
         kv_bytes_needed_per_gpu=check.kv_bytes_needed_per_gpu,
         kv_budget_bytes_per_gpu=check.kv_budget_bytes_per_gpu,
+        kv_budget_uncertainty_bytes=check.capacity.budget.uncertainty_bytes,
+        supported_concurrency_at_band_low_end=check.low_end_concurrency,
         weights_bytes_per_gpu=check.capacity.weights_bytes_per_gpu,
         memory_bytes=check.capacity.budget.total_bytes,
         ok=check.ok,
+        within_estimate_band=check.within_band,
         failure=check.failure,
         notes=list(check.notes),
     ).with_source(check)

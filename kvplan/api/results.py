@@ -217,9 +217,15 @@ class ProductResult(Result):
     kv_bytes_per_request_per_gpu: int
     kv_bytes_needed_per_gpu: int
     kv_budget_bytes_per_gpu: int
+    kv_budget_uncertainty_bytes: int  # the band of the engine terms kvplan estimates (±)
+    # requests of the promised context held with the budget at its band's low end (None: no
+    # band, or the promise fails)
+    supported_concurrency_at_band_low_end: int | None
     weights_bytes_per_gpu: int
     memory_bytes: int
     ok: bool
+    # ok with the estimated KV budget, not at the low end of its band (budget − uncertainty)
+    within_estimate_band: bool
     failure: str | None
     notes: list[str]
 

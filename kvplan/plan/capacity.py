@@ -214,6 +214,29 @@ def tp_degrees(deployment: Deployment, sku: SkuSpec) -> list[int]:
     ]
 
 
+def data_parallel_attention(deployment: Deployment, sku: SkuSpec) -> list[Deployment]:
+    """For an MoE model given neither dp nor ep: data-parallel attention with expert
+    parallelism over 2, 4 and 8 GPUs of a node (tp 1 × dp N + ep), the layouts the engine
+    accepts.
+
+    This is the usual way to serve a large MoE (DeepSeek-V3 on 8 GPUs: SGLang's
+    --enable-dp-attention, vLLM's --data-parallel-size with --enable-expert-parallel), and a
+    report of TP degrees alone hides it: an MLA latent is whole on every TP rank, so TP 8
+    keeps each request's KV eight times, where each DP rank keeps only its own requests'.
+    """
+    if deployment.model.moe is None or deployment.dp > 1 or deployment.ep:
+        return []
+    layouts = []
+    for gpus in REPORT_TP_DEGREES:
+        if gpus == 1 or gpus * deployment.pp > sku.max_gpus_per_node:
+            continue
+        try:
+            layouts.append(deployment.replace(tp=1, dp=gpus, ep=True))
+        except KvplanError:
+            continue  # the engine runs one instance (llama.cpp) or refuses the split
+    return layouts
+
+
 @dataclass(frozen=True)
 class Refusal:
     """A model × SKU × TP degree of a grid that the engine refuses to start, and why."""
@@ -239,7 +262,9 @@ def capacity_grid(
 
     Degrees the user asks for are validated: the engine's refusal is an error, or with
     `keep_refusals` a Refusal in the combination's place (one refused model does not sink
-    a whole report). The default degrees skip those the engine refuses.
+    a whole report). The default degrees skip those the engine refuses, and for an MoE model
+    given neither dp nor ep are followed by the data-parallel attention rows
+    (`data_parallel_attention`).
     """
     rows: list[Capacity | Refusal] = []
     for base in deployments:
@@ -251,6 +276,8 @@ def capacity_grid(
                     rows.append(Refusal(base, sku, tp, reason, batch, context))
                     continue
                 deployment = base if tp == base.tp else base.replace(tp=tp)
+                rows.append(Capacity(deployment, sku, batch, context_tokens, efficiency))
+            for deployment in data_parallel_attention(base, sku) if tps is None else ():
                 rows.append(Capacity(deployment, sku, batch, context_tokens, efficiency))
     return rows
 
