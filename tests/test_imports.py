@@ -183,10 +183,12 @@ def _cycles(graph: dict[str, set[str]]) -> list[tuple[str, ...]]:
     return sorted(found)
 
 
-# Cycles being removed on another branch (report renders API records only); listed so that the
-# test holds every other module to the rule meanwhile. Delete an entry once its cycle is gone:
-# a listed cycle that no longer exists fails the test too.
+# Cycles being removed on other branches, listed so that the test holds every other module to
+# the rule meanwhile: report renders API records only (the two report cycles), and
+# EngineSettings leaves engine/base.py for engine/settings.py (deployment then names nothing of
+# base). Delete an entry once its cycle is gone: a listed cycle that no longer exists fails too.
 KNOWN_CYCLES: set[tuple[str, ...]] = {
+    ("kvplan.engine.base", "kvplan.engine.deployment"),
     ("kvplan.report.capacity_report", "kvplan.report.figures"),
     (
         "kvplan.report.html",
