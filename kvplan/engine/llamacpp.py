@@ -35,6 +35,7 @@ from kvplan.engine.base import (
 )
 from kvplan.engine.choices import SearchChoices
 from kvplan.engine.llamacpp_cells import Allocation, CellRules, LayerRow, allocate
+from kvplan.engine.llamacpp_swa import ignored_window_note, keeps_window
 from kvplan.engine.release import parse_build
 from kvplan.errors import KvplanError
 from kvplan.kvmath import stage_layer_ranges
@@ -83,6 +84,8 @@ def layer_rows(
             rows.append(LayerRow("full", k, v, device=device))
         elif kind in ("full", "sliding", "chunked"):
             k, v = heads * _row(k_dtype, head_dim), heads * _row(v_dtype, head_dim)
+            if not keeps_window(model.family, build):  # llamacpp_swa: Phi-3, Mistral v0.1, …
+                kind = "full"
             rows.append(LayerRow(kind, k, v, window if kind != "full" else 0, device=device))
         elif kind == "state" and model.state is not None:
             # llama-memory-recurrent keeps conv (r) and ssm (s) states in f32 per sequence.
@@ -320,6 +323,11 @@ class LlamaCppProfile(EngineProfile):
                 f"{self.engine_label} allocates -c {settings.context_size_tokens} "
                 f"-np {settings.parallel or 1} up front: requests fit only within a slot"
             )
+        model = deployment.model
+        has_window = any(kind in ("sliding", "chunked") for kind in model.layer_kinds)
+        window_note = ignored_window_note(model.family, self.build_of(deployment), has_window)
+        if window_note:
+            notes.append(window_note)
         if deployment.v_dtype != deployment.kv_dtype:
             notes.append(
                 f"K cache {ggml_name(deployment.kv_dtype)} (-ctk), V cache "

@@ -10,7 +10,7 @@ maps a PR's merge date to the builds tagged then):
 | (2023) | n_ctx cells exactly, one buffer for all sequences |
 | b1601, PR #4280 (2023-12-02) | n_ctx padded to 32 (256 with flash attention, PR #6374 / #7257) |
 | b5440, PR #13194 (2025-05) | sliding layers keep min(n_ctx, pad(n_swa · n_seq + n_ubatch)) cells |
-| b5940, PR #14363 (2025-07) | a stream per sequence unless --kv-unified (n_ctx / n_seq cells) |
+| b5940, PR #14363 (2025-07) | a stream per sequence unless --kv-unified: pad(⌈n_ctx / n_seq⌉) cells |
 | b6860, PR #16812 (2025-10-28) | no padding of the cache size |
 | b6970, PR #17046 (2025-11-07) | cells per stream padded to 256 (-c 1024 -np 3 → 1536 cells) |
 
@@ -77,7 +77,13 @@ class CellRules:
         streams = self.streams(n_seq)
         if self.build >= PAD_256_BUILD:
             return pad(pad(n_ctx, 256) // streams, 256)
-        return pad(n_ctx, multiple) // streams
+        if streams > 1:
+            # b5940 – b6969, llama-model.cpp create_memory: n_ctx_per_stream =
+            # (n_ctx + n_seq_max - 1) / n_seq_max, then GGML_PAD(…, padding): the division
+            # rounds up before the padding. -c 4096 -np 3: ⌈4096 / 3⌉ = 1366 → 1536 cells
+            # with flash attention (pad 256), 1376 without (pad 32); 1366 from b6860 (no pad).
+            return pad(ceil_div(n_ctx, streams), multiple)
+        return pad(n_ctx, multiple)
 
     def swa_cells_per_stream(self, n_ctx: int, n_seq: int, window_tokens: int) -> int:
         """Cells a sliding layer keeps per stream (iSWA cache), or all of them."""

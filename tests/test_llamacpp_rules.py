@@ -1,0 +1,111 @@
+"""llama.cpp rules read from its source that no golden log covers: which architectures keep a
+sliding-window cache, and how -c / -np become cells per stream, by build.
+
+Expected values are worked from llama.cpp's code (cited beside each test), not from kvplan.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from kvplan.engine import ENGINES, EngineSettings
+from kvplan.engine.deployment import Deployment
+from kvplan.engine.llamacpp_cells import CellRules
+from kvplan.plan.capacity import Capacity
+
+LLAMA_CPP = ENGINES["llama.cpp"]
+
+
+def _lines(catalog, model: str, build: str, n_ctx: int, n_seq: int = 1, **settings) -> list[str]:
+    deployment = Deployment(
+        catalog.model(model),
+        LLAMA_CPP,
+        settings=EngineSettings(
+            version=build, context_size_tokens=n_ctx, parallel=n_seq, **settings
+        ),
+    )
+    return Capacity(deployment, catalog.sku("h100-sxm"), 1, n_ctx // n_seq).log_lines()
+
+
+def _total_mib(lines: list[str]) -> float:
+    return sum(float(m) for m in re.findall(r"size = +([0-9.]+) MiB \(", "\n".join(lines)))
+
+
+# llama-model.cpp load_hparams: phi3 reads sliding_window and then sets swa_type NONE ("Phi SWA
+# is currently disabled", PR #13676); `llama` (Mistral-7B-v0.1's GGUF architecture) and
+# `starcoder2` never read the key. So one non-SWA cache of -c cells on every layer:
+# phi-3-mini-4k: 32 layers x 32 KV heads x 96 x 2 B x 2 (K, V) = 384 KiB a cell; x 4096 = 1536 MiB.
+# mistral-7b-v0.1: 32 x 8 x 128 x 2 B x 2 = 128 KiB a cell; x 16384 = 2048 MiB.
+# starcoder2-3b: 30 x 2 x 128 x 2 B x 2 = 30 KiB a cell; x 8192 = 240 MiB.
+@pytest.mark.parametrize(
+    ("model", "n_ctx", "mib"),
+    [("phi-3-mini-4k", 4096, 1536.0), ("mistral-7b-v0.1", 16384, 2048.0),
+     ("starcoder2-3b", 8192, 240.0)],
+)  # fmt: skip
+@pytest.mark.parametrize("build", ["b5000", "b5500", "b6100", "b7900"])
+def test_windows_llama_cpp_never_keeps(model, n_ctx, mib, build, catalog):
+    lines = _lines(catalog, model, build, n_ctx, flash_attention=True)
+    assert not any("SWA KV cache" in line for line in lines), lines
+    assert f"KV self size  = {mib:7.2f} MiB" in lines[-1] or _total_mib(lines) == mib, lines
+
+
+def test_ignored_window_is_a_note(catalog):
+    deployment = Deployment(
+        catalog.model("phi-3-mini-4k"),
+        LLAMA_CPP,
+        settings=EngineSettings(context_size_tokens=4096),
+    )
+    notes = LLAMA_CPP.notes(deployment, catalog.sku("h100-sxm"))
+    assert any("Phi SWA is currently disabled" in note for note in notes), notes
+
+
+# OLMo 3 shares llama.cpp's olmo2 architecture; PR #16015 (September 2025) gave it
+# swa_type STANDARD with set_swa_pattern(4). olmo-3-7b: 32 layers (8 full, 24 sliding at 4096),
+# 32 KV heads x 128 x 2 B x 2 = 16 KiB a layer-cell. At -c 16384 -fa on:
+# before: 32 x 16384 x 16 KiB = 8192 MiB; after: full 8 x 16384 x 16 KiB = 2048 MiB, sliding
+# 24 x pad256(4096 + 512 = 4608) x 16 KiB = 1728 MiB -> 3776 MiB.
+@pytest.mark.parametrize(("build", "mib"), [("b6400", 8192.0), ("b6600", 3776.0)])
+def test_olmo3_window_from_its_build(build, mib, catalog):
+    lines = _lines(catalog, "olmo-3-7b", build, 16384, flash_attention=True)
+    assert _total_mib(lines) == mib, lines
+
+
+# Gemma 2 keeps its window from b5440 (PR #13194: LLAMA_SWA_TYPE_STANDARD, pattern 2).
+# gemma-2-9b: 42 layers, 8 KV heads x 256 x 2 B x 2 = 8 KiB a layer-cell; -c 16384 -fa on:
+# full 21 x 16384 x 8 KiB = 2688 MiB, sliding 21 x pad256(4096 + 512) x 8 KiB = 756 MiB.
+def test_gemma2_keeps_its_window(catalog):
+    lines = _lines(catalog, "gemma-2-9b", "b7900", 16384, flash_attention=True)
+    assert any("SWA KV cache, size = 4608 cells" in line for line in lines), lines
+    assert _total_mib(lines) == 2688.0 + 756.0, lines
+
+
+# llama-model.cpp create_memory, b5940 – b6969 without --kv-unified (read at the llama.cpp
+# ollama vendored on 2025-08-14 and at b6840): n_ctx_per_stream = (n_ctx + n_seq_max - 1) /
+# n_seq_max, then GGML_PAD(n_ctx_per_stream, padding), padding 256 with flash attention and
+# 32 without (llama_kv_cache::get_padding), 1 from PR #16812 (b6860). From b6970 (PR #17046,
+# llama-context.cpp): n_ctx = GGML_PAD(n_ctx, 256); n_ctx_seq = GGML_PAD(n_ctx / n_seq_max, 256).
+# -c 4096 -np 3: ceil(4096 / 3) = 1366.
+@pytest.mark.parametrize(
+    ("build", "flash", "unified", "cells"),
+    [
+        (5900, True, False, 4096),  # before streams: one buffer, pad256(4096)
+        (6100, True, False, 1536),  # pad256(1366)
+        (6100, False, False, 1376),  # pad32(1366)
+        (6100, True, True, 4096),  # --kv-unified: one stream of pad256(4096)
+        (6900, True, False, 1366),  # no padding: ceil alone
+        (7000, True, False, 1536),  # pad256(4096 / 3 = 1365)
+    ],
+)
+def test_cells_per_stream_by_build(build, flash, unified, cells):
+    rules = CellRules(build, flash_attention=flash, unified=unified, swa_full=False)
+    assert rules.cells_per_stream(4096, 3) == cells
+
+
+def test_slot_tokens_follow_the_rounded_cells(catalog):
+    # b6100 -fa on -c 4096 -np 3: 3 streams of 1536 cells; a slot holds 1536 tokens.
+    # qwen2.5-3b: 36 x 2 x 128 x 2 B x 2 = 36 KiB a cell; 3 x 1536 x 36 KiB = 162 MiB.
+    lines = _lines(catalog, "qwen2.5-3b", "b6100", 4096, 3, flash_attention=True)
+    assert "(  1536 cells,  36 layers,  3/3 seqs)" in lines[-1], lines
+    assert _total_mib(lines) == 162.0
