@@ -109,3 +109,42 @@ def test_slot_tokens_follow_the_rounded_cells(catalog):
     lines = _lines(catalog, "qwen2.5-3b", "b6100", 4096, 3, flash_attention=True)
     assert "(  1536 cells,  36 layers,  3/3 seqs)" in lines[-1], lines
     assert _total_mib(lines) == 162.0
+
+
+# ollama fs/ggml/ggml.go KV.OllamaEngineRequired() read at each tag: qwen3 joins at v0.12.0
+# (2025-09-18), qwen3moe at v0.12.2; v0.12.5 ran qwen3 on the llama runner (ollama#12556,
+# reverted in v0.12.6); gemma3 from v0.6.0; from v0.30.0 (ollama#16031) llama-server runs
+# every GGUF model, so no Go engine at all.
+@pytest.mark.parametrize(
+    ("model", "release", "go_engine"),
+    [
+        ("qwen3-8b", "0.11.10", False),
+        ("qwen3-8b", "0.12.0", True),
+        ("qwen3-8b", "0.12.5", False),
+        ("qwen3-8b", "0.13.0", True),
+        ("qwen3-30b-a3b", "0.12.1", False),
+        ("qwen3-30b-a3b", "0.12.2", True),
+        ("gemma-3-27b", "0.5.13", False),
+        ("gemma-3-27b", "0.6.0", True),
+        ("gemma-3-27b", "0.30.0", False),
+        ("deepseek-v3", "0.12.11", False),
+        ("deepseek-v3", "0.13.0", True),
+        ("llama-3.1-8b", "0.13.0", False),
+    ],
+)
+def test_ollama_go_engine_by_release(model, release, go_engine, catalog):
+    deployment = Deployment(
+        catalog.model(model), ENGINES["ollama"], settings=EngineSettings(version=release)
+    )
+    caveat = ENGINES["ollama"].caveat(deployment)
+    assert (caveat is not None) == go_engine, caveat
+    if go_engine:
+        assert f"at {release} (fs/ggml/ggml.go OllamaEngineRequired)" in caveat
+
+
+def test_ollama_from_0_30_runs_llama_server_of_its_pinned_build(catalog):
+    # v0.30.0 LLAMA_CPP_VERSION: b9452 (llama-server built by FetchContent).
+    deployment = Deployment(
+        catalog.model("qwen3-8b"), ENGINES["ollama"], settings=EngineSettings(version="0.30.0")
+    )
+    assert ENGINES["ollama"].build_of(deployment) == 9452

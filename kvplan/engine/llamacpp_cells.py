@@ -10,7 +10,7 @@ maps a PR's merge date to the builds tagged then):
 | (2023) | n_ctx cells exactly, one buffer for all sequences |
 | b1601, PR #4280 (2023-12-02) | n_ctx padded to 32 (256 with flash attention, PR #6374 / #7257) |
 | b5440, PR #13194 (2025-05) | sliding layers keep min(n_ctx, pad(n_swa · n_seq + n_ubatch)) cells |
-| b5940, PR #14363 (2025-07) | a stream per sequence unless --kv-unified: pad(⌈n_ctx / n_seq⌉) cells |
+| b5940, PR #14363 (2025-07) | a stream per slot unless --kv-unified: pad(⌈n_ctx / n_seq⌉) cells |
 | b6860, PR #16812 (2025-10-28) | no padding of the cache size |
 | b6970, PR #17046 (2025-11-07) | cells per stream padded to 256 (-c 1024 -np 3 → 1536 cells) |
 
