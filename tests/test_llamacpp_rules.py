@@ -148,3 +148,65 @@ def test_ollama_from_0_30_runs_llama_server_of_its_pinned_build(catalog):
         catalog.model("qwen3-8b"), ENGINES["ollama"], settings=EngineSettings(version="0.30.0")
     )
     assert ENGINES["ollama"].build_of(deployment) == 9452
+
+
+# allenai/OLMoE-1B-7B-0924 config.json (the fields a public planner fixture quotes from it):
+# OlmoeForCausalLM, 16 layers, hidden 2048, 16/16 heads, 64 experts top-8 of width 1024.
+OLMOE_CONFIG = {
+    "architectures": ["OlmoeForCausalLM"], "model_type": "olmoe", "hidden_act": "silu",
+    "hidden_size": 2048, "intermediate_size": 1024, "num_hidden_layers": 16,
+    "num_attention_heads": 16, "num_key_value_heads": 16, "num_experts": 64,
+    "num_experts_per_tok": 8, "vocab_size": 50304, "tie_word_embeddings": False,
+    "max_position_embeddings": 4096, "torch_dtype": "bfloat16",
+}  # fmt: skip
+
+
+def _olmoe_allocation_mib(model) -> float:
+    deployment = Deployment(model, LLAMA_CPP, settings=EngineSettings(context_size_tokens=4096))
+    fixed = LLAMA_CPP.plan(deployment).fixed
+    return (fixed.k_bytes + fixed.v_bytes) / 2**20
+
+
+# llama.cpp serves OLMoE (LLM_ARCH_OLMOE: a plain KV cache, no window). -c 4096:
+# 16 layers x 16 KV heads x 128 x 2 B x 2 (K, V) x 4096 cells = 512 MiB.
+def test_olmoe_from_its_hf_config():
+    from kvplan.catalog.hf import spec_from_hf_config
+
+    spec, _ = spec_from_hf_config(OLMOE_CONFIG, name="olmoe-1b-7b", source="test")
+    assert (spec.moe.num_experts, spec.moe.experts_per_token) == (64, 8)
+    assert spec.moe.expert_intermediate_size == 1024
+    assert _olmoe_allocation_mib(spec) == 512.0
+
+
+def test_olmoe_from_a_gguf_header(tmp_path):
+    from gguf_files import write_gguf
+
+    from kvplan.catalog.gguf import read_gguf
+
+    # convert_hf_to_gguf OlmoeModel: feed_forward_length = intermediate_size, expert_count,
+    # expert_used_count (llama-arch.cpp LLM_ARCH_OLMOE keys).
+    path = write_gguf(tmp_path / "olmoe.gguf", "olmoe", {
+        "{arch}.block_count": 16, "{arch}.context_length": 4096,
+        "{arch}.embedding_length": 2048, "{arch}.feed_forward_length": 1024,
+        "{arch}.attention.head_count": 16, "{arch}.attention.head_count_kv": 16,
+        "{arch}.expert_count": 64, "{arch}.expert_used_count": 8, "{arch}.vocab_size": 50304,
+    })  # fmt: skip
+    spec, _ = read_gguf(path)
+    assert (spec.moe.num_experts, spec.moe.expert_intermediate_size) == (64, 1024)
+    assert _olmoe_allocation_mib(spec) == 512.0
+
+
+# llama-model.cpp create_memory returns no memory for LLM_ARCH_BERT / NOMIC_BERT / … : an
+# encoder has no KV cache, so the refusal says that instead of "not supported".
+def test_bert_family_refusal_says_there_is_no_cache(tmp_path):
+    from gguf_files import write_gguf
+
+    from kvplan.catalog.gguf import read_gguf
+    from kvplan.catalog.hf import spec_from_hf_config
+    from kvplan.errors import KvplanError
+
+    with pytest.raises(KvplanError, match=r"model_type 'bert' is an encoder-only .* no KV cache"):
+        spec_from_hf_config({"model_type": "bert", "hidden_size": 768}, name="b", source="cfg")
+    path = write_gguf(tmp_path / "nomic.gguf", "nomic-bert", {"{arch}.block_count": 12})
+    with pytest.raises(KvplanError, match=r"'nomic-bert' is an encoder-only .* no cache to size"):
+        read_gguf(path)

@@ -28,6 +28,7 @@ from pydantic import ValidationError
 from kvplan.catalog.checkpoint import CheckpointWeights
 from kvplan.catalog.gguf_header import read_header
 from kvplan.catalog.gguf_weights import gguf_checkpoint
+from kvplan.catalog.hf.families import ENCODER_FAMILIES, ENCODER_REFUSAL
 from kvplan.catalog.tensor_headers import TensorHeader
 from kvplan.errors import KvplanError
 from kvplan.files import check_regular
@@ -39,7 +40,7 @@ DENSE_ARCHS = frozenset(
     {
         "llama", "mistral3", "qwen2", "qwen3", "qwen2moe", "qwen3moe", "phi3", "gemma",
         "gemma2", "gemma3", "cohere2", "exaone4", "granite", "olmo2", "starcoder2",
-        "smollm3", "gpt-oss", "deepseek2", "command-r", "llama4", "glm4moe",
+        "smollm3", "gpt-oss", "deepseek2", "command-r", "llama4", "glm4moe", "olmoe",
     }
 )  # fmt: skip
 SWA_PATTERN = {"gemma2": 2, "gpt-oss": 2, "cohere2": 4, "exaone4": 4, "gemma3": 6}
@@ -56,6 +57,8 @@ def read_gguf(path: Path) -> tuple[ModelSpec, CheckpointWeights]:
     """
     fields, tensors = _read(path)
     arch = _text(path, fields, "general.architecture")
+    if arch in ENCODER_FAMILIES:
+        raise KvplanError(f"{path}: general.architecture {arch!r} {ENCODER_REFUSAL}")
     if arch not in DENSE_ARCHS:
         raise KvplanError(
             f"{path}: general.architecture {arch!r} is not an architecture kvplan reads from "

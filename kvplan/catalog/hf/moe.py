@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kvplan.catalog.hf.dense import _mistral, _qwen2, _qwen3
+from kvplan.catalog.hf.dense import _mistral, _olmo2, _qwen2, _qwen3
 from kvplan.catalog.hf.fields import _attention, _base, _Config
 from kvplan.catalog.hf.layers import _full, _layer_types, _plan, _window_or_full
 from kvplan.errors import KvplanError
@@ -14,6 +14,18 @@ def _mixtral(c: _Config) -> dict[str, Any]:
     spec = _mistral(c)
     spec["moe"] = {
         "num_experts": c.int("num_local_experts"),
+        "experts_per_token": c.int("num_experts_per_tok"),
+        "expert_intermediate_size": spec["intermediate_size"],
+    }
+    return spec
+
+
+def _olmoe(c: _Config) -> dict[str, Any]:
+    """OLMoE: OLMo 2's attention (q/k norms) with a routed MoE in every layer; transformers
+    OlmoeSparseMoeBlock gives each of num_experts experts intermediate_size, no shared expert."""
+    spec = _olmo2(c)
+    spec["moe"] = {
+        "num_experts": c.int("num_experts"),
         "experts_per_token": c.int("num_experts_per_tok"),
         "expert_intermediate_size": spec["intermediate_size"],
     }
