@@ -210,3 +210,36 @@ def test_bert_family_refusal_says_there_is_no_cache(tmp_path):
     path = write_gguf(tmp_path / "nomic.gguf", "nomic-bert", {"{arch}.block_count": 12})
     with pytest.raises(KvplanError, match=r"'nomic-bert' is an encoder-only .* no cache to size"):
         read_gguf(path)
+
+
+# llama-context.cpp: n_batch = min(n_ctx, -b) (causal models), n_ubatch = min(n_batch, -ub);
+# defaults -b 2048 (common.h), -ub 512.
+@pytest.mark.parametrize(
+    ("n_ctx", "batch", "ubatch", "physical"),
+    [(16384, None, None, 512), (16384, 256, None, 256), (256, None, None, 256),
+     (16384, 2048, 128, 128), (16384, 4096, 1024, 1024)],
+)  # fmt: skip
+def test_physical_batch_is_the_least_of_c_b_ub(n_ctx, batch, ubatch, physical):
+    from kvplan.engine.llamacpp_cells import physical_batch_tokens
+
+    assert physical_batch_tokens(n_ctx, batch, ubatch) == physical
+
+
+# -b 256 shrinks n_ubatch to 256, so Gemma 2's SWA cache keeps pad256(4096 + 256) = 4352 cells
+# (21 sliding layers x 4352 x 8 KiB = 714 MiB, beside 2688 MiB of full layers), and the
+# compute buffer is reserved for 256 tokens: logits 256000 x 256 x 4 B + 8 MiB of kvplan's
+# margin = 258 MiB (512 tokens: 508 MiB).
+def test_logical_batch_caps_the_physical_one(catalog):
+    lines = _lines(catalog, "gemma-2-9b", "b7900", 16384, flash_attention=True, batch_tokens=256)
+    assert any("SWA KV cache, size = 4352 cells" in line for line in lines), lines
+    assert _total_mib(lines) == 2688.0 + 714.0, lines
+    for batch, mib in ((256, 258), (None, 508)):
+        deployment = Deployment(
+            catalog.model("gemma-2-9b"),
+            LLAMA_CPP,
+            settings=EngineSettings(context_size_tokens=16384, batch_tokens=batch),
+        )
+        budget = LLAMA_CPP.budget(deployment, catalog.sku("h100-sxm"), 16384)
+        assert budget.activation_bytes == mib * 2**20, budget
+        command = LLAMA_CPP.launch_command(deployment, catalog.sku("h100-sxm"), 16384)
+        assert ("-b 256" in command) == (batch == 256), command

@@ -267,6 +267,18 @@ _PARAMETERS: dict[str, tuple[Any, Any]] = {
         ],
         None,
     ),
+    "batch_size": (
+        Annotated[
+            int | None,
+            _option(
+                "--batch-size",
+                parser=count(limits.BATCHED_TOKENS),
+                help="llama.cpp -b: tokens per logical batch (default 2048); the physical batch "
+                "is the least of -c, -b and -ub",
+            ),
+        ],
+        None,
+    ),
     "dp": (
         Annotated[
             int,

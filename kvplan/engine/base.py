@@ -49,6 +49,7 @@ _COUNT_OPTIONS = {
     "context_size_tokens": "ctx-size",
     "parallel": "parallel",
     "ubatch_tokens": "ubatch-size",
+    "batch_tokens": "batch-size",
 }
 
 
@@ -83,6 +84,7 @@ class EngineSettings:
     swa_full: bool = False  # --swa-full: sliding layers keep n_ctx cells
     gpu_layers: int | None = None  # -ngl: layers offloaded to the GPU(s); the rest on the CPU
     ubatch_tokens: int | None = None  # -ub, tokens per physical batch
+    batch_tokens: int | None = None  # -b, tokens per logical batch (caps -ub)
 
     def __post_init__(self) -> None:
         if self.utilization is not None and not 0 < self.utilization <= 1:

@@ -38,6 +38,7 @@ ENGINE_OPTION_NAMES = (
     "swa_full",
     "gpu_layers",
     "ubatch_size",
+    "batch_size",
     "dp",
     "ep",
 )
@@ -52,6 +53,7 @@ _COUNTED = {
     "parallel": limits.BATCH,
     "gpu_layers": limits.LAYERS,
     "ubatch_size": limits.BATCHED_TOKENS,
+    "batch_size": limits.BATCHED_TOKENS,
     "dp": limits.GPUS,
 }
 
@@ -100,6 +102,7 @@ def engine_settings(values: Mapping[str, Any]) -> tuple[str, EngineSettings, int
         swa_full=bool(values.get("swa_full")),
         gpu_layers=values.get("gpu_layers"),
         ubatch_tokens=values.get("ubatch_size"),
+        batch_tokens=values.get("batch_size"),
     )
     name = engine(values.get("engine") or "vllm").name
     return name, settings, values.get("dp") or 1, bool(values.get("ep"))

@@ -393,7 +393,9 @@ def _plan(profile: LlamaCppProfile, deployment: Deployment) -> Plan:
         profile.flash_attention(deployment),
         bool(settings.kv_unified),
         settings.swa_full,
-        settings.ubatch_tokens or cells.DEFAULT_UBATCH_TOKENS,
+        cells.physical_batch_tokens(
+            settings.context_size_tokens, settings.batch_tokens, settings.ubatch_tokens
+        ),
     )
     devices = devices_of(deployment.model.num_layers, profile.gpu_layers(deployment), deployment.pp)
     k_dtype, v_dtype = (

@@ -39,6 +39,18 @@ MLA_LATENT_BUILD = 5140
 MLA_NO_V_BUILD = 7830
 FLASH_AUTO_BUILD = 6300  # -fa auto (on where the backend supports it), Aug/Sep 2025
 DEFAULT_UBATCH_TOKENS = 512
+DEFAULT_BATCH_TOKENS = 2048  # common/common.h n_batch
+
+
+def physical_batch_tokens(n_ctx: int | None, batch: int | None, ubatch: int | None) -> int:
+    """The n_ubatch a context runs with, in tokens: llama-context.cpp sets n_batch =
+    min(n_ctx, -b) for causal models, then n_ubatch = min(n_batch, -ub). `-b 256` halves the
+    default 512; so does `-c 256`. It sizes the SWA cells (n_swa + n_ubatch) and the graph the
+    compute buffers are reserved for (min(n_ctx, n_ubatch) tokens)."""
+    logical = batch or DEFAULT_BATCH_TOKENS
+    if n_ctx is not None:
+        logical = min(logical, n_ctx)
+    return min(logical, ubatch or DEFAULT_UBATCH_TOKENS)
 
 
 def pad(value: int, multiple: int) -> int:

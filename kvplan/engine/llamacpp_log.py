@@ -142,6 +142,8 @@ def server_command(profile: LlamaCppProfile, deployment: Deployment, n_ctx: int,
         parts.append("--kv-unified")
     if settings.swa_full:
         parts.append("--swa-full")
+    if settings.batch_tokens:
+        parts.append(f"-b {settings.batch_tokens}")
     if settings.ubatch_tokens:
         parts.append(f"-ub {settings.ubatch_tokens}")
     return " ".join(parts)

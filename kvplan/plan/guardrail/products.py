@@ -165,6 +165,9 @@ class ProductSpec(BaseModel):
     ubatch_size: BatchedTokens | None = Field(
         None, description="llama.cpp -ub: tokens per physical batch; null: 512"
     )
+    batch_size: BatchedTokens | None = Field(
+        None, description="llama.cpp -b: tokens per logical batch; null: 2048"
+    )
     rope_scaling: str | None = Field(
         None,
         description="RoPE scaling the deployment serves with, TYPE:FACTOR[:ORIGINAL_TOKENS] "
