@@ -243,3 +243,21 @@ def test_logical_batch_caps_the_physical_one(catalog):
         assert budget.activation_bytes == mib * 2**20, budget
         command = LLAMA_CPP.launch_command(deployment, catalog.sku("h100-sxm"), 16384)
         assert ("-b 256" in command) == (batch == 256), command
+
+
+# An OLMo 3 GGUF is architecture olmo2 with a window and no pattern key; llama-model.cpp
+# LLM_ARCH_OLMO2 sets set_swa_pattern(4): layers 3, 7, … full, the rest sliding (not all
+# sliding, as a window without a pattern reads for other architectures).
+def test_olmo3_gguf_slides_three_layers_in_four(tmp_path):
+    from gguf_files import write_gguf
+
+    from kvplan.catalog.gguf import read_gguf
+
+    path = write_gguf(tmp_path / "olmo3.gguf", "olmo2", {
+        "{arch}.block_count": 8, "{arch}.context_length": 65536,
+        "{arch}.embedding_length": 512, "{arch}.feed_forward_length": 1024,
+        "{arch}.attention.head_count": 4, "{arch}.attention.sliding_window": 4096,
+        "{arch}.vocab_size": 1000,
+    })  # fmt: skip
+    spec, _ = read_gguf(path)
+    assert spec.layer_kinds == ("sliding",) * 3 + ("full",) + ("sliding",) * 3 + ("full",)
