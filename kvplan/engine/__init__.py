@@ -13,13 +13,13 @@ from kvplan.engine.analytic import EXACT, HF, NAIVE
 from kvplan.engine.base import (
     Budget,
     EngineProfile,
-    EngineSettings,
     KvLayout,
     KvPool,
     Scheduler,
 )
 from kvplan.engine.llamacpp import LLAMA_CPP
 from kvplan.engine.ollama import OLLAMA
+from kvplan.engine.settings import EngineSettings
 from kvplan.engine.sglang import SGLANG
 from kvplan.engine.trtllm import TRTLLM
 from kvplan.engine.vllm import VLLM

@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 
 import kvplan.limits as limits
 from kvplan.catalog.checkpoint import CheckpointWeights
-from kvplan.engine.base import EngineProfile, EngineSettings
+from kvplan.engine.base import EngineProfile
+from kvplan.engine.settings import EngineSettings
 from kvplan.engine.weights import WeightBytes, checkpoint_weight_bytes, weight_bytes
 from kvplan.errors import KvplanError
 from kvplan.kvmath import LayerCache, layer_caches, stage_layer_ranges

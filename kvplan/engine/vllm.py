@@ -16,7 +16,6 @@ from kvplan.engine import vllm_memory
 from kvplan.engine.base import (
     Budget,
     EngineProfile,
-    EngineSettings,
     KvLayout,
     KvPool,
     Scheduler,
@@ -25,6 +24,7 @@ from kvplan.engine.base import (
     subtract_terms,
 )
 from kvplan.engine.choices import SearchChoices, released_in_16_bit
+from kvplan.engine.settings import EngineSettings
 from kvplan.engine.vllm_pages import (
     VllmStage,
     estimated_max_model_len,
