@@ -1,5 +1,9 @@
 """The one user-facing error type, and how a name from outside is printed in one."""
 
+from __future__ import annotations
+
+from collections.abc import Callable
+
 
 class KvplanError(Exception):
     """Anything the user can fix: bad YAML, an unknown name, an impossible option.
@@ -21,3 +25,25 @@ def shown(path: object) -> str:
     if text.isprintable():
         return text
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+class SettingError(KvplanError):
+    """A problem with one engine setting, which it names by its declared name.
+
+    `problem` may name other settings as `{declared_name}` (those in `mentions`). Each reader
+    renders the names its way: the CLI as flags, a products file as keys; `str()` (what the
+    Python API shows) keeps the declared names.
+    """
+
+    def __init__(self, setting: str, problem: str, mentions: tuple[str, ...] = ()) -> None:
+        self.setting = setting
+        self.problem = problem
+        self.mentions = mentions
+        super().__init__(self.render(lambda name: name))
+
+    def render(self, name_of: Callable[[str], str]) -> str:
+        """The one-line message with every setting named by `name_of(declared name)`."""
+        text = self.problem
+        for name in self.mentions:
+            text = text.replace("{" + name + "}", name_of(name))
+        return f"{name_of(self.setting)}: {text}"

@@ -8,8 +8,9 @@
 Every function takes a model as a catalogue name or alias, a Hugging Face id
 (`org/name[@revision]`), a config.json / folder / .gguf path, or a ModelSpec; a SKU as a
 name people type or a SkuSpec; the engine and its settings as keywords (`engine="sglang"`,
-`utilization=0.95`, `max_num_seqs=512`, any field of EngineSettings). Bad input raises
-KvplanError with the one line the CLI would print.
+`utilization=0.95`, `max_num_seqs=512`: any keyword kvplan.engine.settings declares). Bad
+input raises KvplanError with the one line the CLI would print, a setting named by its
+keyword.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from kvplan.engine import DEFAULT_ENGINE, EngineSettings
 from kvplan.engine import engine as engine_profile
 from kvplan.engine.batch import Batch
 from kvplan.engine.deployment import Deployment
+from kvplan.engine.settings import ENGINE_SETTINGS
 from kvplan.errors import KvplanError
 from kvplan.limits import NUMBER_CHARS
 from kvplan.perf.roofline import DEFAULT_EFFICIENCY, Efficiency
@@ -143,10 +145,12 @@ def deployment(
     """
     resolved = resolve(model, rope_scaling=rope_scaling, catalog=catalog)
     profile = engine_profile(engine)
-    unknown = set(setting_fields) - set(EngineSettings.__dataclass_fields__)
+    keywords = {s.keyword: s.name for s in ENGINE_SETTINGS}
+    unknown = set(setting_fields) - set(keywords)
     if unknown:
-        fields = ", ".join(sorted(EngineSettings.__dataclass_fields__))
+        fields = ", ".join(sorted(keywords))
         raise KvplanError(f"unknown engine setting(s) {sorted(unknown)} (allowed: {fields})")
+    setting_fields = {keywords[k]: v for k, v in setting_fields.items()}
     if settings is not None and setting_fields:
         settings = replace(settings, **setting_fields)
     exact = weight_dtype is None

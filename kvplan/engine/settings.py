@@ -1,74 +1,431 @@
-"""The one declaration of every engine setting: what a user may set about the engine.
+"""The one declaration of every engine setting, and the value the engine model reads.
 
-`EngineSettings` is the value the engine model reads; None means the engine's (and
-release's) default.
+Each row of `SETTINGS` says everything about one setting: its declared name (the field of
+`EngineSettings` or `Deployment`, the keyword of the Python API, and the name messages below
+`cli` use), its Python type and unit, its limits, its default, the engines that read it, its
+command-line flag(s), its products-file key and its help text. The command-line options
+(`kvplan.cli.engine_options`), the products-file fields (`kvplan.plan.guardrail.products`) and
+the API keywords (`kvplan.api`) are built from these rows, so a setting is added, renamed or
+bounded here and nowhere else.
+
+Errors about a setting are `SettingError`s that carry its declared name: the CLI prints the
+flag (`--block-size: 0 ...`), a products file the key (`block_size: 0 ...`), the API the
+declared name (`tokens_per_block: 0 ...`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
 
-from kvplan.errors import KvplanError
+import kvplan.limits as limits
+from kvplan.errors import KvplanError, SettingError
+from kvplan.units import parse_bytes, parse_count, parse_fraction
 
-# Settings counted in whole units, and the option that sets each.
-_COUNT_OPTIONS = {
-    "tokens_per_block": "block-size",
-    "max_num_batched_tokens": "max-num-batched-tokens",
-    "max_num_seqs": "max-num-seqs",
-    "max_kv_tokens": "max-kv-tokens",
-    "context_size_tokens": "ctx-size",
-    "parallel": "parallel",
-    "ubatch_tokens": "ubatch-size",
-}
+# The engines with a release table, and every engine (kvplan.engine.ENGINES).
+RELEASED = ("vllm", "sglang", "trtllm", "llama.cpp", "ollama")
+EVERY_ENGINE = (*RELEASED, "exact", "hf", "naive")
+LLAMA_CPP_FAMILY = ("llama.cpp", "ollama")
+# Units a setting may have; the unit decides how its text is read and checked.
+FRACTION = "fraction"  # in (0, 1]; text like 0.9
+BYTES = "bytes"  # text like 51.38GiB, or a whole number of bytes
+SWITCH = "switch"  # a flag without a value: given or not
+NAME = "name"  # a name looked up in a table (the engine)
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One engine setting, declared once (see the module docstring)."""
+
+    name: str  # declared name: EngineSettings / Deployment field and API keyword
+    type: type  # Python type of a given value (int, float, str, bool)
+    unit: str  # tokens, bytes, fraction, sequences, layers, GPUs, switch, or "" for text
+    help: str  # --help text and products-file description
+    flags: tuple[str, ...]  # command-line flags; the first is the one messages print
+    key: str  # products-file key
+    engines: tuple[str, ...] = EVERY_ENGINE  # engines that read it
+    limit: limits.Limit | None = None  # the stated maximum of a count
+    minimum: int | Fraction = 1  # the smallest value of a count or fraction
+    # The value when not given; None: the engine's own default for its release (the engine
+    # module computes it, the help text states it).
+    default: Any = None
+    inverted: bool = False  # a switch that turns the setting off (--no-hybrid-allocator)
+    metavar: str | None = None
+    show_default: bool = False
+    on_deployment: bool = False  # a Deployment field (engine, dp, ep), not EngineSettings
+
+    @property
+    def flag(self) -> str:
+        """The flag messages print (`--flash-attn` of `--flash-attn/--no-flash-attn`)."""
+        return self.flags[0].split("/")[0]
+
+    @property
+    def keyword(self) -> str:
+        """The keyword of kvplan.size(), kvplan.report(), … (the declared name)."""
+        return self.name
+
+    def check(self, value: Any) -> Any:
+        """`value` when the declaration allows it; else a SettingError naming this setting.
+
+        The one range check of every setting: EngineSettings runs it for the CLI, products
+        files and the API alike, and the CLI's parsers run it on the text typed.
+        """
+        if value is None or self.type is bool or self.type is str:
+            if value == "":  # the engines read '' as "not given"
+                raise SettingError(self.name, "empty; leave it out for the engine's default")
+            return value
+        try:
+            if self.unit == FRACTION:
+                return parse_fraction(value, self.name)
+            if self.unit == BYTES:
+                return parse_bytes(value, self.name)
+            if self.limit is None:  # a bug in the rows above, not the user's
+                raise TypeError(f"setting {self.name}: a count needs a stated maximum")
+            return parse_count(value, self.name, self.limit, int(self.minimum))
+        except KvplanError as error:
+            raise SettingError(self.name, str(error).split(": ", 1)[-1]) from None
+
+
+_FLASH = "a quantised V cache needs it"
+SETTINGS: tuple[Setting, ...] = (
+    Setting(
+        "engine",
+        str,
+        NAME,
+        "serving engine whose accounting to follow: vllm (default; paged blocks, vLLM's "
+        "budget), sglang (token pool), trtllm (TensorRT-LLM blocks), llama.cpp and ollama "
+        "(cells -c / -np allocate), exact (physics, no reserve), hf (transformers caches), "
+        "naive (textbook MHA)",
+        ("--engine", "-e"),
+        "engine",
+        default="vllm",
+        show_default=True,
+        on_deployment=True,
+    ),
+    Setting(
+        "version",
+        str,
+        "",
+        "engine version whose rules and log wording to follow: vLLM 0.5 – 0.33 "
+        "(default 0.11), SGLang 0.1 – 0.5.x (0.5.3), TensorRT-LLM 0.5 – 1.x (1.0), "
+        "llama.cpp build b1 – b20000 (b7900), ollama 0.1 – 0.x (0.13)",
+        ("--engine-version", "--vllm-version"),
+        "engine_version",
+        engines=RELEASED,
+    ),
+    Setting(
+        "utilization",
+        float,
+        FRACTION,
+        "fraction (0–1] of GPU memory the engine may use: vLLM gpu_memory_utilization "
+        "(default 0.9; 0.92 from 0.20), SGLang mem_fraction_static (default by TP), exact 1.0",
+        ("--utilization",),
+        "utilization",
+        engines=("vllm", "sglang", "trtllm", "exact", "hf", "naive"),
+        minimum=limits.MIN_FRACTION,
+        metavar="FRACTION",
+    ),
+    Setting(
+        "kv_memory_bytes",
+        int,
+        BYTES,
+        "fixed KV budget per GPU, like vLLM --kv-cache-memory (e.g. 51.38GiB; a fraction of "
+        "a byte is rounded down); replaces the estimated budget",
+        ("--kv-memory",),
+        "kv_memory",
+        engines=("vllm", "sglang", "trtllm", "exact", "hf", "naive"),
+        minimum=0,
+    ),
+    Setting(
+        "tokens_per_block",
+        int,
+        "tokens",
+        "tokens per KV block for paged engines; default 16 (vLLM MLA: 64 on Hopper, 128 on "
+        f"Blackwell); at most {limits.BLOCK.maximum:,}",
+        ("--block-size",),
+        "block_size",
+        engines=("vllm", "sglang", "trtllm"),
+        limit=limits.BLOCK,
+        metavar="TOKENS",
+    ),
+    Setting(
+        "max_num_batched_tokens",
+        int,
+        "tokens",
+        "tokens per scheduler step (vLLM default 8192 on ≥ 70 GiB non-A100 GPUs, else 2048); "
+        "sliding layers are charged window − 1 + this",
+        ("--max-num-batched-tokens",),
+        "max_num_batched_tokens",
+        engines=("vllm", "sglang", "trtllm"),
+        limit=limits.BATCHED_TOKENS,
+        metavar="TOKENS",
+    ),
+    Setting(
+        "max_num_seqs",
+        int,
+        "sequences",
+        "requests running at once (vLLM 1024 / 256 as above)",
+        ("--max-num-seqs",),
+        "max_num_seqs",
+        engines=("vllm", "sglang", "trtllm"),
+        limit=limits.BATCH,
+        metavar="N",
+    ),
+    Setting(
+        "activation_bytes",
+        int,
+        BYTES,
+        "override the activation peak estimate (bytes or with a unit: 4.76GiB)",
+        ("--activation-memory",),
+        "activation_memory",
+        engines=("vllm", "trtllm", "llama.cpp", "ollama"),
+        minimum=0,
+    ),
+    Setting(
+        "non_torch_bytes",
+        int,
+        BYTES,
+        "override the non-torch estimate (CUDA context growth, NCCL, cuBLAS)",
+        ("--non-torch-memory",),
+        "non_torch_memory",
+        engines=("vllm", "sglang", "trtllm"),
+        minimum=0,
+    ),
+    Setting(
+        "cudagraph_bytes",
+        int,
+        BYTES,
+        "CUDA-graph memory the engine subtracts from the KV budget (bytes or with a unit: "
+        "1GiB). Default: vLLM ≥ 0.20 estimates it, 0.45 GiB + 16.5 MiB per layer of the "
+        "largest pipeline stage (0.97 GiB for 32 layers; said in the notes); 0 before 0.20 "
+        "and for other engines",
+        ("--cudagraph-memory",),
+        "cudagraph_memory",
+        engines=("vllm",),
+        minimum=0,
+    ),
+    Setting(
+        "hybrid_allocator",
+        bool,
+        SWITCH,
+        "windowed layers reserve full length (vLLM --disable-hybrid-kv-cache-manager)",
+        ("--no-hybrid-allocator",),
+        "no_hybrid_allocator",
+        engines=("vllm", "exact", "hf", "naive"),
+        inverted=True,
+    ),
+    Setting(
+        "draft_layers",
+        int,
+        "layers",
+        "speculative-decoding draft layers that share the KV cache (EAGLE: 1)",
+        ("--draft-layers",),
+        "draft_layers",
+        engines=("vllm",),
+        limit=limits.LAYERS,
+        minimum=0,
+        default=0,
+        metavar="N",
+        show_default=True,
+    ),
+    Setting(
+        "max_kv_tokens",
+        int,
+        "tokens",
+        "cap on the KV pool in tokens per GPU (SGLang --max-total-tokens, TensorRT-LLM "
+        "kv_cache_config.max_tokens)",
+        ("--max-kv-tokens",),
+        "max_kv_tokens",
+        engines=("sglang", "trtllm"),
+        limit=limits.CONTEXT,
+    ),
+    Setting(
+        "context_size_tokens",
+        int,
+        "tokens",
+        "llama.cpp -c / ollama num_ctx × OLLAMA_NUM_PARALLEL: cells allocated for all slots, "
+        "in tokens; default: planned as one slot of --context per request",
+        ("--ctx-size",),
+        "ctx_size",
+        engines=LLAMA_CPP_FAMILY,
+        limit=limits.CONTEXT,
+    ),
+    Setting(
+        "parallel",
+        int,
+        "sequences",
+        "llama.cpp -np / OLLAMA_NUM_PARALLEL: slots sharing --ctx-size (default 1)",
+        ("--parallel",),
+        "parallel",
+        engines=LLAMA_CPP_FAMILY,
+        limit=limits.BATCH,
+    ),
+    Setting(
+        "v_dtype",
+        str,
+        "",
+        "llama.cpp -ctv: V cache type when it differs from --kv-dtype (-ctk): f32, f16, "
+        "bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl (also the exact and hf profiles; engines "
+        "with one KV type refuse it); default: --kv-dtype",
+        ("--v-dtype",),
+        "v_dtype",
+        engines=(*LLAMA_CPP_FAMILY, "exact", "hf"),
+    ),
+    Setting(
+        "flash_attention",
+        bool,
+        "",
+        "llama.cpp -fa / OLLAMA_FLASH_ATTENTION (default: on from the -fa auto builds, off "
+        f"before; ollama off); {_FLASH}",
+        ("--flash-attn/--no-flash-attn",),
+        "flash_attn",
+        engines=LLAMA_CPP_FAMILY,
+    ),
+    Setting(
+        "kv_unified",
+        bool,
+        SWITCH,
+        "llama.cpp --kv-unified: one KV stream for all slots",
+        ("--kv-unified",),
+        "kv_unified",
+        engines=LLAMA_CPP_FAMILY,
+    ),
+    Setting(
+        "swa_full",
+        bool,
+        SWITCH,
+        "llama.cpp --swa-full: sliding layers keep every cell",
+        ("--swa-full",),
+        "swa_full",
+        engines=LLAMA_CPP_FAMILY,
+        default=False,
+    ),
+    Setting(
+        "gpu_layers",
+        int,
+        "layers",
+        "llama.cpp -ngl / ollama num_gpu: layers on the GPU(s); the rest keep weights and KV "
+        "in host memory (default: all)",
+        ("--gpu-layers",),
+        "gpu_layers",
+        engines=LLAMA_CPP_FAMILY,
+        limit=limits.LAYERS,
+        minimum=0,
+    ),
+    Setting(
+        "ubatch_tokens",
+        int,
+        "tokens",
+        "llama.cpp -ub: tokens per physical batch (default 512); sizes the SWA cache and "
+        "compute buffers",
+        ("--ubatch-size",),
+        "ubatch_size",
+        engines=LLAMA_CPP_FAMILY,
+        limit=limits.BATCHED_TOKENS,
+    ),
+    Setting(
+        "dp",
+        int,
+        "GPUs",
+        "data-parallel replicas, each with its own KV cache (vLLM --data-parallel-size; with "
+        "--ep, SGLang --enable-dp-attention)",
+        ("--dp",),
+        "dp",
+        limit=limits.GPUS,
+        default=1,
+        metavar="N",
+        show_default=True,
+        on_deployment=True,
+    ),
+    Setting(
+        "ep",
+        bool,
+        SWITCH,
+        "expert parallelism: routed experts spread over all tp × dp GPUs (vLLM "
+        "--enable-expert-parallel, SGLang --ep-size)",
+        ("--ep",),
+        "ep",
+        default=False,
+        on_deployment=True,
+    ),
+)
+BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
+BY_KEY: dict[str, Setting] = {s.key: s for s in SETTINGS}
+# The settings EngineSettings holds (engine, dp and ep are fields of the Deployment).
+ENGINE_SETTINGS = tuple(s for s in SETTINGS if not s.on_deployment)
+
+
+def flag_of(name: str) -> str:
+    """The command-line flag of the setting declared `name` (itself if none is declared)."""
+    setting = BY_NAME.get(name)
+    return setting.flag if setting is not None else name
+
+
+def key_of(name: str) -> str:
+    """The products-file key of the setting declared `name` (itself if none is declared)."""
+    setting = BY_NAME.get(name)
+    return setting.key if setting is not None else name
 
 
 @dataclass(frozen=True)
 class EngineSettings:
-    """What a user sets about the engine; None means the engine's (and version's) default.
+    """What a user sets about the engine; None means the engine's (and release's) default.
 
-    Units: tokens for `tokens_per_block` and `max_num_batched_tokens`, bytes for the memory
-    overrides, a fraction in (0, 1] for `utilization` (vLLM gpu_memory_utilization, SGLang
-    mem_fraction_static).
+    One field per row of SETTINGS that is not on the Deployment, with the unit its row
+    declares; every value is checked against its row when the settings are made.
     """
 
     version: str | None = None
     tokens_per_block: int | None = None
     hybrid_allocator: bool | None = None  # False: windowed layers reserve full length
-    draft_layers: int = 0  # speculative-decoding draft layers sharing the cache (EAGLE: 1)
+    draft_layers: int = 0
     utilization: float | None = None
-    kv_memory_bytes: int | None = None  # a fixed KV budget per GPU (vLLM --kv-cache-memory)
+    kv_memory_bytes: int | None = None
     activation_bytes: int | None = None
     non_torch_bytes: int | None = None
     cudagraph_bytes: int | None = None
     max_num_batched_tokens: int | None = None
     max_num_seqs: int | None = None
-    max_kv_tokens: int | None = None  # cap on the pool (SGLang --max-total-tokens, TRT max_tokens)
-    # llama.cpp / ollama: what llama-server allocates (None: the build's default, or planned
-    # from the question asked: one slot per request of --context tokens).
-    context_size_tokens: int | None = None  # -c, cells over all slots
-    parallel: int | None = None  # -np, slots (sequences)
-    v_dtype: str | None = None  # -ctv when it differs from the K type (--kv-dtype)
-    flash_attention: bool | None = None  # -fa
-    kv_unified: bool | None = None  # --kv-unified: one stream for every slot
-    swa_full: bool = False  # --swa-full: sliding layers keep n_ctx cells
-    gpu_layers: int | None = None  # -ngl: layers offloaded to the GPU(s); the rest on the CPU
-    ubatch_tokens: int | None = None  # -ub, tokens per physical batch
+    max_kv_tokens: int | None = None
+    context_size_tokens: int | None = None
+    parallel: int | None = None
+    v_dtype: str | None = None
+    flash_attention: bool | None = None
+    kv_unified: bool | None = None
+    swa_full: bool = False
+    gpu_layers: int | None = None
+    ubatch_tokens: int | None = None
 
     def __post_init__(self) -> None:
-        if self.utilization is not None and not 0 < self.utilization <= 1:
-            raise KvplanError(
-                f"--utilization: {self.utilization} must be in (0, 1]; a fraction, 0.9 = 90 %"
-            )
-        for name in ("kv_memory_bytes", "activation_bytes", "non_torch_bytes", "cudagraph_bytes"):
-            value = getattr(self, name)
-            if value is not None and value < 0:
-                option = name.removesuffix("_bytes").replace("_", "-")
-                raise KvplanError(f"--{option}: {value} must not be negative")
-        for name, option in _COUNT_OPTIONS.items():
-            value = getattr(self, name)
-            if value is not None and value < 1:
-                raise KvplanError(f"--{option}: {value} must be at least 1")
-        if self.gpu_layers is not None and self.gpu_layers < 0:
-            raise KvplanError(f"--gpu-layers: {self.gpu_layers} must not be negative")
-        if self.draft_layers < 0:
-            raise KvplanError(f"--draft-layers: {self.draft_layers} must not be negative")
+        for setting in ENGINE_SETTINGS:
+            setting.check(getattr(self, setting.name))
+
+
+def _given(setting: Setting, value: Any) -> Any:
+    """A value as the CLI or a products file gives it, as the setting holds it."""
+    if setting.unit == SWITCH and not setting.on_deployment:
+        if not value:
+            return setting.default
+        return not setting.inverted
+    return setting.default if value is None else value
+
+
+def settings_from(
+    values: Mapping[str, Any], name_of: Callable[[Setting], str] = lambda s: s.key
+) -> tuple[str, EngineSettings, int, bool]:
+    """(engine name, settings, dp, ep) from values keyed by `name_of` each setting (the
+    products-file key by default, which the CLI's parameters also use).
+
+    Missing keys take the declared defaults. Memory is bytes, or text with a unit ("4.76GiB").
+
+    Raises:
+        SettingError: a value the declaration refuses.
+        KvplanError: an unknown engine.
+    """
+    from kvplan.engine.registry import engine  # the engines import this module
+
+    given = {s.name: s.check(_given(s, values.get(name_of(s)))) for s in SETTINGS}
+    settings = EngineSettings(**{s.name: given[s.name] for s in ENGINE_SETTINGS})
+    return engine(given["engine"]).name, settings, given["dp"], bool(given["ep"])
