@@ -35,10 +35,22 @@ class SettingError(KvplanError):
     Python API shows) keeps the declared names.
     """
 
-    def __init__(self, setting: str, problem: str, mentions: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        setting: str,
+        problem: str,
+        *,
+        mentions: tuple[str, ...] = (),
+        also: tuple[str, ...] = (),
+        lead: str | None = None,
+    ) -> None:
+        """`also`: more settings the message is about (`dp/ep: ...`); `lead`: what the line
+        starts with when that is not a setting (a flag such as --kv-dtype)."""
         self.setting = setting
         self.problem = problem
         self.mentions = mentions
+        self.also = also
+        self.lead = lead
         super().__init__(self.render(lambda name: name))
 
     def render(self, name_of: Callable[[str], str]) -> str:
@@ -46,4 +58,5 @@ class SettingError(KvplanError):
         text = self.problem
         for name in self.mentions:
             text = text.replace("{" + name + "}", name_of(name))
-        return f"{name_of(self.setting)}: {text}"
+        lead = self.lead or "/".join(name_of(n) for n in (self.setting, *self.also))
+        return f"{lead}: {text}"

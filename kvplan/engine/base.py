@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from kvplan.engine.choices import SearchChoices, default_search_choices
-from kvplan.engine.settings import EngineSettings
-from kvplan.errors import KvplanError
+from kvplan.engine.settings import BY_NAME, EngineSettings
+from kvplan.errors import KvplanError, SettingError
 from kvplan.specs import KV_DTYPES, kv_dtype_info
 
 if TYPE_CHECKING:
@@ -314,9 +314,10 @@ class EngineProfile(ABC):
         if reason:
             raise KvplanError(f"--tp: {reason}")
         if deployment.settings.max_kv_tokens is not None and not self.token_cap_setting:
-            raise KvplanError(
-                f"--max-kv-tokens: {self.name} has no cap on its KV pool in tokens "
-                "(SGLang --max-total-tokens and TensorRT-LLM max_tokens do); drop it"
+            raise SettingError(
+                "max_kv_tokens",
+                f"{self.name} has no cap on its KV pool in tokens "
+                "(SGLang --max-total-tokens and TensorRT-LLM max_tokens do); drop it",
             )
 
     def tp_refusal(self, model: ModelSpec, tp: int) -> str | None:
@@ -402,24 +403,26 @@ class EngineProfile(ABC):
             return
         if not self.separate_v_dtype:
             setting = f" ({self.kv_dtype_setting})" if self.kv_dtype_setting else ""
-            raise KvplanError(
-                f"--v-dtype: {self.name} stores K and V in one type{setting}, so {v_dtype} "
-                f"cannot differ from --kv-dtype {deployment.kv_dtype}"
+            raise SettingError(
+                "v_dtype",
+                f"{self.name} stores K and V in one type{setting}, so {v_dtype} "
+                f"cannot differ from --kv-dtype {deployment.kv_dtype}",
             )
-        self.check_kv_dtype(v_dtype, deployment, "--v-dtype")
+        self.check_kv_dtype(v_dtype, deployment, "v_dtype")
 
     def check_kv_dtype(self, kv_dtype: str, deployment: Deployment, option: str) -> None:
-        """Refuse a KV dtype the engine does not store, naming `option` and what it accepts."""
+        """Refuse a KV dtype the engine does not store, naming `option` (a flag, or a declared
+        setting) and what it accepts."""
         accepted = self.accepted_kv_dtypes(deployment)
         name = kv_dtype_info(kv_dtype).name
         if name in accepted:
             return
         engine = f"{self.name}{self.version_label(deployment)}"
         setting = f" ({self.kv_dtype_setting})" if self.kv_dtype_setting else ""
-        raise KvplanError(
-            f"{option}: {engine}{setting} does not store KV as {name}; "
-            f"accepted: {', '.join(accepted)}"
-        )
+        problem = f"{engine}{setting} does not store KV as {name}; accepted: {', '.join(accepted)}"
+        if option in BY_NAME:
+            raise SettingError(option, problem)
+        raise KvplanError(f"{option}: {problem}")
 
     def version_label(self, deployment: Deployment) -> str:
         """' <version>' where the engine's accepted values depend on it, else ''."""

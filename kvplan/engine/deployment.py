@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 import kvplan.limits as limits
 from kvplan.catalog.checkpoint import CheckpointWeights
 from kvplan.engine.base import EngineProfile
-from kvplan.engine.settings import EngineSettings
+from kvplan.engine.settings import BY_NAME, EngineSettings
 from kvplan.engine.weights import WeightBytes, checkpoint_weight_bytes, weight_bytes
-from kvplan.errors import KvplanError
+from kvplan.errors import KvplanError, SettingError
 from kvplan.kvmath import LayerCache, layer_caches, stage_layer_ranges
 from kvplan.specs import ModelSpec, kv_dtype_info
 
@@ -37,13 +37,14 @@ class Deployment:
     checkpoint: CheckpointWeights | None = None  # safetensors headers: exact bytes per tensor
 
     def __post_init__(self) -> None:
-        for name, value in (("--tp", self.tp), ("--pp", self.pp), ("--dp", self.dp)):
+        for name, value in (("--tp", self.tp), ("--pp", self.pp)):
             if value < 1:
                 raise KvplanError(f"{name}: {value} must be at least 1")
             limits.GPUS.check(value, name)
+        BY_NAME["dp"].check(self.dp)
         if self.ep and self.model.moe is None:
-            raise KvplanError(
-                f"--ep: {self.model.name} has no routed experts; expert parallelism needs an MoE"
+            raise SettingError(
+                "ep", f"{self.model.name} has no routed experts; expert parallelism needs an MoE"
             )
         if not self.kv_dtype:
             object.__setattr__(self, "kv_dtype", self.engine.default_kv_dtype)

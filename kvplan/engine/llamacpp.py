@@ -36,7 +36,7 @@ from kvplan.engine.base import (
 from kvplan.engine.choices import SearchChoices
 from kvplan.engine.llamacpp_cells import Allocation, CellRules, LayerRow, allocate
 from kvplan.engine.release import parse_build
-from kvplan.errors import KvplanError
+from kvplan.errors import SettingError
 from kvplan.kvmath import stage_layer_ranges
 from kvplan.specs import DtypeInfo, kv_dtype_info
 
@@ -223,15 +223,23 @@ class LlamaCppProfile(EngineProfile):
         self.build_of(deployment)
         settings = deployment.settings
         if deployment.dp > 1 or deployment.ep:
-            raise KvplanError(f"--dp/--ep: {self.name} runs one model instance; drop them")
+            raise SettingError(
+                "dp", f"{self.name} runs one model instance; drop them", also=("ep",)
+            )
         v_dtype = deployment.v_dtype
         if kv_dtype_info(v_dtype).is_quantised and not self.flash_attention(deployment):
-            raise KvplanError(
-                f"--v-dtype: a quantised V cache ({ggml_name(v_dtype)}) needs flash attention "
-                "(llama.cpp: 'V cache quantization requires flash_attn'); add --flash-attn"
+            raise SettingError(
+                "v_dtype",
+                f"a quantised V cache ({ggml_name(v_dtype)}) needs flash attention "
+                "(llama.cpp: 'V cache quantization requires flash_attn'); add {flash_attention}",
+                mentions=("flash_attention",),
             )
         if settings.parallel and settings.context_size_tokens is None:
-            raise KvplanError("--parallel: give --ctx-size with it (the cells the slots share)")
+            raise SettingError(
+                "parallel",
+                "give {context_size_tokens} with it (the cells the slots share)",
+                mentions=("context_size_tokens",),
+            )
 
     def flash_attention(self, deployment: Deployment) -> bool:
         """-fa as set; else on from the -fa auto builds (CUDA supports it), off before."""

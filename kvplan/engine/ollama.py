@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from kvplan.engine.llamacpp import LlamaCppProfile
 from kvplan.engine.release import parse_release
-from kvplan.errors import KvplanError
+from kvplan.errors import SettingError
 
 if TYPE_CHECKING:
     from kvplan.engine.deployment import Deployment
@@ -86,9 +86,12 @@ class OllamaProfile(LlamaCppProfile):
     def check(self, deployment: Deployment) -> None:
         super().check(deployment)
         if deployment.kv_dtype != "fp16" and not self.flash_attention(deployment):
-            raise KvplanError(
-                f"--kv-dtype: ollama falls back to f16 for {deployment.kv_dtype} unless "
-                "OLLAMA_FLASH_ATTENTION=1; add --flash-attn or use --kv-dtype f16"
+            raise SettingError(
+                "flash_attention",
+                f"ollama falls back to f16 for {deployment.kv_dtype} unless "
+                "OLLAMA_FLASH_ATTENTION=1; add {flash_attention} or use --kv-dtype f16",
+                mentions=("flash_attention",),
+                lead="--kv-dtype",
             )
 
 

@@ -61,7 +61,7 @@ def test_block_size_0_in_the_engine_options():
     from kvplan.engine.settings import flag_of
     from kvplan.errors import SettingError
 
-    with pytest.raises(SettingError, match="^tokens_per_block: 0 must be between 1 and 4,096$"):
+    with pytest.raises(SettingError, match=r"^tokens_per_block: 0 must be between 1 and 4,096$"):
         EngineSettings(tokens_per_block=0)
     try:
         EngineSettings(tokens_per_block=0)
