@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from kvplan.engine.choices import SearchChoices, default_search_choices
+from kvplan.engine.resolved import resolve
 from kvplan.engine.settings import BY_NAME, EngineSettings
 from kvplan.errors import KvplanError, SettingError
 from kvplan.specs import KV_DTYPES, kv_dtype_info
@@ -399,7 +400,7 @@ class EngineProfile(ABC):
         """Refuse a K or V dtype the engine does not store (raise KvplanError)."""
         self.check_kv_dtype(deployment.kv_dtype, deployment, "--kv-dtype")
         v_dtype = deployment.v_dtype
-        if v_dtype == kv_dtype_info(deployment.kv_dtype).name:
+        if v_dtype == resolve(deployment).k_dtype.name:
             return
         if not self.separate_v_dtype:
             setting = f" ({self.kv_dtype_setting})" if self.kv_dtype_setting else ""

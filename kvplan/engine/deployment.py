@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import kvplan.limits as limits
 from kvplan.catalog.checkpoint import CheckpointWeights
 from kvplan.engine.base import EngineProfile
+from kvplan.engine.resolved import resolve
 from kvplan.engine.settings import BY_NAME, EngineSettings
 from kvplan.engine.weights import WeightBytes, checkpoint_weight_bytes, weight_bytes
 from kvplan.errors import KvplanError, SettingError
@@ -74,17 +75,17 @@ class Deployment:
     @property
     def v_dtype(self) -> str:
         """The V cache's dtype: --v-dtype (llama.cpp -ctv) when set, else the K type."""
-        return kv_dtype_info(self.settings.v_dtype or self.kv_dtype).name
+        return resolve(self).v_dtype.name
 
     def exact_caches(self, full_reservation: bool = False) -> tuple[LayerCache, ...]:
         """The physics: one cache per layer on one TP rank (kvmath), no engine rounding; K in
         `kv_dtype`, V in `v_dtype`."""
         return layer_caches(
             self.model,
-            kv_dtype_info(self.kv_dtype),
+            resolve(self).k_dtype,
             self.tp,
             full_reservation,
-            kv_dtype_info(self.v_dtype),
+            resolve(self).v_dtype,
         )
 
     def stage_ranges(self) -> tuple[range, ...]:

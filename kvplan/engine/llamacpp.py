@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kvplan.engine import llamacpp_cells as cells
 from kvplan.engine.base import (
@@ -36,6 +36,7 @@ from kvplan.engine.base import (
 from kvplan.engine.choices import SearchChoices
 from kvplan.engine.llamacpp_cells import Allocation, CellRules, LayerRow, allocate
 from kvplan.engine.release import parse_build
+from kvplan.engine.resolved import resolve
 from kvplan.errors import SettingError
 from kvplan.kvmath import stage_layer_ranges
 from kvplan.specs import DtypeInfo, kv_dtype_info
@@ -190,11 +191,16 @@ class LlamaCppProfile(EngineProfile):
     kv_dtype_setting = "-ctk/-ctv"
     separate_v_dtype = True
 
-    def build_of(self, deployment: Deployment) -> int:
+    def parsed_release(self, deployment: Deployment) -> Any:
+        """The build the version setting names (kvplan.engine.resolved keeps it)."""
         text = deployment.settings.version
         if text is None:
             return DEFAULT_BUILD
         return parse_build(text, "llama.cpp", OLDEST_BUILD, NEWEST_BUILD)
+
+    def build_of(self, deployment: Deployment) -> int:
+        """The llama.cpp build whose rules apply, parsed once."""
+        return resolve(deployment).release  # type: ignore[no-any-return]
 
     def search_choices(self, model: ModelSpec, sku: SkuSpec) -> SearchChoices:
         """The engine's KV types; only the released weights: a GGUF's weight type is fixed

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from kvplan.engine.llamacpp import LlamaCppProfile
 from kvplan.engine.release import parse_release
+from kvplan.engine.resolved import resolve
 from kvplan.errors import SettingError
 
 if TYPE_CHECKING:
@@ -57,9 +58,13 @@ class OllamaProfile(LlamaCppProfile):
     kv_dtype_setting = "OLLAMA_KV_CACHE_TYPE"
     separate_v_dtype = False  # one OLLAMA_KV_CACHE_TYPE for K and V
 
-    def release(self, deployment: Deployment) -> tuple[int, int, int]:
+    def parsed_release(self, deployment: Deployment) -> tuple[int, int, int]:
         text = deployment.settings.version or DEFAULT_RELEASE_TEXT
         return parse_release(text, "ollama", OLDEST, NEWEST)
+
+    def release(self, deployment: Deployment) -> tuple[int, int, int]:
+        """The ollama release whose rules apply, parsed once (kvplan.engine.resolved)."""
+        return resolve(deployment).release  # type: ignore[no-any-return]
 
     def build_of(self, deployment: Deployment) -> int:
         release = self.release(deployment)[:2]

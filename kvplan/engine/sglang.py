@@ -36,6 +36,7 @@ from kvplan.engine.base import (
     model_reference,
 )
 from kvplan.engine.release import Release, parse_release
+from kvplan.engine.resolved import resolve
 from kvplan.kvmath import StateCache, ceil_div
 from kvplan.units import GIB
 
@@ -57,6 +58,12 @@ MLA_PAGE_BY_CAPABILITY = {"10.0": 64, "10.3": 64}
 
 
 def release_of(deployment: Deployment) -> Release:
+    """The SGLang release whose rules apply, parsed once (kvplan.engine.resolved)."""
+    return resolve(deployment).release  # type: ignore[no-any-return]
+
+
+def parse_sglang_release(deployment: Deployment) -> Release:
+    """The version setting parsed, else the default release."""
     return parse_release(
         deployment.settings.version or DEFAULT_RELEASE_TEXT, "SGLang", OLDEST, NEWEST
     )
@@ -141,6 +148,9 @@ class SglangProfile(EngineProfile):
     kv_dtypes = KV_DTYPES
     kv_dtype_setting = "--kv-cache-dtype"
     token_cap_setting = "--max-total-tokens"
+
+    def parsed_release(self, deployment: Deployment) -> Release:
+        return parse_sglang_release(deployment)
 
     def check(self, deployment: Deployment) -> None:
         release_of(deployment)  # a bad version fails before anything is sized

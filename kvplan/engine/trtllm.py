@@ -38,6 +38,7 @@ from kvplan.engine.base import (
     model_reference,
 )
 from kvplan.engine.release import Release, parse_release
+from kvplan.engine.resolved import resolve
 from kvplan.kvmath import ceil_div
 from kvplan.units import GIB, MIB
 
@@ -64,6 +65,12 @@ MAX_NUM_TOKENS = 8192  # trtllm-build --max_num_tokens and LLM API default
 
 
 def release_of(deployment: Deployment) -> Release:
+    """The TensorRT-LLM release whose rules apply, parsed once (kvplan.engine.resolved)."""
+    return resolve(deployment).release  # type: ignore[no-any-return]
+
+
+def parse_trtllm_release(deployment: Deployment) -> Release:
+    """The version setting parsed, else the default release."""
     return parse_release(
         deployment.settings.version or DEFAULT_RELEASE_TEXT, "TensorRT-LLM", OLDEST, NEWEST
     )
@@ -117,6 +124,10 @@ class TrtllmProfile(EngineProfile):
     default_utilization_text = "0.9 of free memory (0.85 before 0.7)"
     kv_dtypes = KV_DTYPES
     kv_dtype_setting = "KvCacheConfig.dtype"
+
+    def parsed_release(self, deployment: Deployment) -> Release:
+        return parse_trtllm_release(deployment)
+
     token_cap_setting = "kv_cache_config.max_tokens"
 
     def check(self, deployment: Deployment) -> None:
@@ -142,7 +153,7 @@ class TrtllmProfile(EngineProfile):
         """fraction · (total − weights − activations − runtime buffers and context)."""
         total, basis = device_memory(sku)
         settings = deployment.settings
-        tokens = self.scheduler(deployment, sku).max_num_batched_tokens
+        tokens = resolve(deployment, sku).scheduler().max_num_batched_tokens
         activation = settings.activation_bytes
         if activation is None:
             hidden = deployment.model.hidden_size

@@ -24,6 +24,7 @@ from kvplan.engine.base import (
     subtract_terms,
 )
 from kvplan.engine.choices import SearchChoices, released_in_16_bit
+from kvplan.engine.resolved import resolve
 from kvplan.engine.settings import EngineSettings
 from kvplan.engine.vllm_pages import (
     VllmStage,
@@ -33,7 +34,6 @@ from kvplan.engine.vllm_pages import (
 )
 from kvplan.engine.vllm_version import DEFAULT_VERSION, VllmVersion, parse_version
 from kvplan.kvmath import LayerCache, MlaIndexerCache
-from kvplan.specs import kv_dtype_info
 from kvplan.units import GIB
 
 if TYPE_CHECKING:
@@ -89,9 +89,9 @@ SEARCHED_BLOCK_KINDS = frozenset({"full", "sliding", "chunked", "cross", "shared
 
 
 def version_of(deployment: Deployment) -> VllmVersion:
-    """The vLLM version whose rules apply (the setting, else kvplan's default)."""
-    text = deployment.settings.version
-    return parse_version(text) if text else DEFAULT_VERSION
+    """The vLLM version whose rules apply (the setting, else kvplan's default), parsed once
+    per deployment (kvplan.engine.resolved)."""
+    return resolve(deployment).release  # type: ignore[no-any-return]
 
 
 def block_tokens(deployment: Deployment, sku: SkuSpec | None) -> int:
@@ -147,7 +147,7 @@ class VllmProfile(EngineProfile):
     ) -> tuple[LayerCache, ...]:
         """The physics caches, with sparse MLA's fp8 latent in vLLM's fp8_ds_mla layout."""
         caches = deployment.exact_caches(full_reservation)
-        if kv_dtype_info(deployment.kv_dtype).bits != 8:
+        if resolve(deployment).k_dtype.bits != 8:
             return caches
         return tuple(
             replace(c, token_bytes=FP8_DS_MLA_TOKEN_BYTES + c.indexer_token_bytes)
@@ -165,6 +165,15 @@ class VllmProfile(EngineProfile):
         accepted = ", ".join(str(t) for t in range(1, 65) if _tp_rule(model, t) is None)
         return f"vLLM refuses tp {tp} for {model.name}: {reason}; use one of {accepted}"
 
+    def scheduler_reads_length(self, deployment: Deployment) -> bool:
+        """Only V0 sizes its step by the model length (it batches whole prompts)."""
+        return version_of(deployment).era == "v0"
+
+    def parsed_release(self, deployment: Deployment) -> VllmVersion:
+        """The version setting parsed (kvplan.engine.resolved keeps it): else 0.11."""
+        text = deployment.settings.version
+        return parse_version(text) if text else DEFAULT_VERSION
+
     def scheduler(
         self, deployment: Deployment, sku: SkuSpec | None, max_model_len: int | None = None
     ) -> Scheduler:
@@ -179,7 +188,7 @@ class VllmProfile(EngineProfile):
         return _layout(
             _layout_key(deployment),
             block_tokens(deployment, sku),
-            self.scheduler(deployment, sku).max_num_batched_tokens,
+            resolve(deployment, sku).scheduler().max_num_batched_tokens,
         )
 
     def budget(
@@ -189,7 +198,7 @@ class VllmProfile(EngineProfile):
         length: it batches whole prompts)."""
         version = version_of(deployment)
         total, basis = device_memory(sku)
-        scheduler = self.scheduler(deployment, sku, max_model_len)
+        scheduler = resolve(deployment, sku).scheduler(max_model_len)
 
         def estimate() -> tuple[int, int, int, int]:
             _, vision = vllm_memory.vision_profile(deployment, version, scheduler)
@@ -306,7 +315,7 @@ class VllmProfile(EngineProfile):
         model, settings = deployment.model, deployment.settings
         kinds = set(model.layer_kinds)
         if kinds & {"sliding", "chunked"} and uses_hybrid_allocator(deployment):
-            tokens = self.scheduler(deployment, sku).max_num_batched_tokens
+            tokens = resolve(deployment, sku).scheduler().max_num_batched_tokens
             basis = (
                 "set"
                 if settings.max_num_batched_tokens
@@ -338,7 +347,7 @@ class VllmProfile(EngineProfile):
                 "estimates it from the layers captured (--cudagraph-memory to set it)"
             )
         if sku is not None and settings.kv_memory_bytes is None and model.vision is not None:
-            scheduler = self.scheduler(deployment, sku)
+            scheduler = resolve(deployment, sku).scheduler()
             images, peak = vllm_memory.vision_profile(deployment, version, scheduler)
             why = (
                 "one per request up to max_num_seqs, V0's encoder-decoder profile run"

@@ -18,6 +18,7 @@ from kvplan.engine import Budget, KvLayout, KvPool, Scheduler
 from kvplan.engine.base import UNLIMITED_REQUESTS
 from kvplan.engine.batch import Batch
 from kvplan.engine.deployment import Deployment
+from kvplan.engine.resolved import resolve
 from kvplan.errors import KvplanError
 from kvplan.perf.roofline import DEFAULT_EFFICIENCY, DecodeEstimate, Efficiency, decode_step
 from kvplan.plan.context_limit import beyond_limit
@@ -81,7 +82,7 @@ class Capacity:
         self.efficiency = efficiency
         profile = deployment.engine
         self.budget: Budget = profile.budget(deployment, sku, self.context_tokens)
-        self.scheduler: Scheduler = profile.scheduler(deployment, sku, self.context_tokens)
+        self.scheduler: Scheduler = resolve(deployment, sku).scheduler(self.context_tokens)
 
     # The layout and pool are built when first asked for: a plan whose weights do not fit
     # never needs them, and a search meets thousands of such plans.
