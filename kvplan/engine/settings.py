@@ -326,6 +326,19 @@ SETTINGS: tuple[Setting, ...] = (
         limit=limits.BATCHED_TOKENS,
     ),
     Setting(
+        "gpus_per_node",
+        int,
+        "GPUs",
+        "GPUs in one node of your cluster (default: the SKU's max_gpus_per_node, 8 on HGX "
+        "boards): a TP group larger than this crosses the network, and vLLM then keeps more "
+        "memory outside torch (custom all-reduce off, NCCL's network buffers)",
+        ("--gpus-per-node",),
+        "gpus_per_node",
+        engines=("vllm",),
+        limit=limits.GPUS,
+        metavar="N",
+    ),
+    Setting(
         "dp",
         int,
         "GPUs",
@@ -397,6 +410,7 @@ class EngineSettings:
     swa_full: bool = False
     gpu_layers: int | None = None
     ubatch_tokens: int | None = None
+    gpus_per_node: int | None = None
 
     def __post_init__(self) -> None:
         for setting in ENGINE_SETTINGS:
