@@ -24,15 +24,15 @@ MAX_RELEASE_CHARS = 40
 Release = tuple[int, int, int]
 
 
-def match_release(text: str, example: str) -> re.Match[str]:
+def match_release(text: str, example: str, setting: str = "version") -> re.Match[str]:
     """The match of `text` against the one release grammar (groups: major, minor, patch).
 
     Raises:
-        SettingError: not a release number; naming the version setting and an `example`.
+        SettingError: not a release number; naming `setting` and an `example` of one.
     """
     match = _DOTTED.fullmatch(text) if len(text) <= MAX_RELEASE_CHARS else None
     if not match:
-        raise SettingError("version", f"{text[:MAX_RELEASE_CHARS]!r} is not {example}")
+        raise SettingError(setting, f"{text[:MAX_RELEASE_CHARS]!r} is not {example}")
     return match
 
 

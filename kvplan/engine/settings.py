@@ -364,6 +364,11 @@ SETTINGS: tuple[Setting, ...] = (
         on_deployment=True,
     ),
 )
+# Older spellings of one setting that messages keep: vLLM's version is `--vllm-version` on the
+# command line and `vllm_version` in a products file (declared name -> (setting, flag, key)).
+ALIASES: dict[str, tuple[str, str, str]] = {
+    "vllm_version": ("version", "--vllm-version", "vllm_version"),
+}
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
 BY_KEY: dict[str, Setting] = {s.key: s for s in SETTINGS}
 # The settings EngineSettings holds (engine, dp and ep are fields of the Deployment).
@@ -371,13 +376,17 @@ ENGINE_SETTINGS = tuple(s for s in SETTINGS if not s.on_deployment)
 
 
 def flag_of(name: str) -> str:
-    """The command-line flag of the setting declared `name` (itself if none is declared)."""
+    """The command-line flag of the setting (or alias) declared `name`; else `name`."""
+    if name in ALIASES:
+        return ALIASES[name][1]
     setting = BY_NAME.get(name)
     return setting.flag if setting is not None else name
 
 
 def key_of(name: str) -> str:
-    """The products-file key of the setting declared `name` (itself if none is declared)."""
+    """The products-file key of the setting (or alias) declared `name`; else `name`."""
+    if name in ALIASES:
+        return ALIASES[name][2]
     setting = BY_NAME.get(name)
     return setting.key if setting is not None else name
 
