@@ -76,7 +76,7 @@ def parse_trtllm_release(deployment: Deployment) -> Release:
     )
 
 
-def default_fraction(release: Release) -> float:
+def default_utilization(release: Release) -> float:
     """kv_cache_free_gpu_mem_fraction default: 0.85 in the first batch manager (≈ 0.5 – 0.6,
     docs/source/memory.md "85%"), 0.9 from ≈ 0.7 (executor.h kDefaultGpuMemFraction)."""
     return 0.85 if release < (0, 7, 0) else 0.9
@@ -150,7 +150,7 @@ class TrtllmProfile(EngineProfile):
     def budget(
         self, deployment: Deployment, sku: SkuSpec, max_model_len: int | None = None
     ) -> Budget:
-        """fraction · (total − weights − activations − runtime buffers and context)."""
+        """utilization · (total − weights − activations − runtime buffers and context)."""
         total, basis = device_memory(sku)
         settings = deployment.settings
         tokens = resolve(deployment, sku).scheduler().max_num_batched_tokens
@@ -162,18 +162,18 @@ class TrtllmProfile(EngineProfile):
             NON_TORCH_BYTES if settings.non_torch_bytes is None else settings.non_torch_bytes
         )
         weights = deployment.weights().per_gpu_bytes
-        fraction = settings.utilization or default_fraction(release_of(deployment))
+        utilization = settings.utilization or default_utilization(release_of(deployment))
         free = total - weights - activation - non_torch
         band = ESTIMATE_BAND_BYTES if settings.activation_bytes is None else 0
         return fraction_of_free(
             total,
             basis,
-            fraction,
+            utilization,
             weights,
             (activation, non_torch, 0),
             free,
             settings,
-            int(band * fraction),
+            int(band * utilization),
         )
 
     def pool(self, layout: KvLayout, budget: Budget) -> KvPool:
@@ -220,7 +220,7 @@ class TrtllmProfile(EngineProfile):
     ) -> str:
         """`trtllm-serve` (≥ 1.0) or `trtllm-build` (TensorRT engines) with this plan's flags."""
         settings, release = deployment.settings, release_of(deployment)
-        fraction = settings.utilization or default_fraction(release)
+        utilization = settings.utilization or default_utilization(release)
         config = {}
         if settings.tokens_per_block:
             config["tokens_per_block"] = settings.tokens_per_block
@@ -239,8 +239,8 @@ class TrtllmProfile(EngineProfile):
         if release >= (1, 0, 0):
             command = (
                 f"trtllm-serve {model_reference(deployment.model)} {parallel} "
-                f"--max_seq_len {context_tokens} --kv_cache_free_gpu_memory_fraction {fraction:g}"
-                + limits
+                f"--max_seq_len {context_tokens} "
+                f"--kv_cache_free_gpu_memory_fraction {utilization:g}" + limits
             )
             if config:
                 fields = ", ".join(f"{k}: {v}" for k, v in config.items())
@@ -252,7 +252,8 @@ class TrtllmProfile(EngineProfile):
         return (
             f"trtllm-build --checkpoint_dir CHECKPOINT --output_dir ENGINE {parallel} "
             f"--max_seq_len {context_tokens} --tokens_per_block {tokens}{limits}  "
-            f"# then kv_cache_free_gpu_mem_fraction={fraction:g} in the executor or Triton config"
+            f"# then kv_cache_free_gpu_mem_fraction={utilization:g} in the executor or Triton "
+            "config"
         )
 
 

@@ -50,6 +50,7 @@ class VllmVersion:
 # The version setting as vLLM's own messages name it (kvplan.engine.settings.ALIASES).
 VLLM_VERSION = "vllm_version"
 
+
 def parse_version(text: str) -> VllmVersion:
     """A version such as '0.11', '0.10.1.1' or '0.22.0' (refused outside 0.5 – 0.33)."""
     match = match_release(text, "a version like 0.11 or 0.10.1", VLLM_VERSION)
