@@ -42,9 +42,9 @@ class Setting:
     name: str  # declared name: EngineSettings / Deployment field and API keyword
     type: type  # Python type of a given value (int, float, str, bool)
     unit: str  # tokens, bytes, fraction, sequences, layers, GPUs, switch, or "" for text
-    help: str  # --help text and products-file description
     flags: tuple[str, ...]  # command-line flags; the first is the one messages print
     key: str  # products-file key
+    help: str  # --help text and products-file description
     engines: tuple[str, ...] = EVERY_ENGINE  # engines that read it
     limit: limits.Limit | None = None  # the stated maximum of a count
     minimum: int | Fraction = 1  # the smallest value of a count or fraction
@@ -89,281 +89,110 @@ class Setting:
 
 
 _FLASH = "a quantised V cache needs it"
+# One row a setting: name, type, unit, flags, key, help, then what differs from the defaults.
+# fmt: off
 SETTINGS: tuple[Setting, ...] = (
-    Setting(
-        "engine",
-        str,
-        NAME,
-        "serving engine whose accounting to follow: vllm (default; paged blocks, vLLM's "
-        "budget), sglang (token pool), trtllm (TensorRT-LLM blocks), llama.cpp and ollama "
-        "(cells -c / -np allocate), exact (physics, no reserve), hf (transformers caches), "
-        "naive (textbook MHA)",
-        ("--engine", "-e"),
-        "engine",
-        default="vllm",
-        show_default=True,
-        on_deployment=True,
-    ),
-    Setting(
-        "version",
-        str,
-        "",
-        "engine version whose rules and log wording to follow: vLLM 0.5 – 0.33 "
-        "(default 0.11), SGLang 0.1 – 0.5.x (0.5.3), TensorRT-LLM 0.5 – 1.x (1.0), "
-        "llama.cpp build b1 – b20000 (b7900), ollama 0.1 – 0.x (0.13)",
-        ("--engine-version", "--vllm-version"),
-        "engine_version",
-        engines=RELEASED,
-    ),
-    Setting(
-        "utilization",
-        float,
-        FRACTION,
-        "fraction (0–1] of GPU memory the engine may use: vLLM gpu_memory_utilization "
-        "(default 0.9; 0.92 from 0.20), SGLang mem_fraction_static (default by TP), exact 1.0",
-        ("--utilization",),
-        "utilization",
-        engines=("vllm", "sglang", "trtllm", "exact", "hf", "naive"),
-        minimum=limits.MIN_FRACTION,
-        metavar="FRACTION",
-    ),
-    Setting(
-        "kv_memory_bytes",
-        int,
-        BYTES,
-        "fixed KV budget per GPU, like vLLM --kv-cache-memory (e.g. 51.38GiB; a fraction of "
-        "a byte is rounded down); replaces the estimated budget",
-        ("--kv-memory",),
-        "kv_memory",
-        engines=("vllm", "sglang", "trtllm", "exact", "hf", "naive"),
-        minimum=0,
-    ),
-    Setting(
-        "tokens_per_block",
-        int,
-        "tokens",
-        "tokens per KV block for paged engines; default 16 (vLLM MLA: 64 on Hopper, 128 on "
-        f"Blackwell); at most {limits.BLOCK.maximum:,}",
-        ("--block-size",),
-        "block_size",
-        engines=("vllm", "sglang", "trtllm"),
-        limit=limits.BLOCK,
-        metavar="TOKENS",
-    ),
-    Setting(
-        "max_num_batched_tokens",
-        int,
-        "tokens",
-        "tokens per scheduler step (vLLM default 8192 on ≥ 70 GiB non-A100 GPUs, else 2048); "
-        "sliding layers are charged window − 1 + this",
-        ("--max-num-batched-tokens",),
-        "max_num_batched_tokens",
-        engines=("vllm", "sglang", "trtllm"),
-        limit=limits.BATCHED_TOKENS,
-        metavar="TOKENS",
-    ),
-    Setting(
-        "max_num_seqs",
-        int,
-        "sequences",
-        "requests running at once (vLLM 1024 / 256 as above)",
-        ("--max-num-seqs",),
-        "max_num_seqs",
-        engines=("vllm", "sglang", "trtllm"),
-        limit=limits.BATCH,
-        metavar="N",
-    ),
-    Setting(
-        "activation_bytes",
-        int,
-        BYTES,
-        "override the activation peak estimate (bytes or with a unit: 4.76GiB)",
-        ("--activation-memory",),
-        "activation_memory",
-        engines=("vllm", "trtllm", "llama.cpp", "ollama"),
-        minimum=0,
-    ),
-    Setting(
-        "non_torch_bytes",
-        int,
-        BYTES,
-        "override the non-torch estimate (CUDA context growth, NCCL, cuBLAS)",
-        ("--non-torch-memory",),
-        "non_torch_memory",
-        engines=("vllm", "sglang", "trtllm"),
-        minimum=0,
-    ),
-    Setting(
-        "cudagraph_bytes",
-        int,
-        BYTES,
-        "CUDA-graph memory the engine subtracts from the KV budget (bytes or with a unit: "
-        "1GiB). Default: vLLM ≥ 0.20 estimates it, 0.45 GiB + 16.5 MiB per layer of the "
-        "largest pipeline stage (0.97 GiB for 32 layers; said in the notes); 0 before 0.20 "
-        "and for other engines",
-        ("--cudagraph-memory",),
-        "cudagraph_memory",
-        engines=("vllm",),
-        minimum=0,
-    ),
-    Setting(
-        "hybrid_allocator",
-        bool,
-        SWITCH,
-        "windowed layers reserve full length (vLLM --disable-hybrid-kv-cache-manager)",
-        ("--no-hybrid-allocator",),
-        "no_hybrid_allocator",
-        engines=("vllm", "exact", "hf", "naive"),
-        inverted=True,
-    ),
-    Setting(
-        "draft_layers",
-        int,
-        "layers",
-        "speculative-decoding draft layers that share the KV cache (EAGLE: 1)",
-        ("--draft-layers",),
-        "draft_layers",
-        engines=("vllm",),
-        limit=limits.LAYERS,
-        minimum=0,
-        default=0,
-        metavar="N",
-        show_default=True,
-    ),
-    Setting(
-        "max_kv_tokens",
-        int,
-        "tokens",
-        "cap on the KV pool in tokens per GPU (SGLang --max-total-tokens, TensorRT-LLM "
-        "kv_cache_config.max_tokens)",
-        ("--max-kv-tokens",),
-        "max_kv_tokens",
-        engines=("sglang", "trtllm"),
-        limit=limits.CONTEXT,
-    ),
-    Setting(
-        "context_size_tokens",
-        int,
-        "tokens",
-        "llama.cpp -c / ollama num_ctx × OLLAMA_NUM_PARALLEL: cells allocated for all slots, "
-        "in tokens; default: planned as one slot of --context per request",
-        ("--ctx-size",),
-        "ctx_size",
-        engines=LLAMA_CPP_FAMILY,
-        limit=limits.CONTEXT,
-    ),
-    Setting(
-        "parallel",
-        int,
-        "sequences",
-        "llama.cpp -np / OLLAMA_NUM_PARALLEL: slots sharing --ctx-size (default 1)",
-        ("--parallel",),
-        "parallel",
-        engines=LLAMA_CPP_FAMILY,
-        limit=limits.BATCH,
-    ),
-    Setting(
-        "v_dtype",
-        str,
-        "",
-        "llama.cpp -ctv: V cache type when it differs from --kv-dtype (-ctk): f32, f16, "
-        "bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl (also the exact and hf profiles; engines "
-        "with one KV type refuse it); default: --kv-dtype",
-        ("--v-dtype",),
-        "v_dtype",
-        engines=(*LLAMA_CPP_FAMILY, "exact", "hf"),
-    ),
-    Setting(
-        "flash_attention",
-        bool,
-        "",
-        "llama.cpp -fa / OLLAMA_FLASH_ATTENTION (default: on from the -fa auto builds, off "
-        f"before; ollama off); {_FLASH}",
-        ("--flash-attn/--no-flash-attn",),
-        "flash_attn",
-        engines=LLAMA_CPP_FAMILY,
-    ),
-    Setting(
-        "kv_unified",
-        bool,
-        SWITCH,
-        "llama.cpp --kv-unified: one KV stream for all slots",
-        ("--kv-unified",),
-        "kv_unified",
-        engines=LLAMA_CPP_FAMILY,
-    ),
-    Setting(
-        "swa_full",
-        bool,
-        SWITCH,
-        "llama.cpp --swa-full: sliding layers keep every cell",
-        ("--swa-full",),
-        "swa_full",
-        engines=LLAMA_CPP_FAMILY,
-        default=False,
-    ),
-    Setting(
-        "gpu_layers",
-        int,
-        "layers",
-        "llama.cpp -ngl / ollama num_gpu: layers on the GPU(s); the rest keep weights and KV "
-        "in host memory (default: all)",
-        ("--gpu-layers",),
-        "gpu_layers",
-        engines=LLAMA_CPP_FAMILY,
-        limit=limits.LAYERS,
-        minimum=0,
-    ),
-    Setting(
-        "ubatch_tokens",
-        int,
-        "tokens",
-        "llama.cpp -ub: tokens per physical batch (default 512); sizes the SWA cache and "
-        "compute buffers",
-        ("--ubatch-size",),
-        "ubatch_size",
-        engines=LLAMA_CPP_FAMILY,
-        limit=limits.BATCHED_TOKENS,
-    ),
-    Setting(
-        "gpus_per_node",
-        int,
-        "GPUs",
-        "GPUs in one node of your cluster (default: the SKU's max_gpus_per_node, 8 on HGX "
-        "boards): a TP group larger than this crosses the network, and vLLM then keeps more "
-        "memory outside torch (custom all-reduce off, NCCL's network buffers)",
-        ("--gpus-per-node",),
-        "gpus_per_node",
-        engines=("vllm",),
-        limit=limits.GPUS,
-        metavar="N",
-    ),
-    Setting(
-        "dp",
-        int,
-        "GPUs",
-        "data-parallel replicas, each with its own KV cache (vLLM --data-parallel-size; with "
-        "--ep, SGLang --enable-dp-attention)",
-        ("--dp",),
-        "dp",
-        limit=limits.GPUS,
-        default=1,
-        metavar="N",
-        show_default=True,
-        on_deployment=True,
-    ),
-    Setting(
-        "ep",
-        bool,
-        SWITCH,
-        "expert parallelism: routed experts spread over all tp × dp GPUs (vLLM "
-        "--enable-expert-parallel, SGLang --ep-size)",
-        ("--ep",),
-        "ep",
-        default=False,
-        on_deployment=True,
-    ),
+    Setting("engine", str, NAME, ("--engine", "-e"), "engine",
+            "serving engine whose accounting to follow: vllm (default; paged blocks, vLLM's "
+            "budget), sglang (token pool), trtllm (TensorRT-LLM blocks), llama.cpp and ollama "
+            "(cells -c / -np allocate), exact (physics, no reserve), hf (transformers caches), "
+            "naive (textbook MHA)",
+            default="vllm", show_default=True, on_deployment=True),
+    Setting("version", str, "", ("--engine-version", "--vllm-version"), "engine_version",
+            "engine version whose rules and log wording to follow: vLLM 0.5 – 0.33 "
+            "(default 0.11), SGLang 0.1 – 0.5.x (0.5.3), TensorRT-LLM 0.5 – 1.x (1.0), "
+            "llama.cpp build b1 – b20000 (b7900), ollama 0.1 – 0.x (0.13)",
+            engines=RELEASED),
+    Setting("utilization", float, FRACTION, ("--utilization",), "utilization",
+            "fraction (0–1] of GPU memory the engine may use: vLLM gpu_memory_utilization "
+            "(default 0.9; 0.92 from 0.20), SGLang mem_fraction_static (default by TP), "
+            "exact 1.0",
+            engines=("vllm", "sglang", "trtllm", "exact", "hf", "naive"),
+            minimum=limits.MIN_FRACTION, metavar="FRACTION"),
+    Setting("kv_memory_bytes", int, BYTES, ("--kv-memory",), "kv_memory",
+            "fixed KV budget per GPU, like vLLM --kv-cache-memory (e.g. 51.38GiB; a fraction of "
+            "a byte is rounded down); replaces the estimated budget",
+            engines=("vllm", "sglang", "trtllm", "exact", "hf", "naive"), minimum=0),
+    Setting("tokens_per_block", int, "tokens", ("--block-size",), "block_size",
+            "tokens per KV block for paged engines; default 16 (vLLM MLA: 64 on Hopper, 128 on "
+            f"Blackwell); at most {limits.BLOCK.maximum:,}",
+            engines=("vllm", "sglang", "trtllm"), limit=limits.BLOCK, metavar="TOKENS"),
+    Setting("max_num_batched_tokens", int, "tokens", ("--max-num-batched-tokens",),
+            "max_num_batched_tokens",
+            "tokens per scheduler step (vLLM default 8192 on ≥ 70 GiB non-A100 GPUs, else 2048); "
+            "sliding layers are charged window − 1 + this",
+            engines=("vllm", "sglang", "trtllm"), limit=limits.BATCHED_TOKENS, metavar="TOKENS"),
+    Setting("max_num_seqs", int, "sequences", ("--max-num-seqs",), "max_num_seqs",
+            "requests running at once (vLLM 1024 / 256 as above)",
+            engines=("vllm", "sglang", "trtllm"), limit=limits.BATCH, metavar="N"),
+    Setting("activation_bytes", int, BYTES, ("--activation-memory",), "activation_memory",
+            "override the activation peak estimate (bytes or with a unit: 4.76GiB)",
+            engines=("vllm", "trtllm", "llama.cpp", "ollama"), minimum=0),
+    Setting("non_torch_bytes", int, BYTES, ("--non-torch-memory",), "non_torch_memory",
+            "override the non-torch estimate (CUDA context growth, NCCL, cuBLAS)",
+            engines=("vllm", "sglang", "trtllm"), minimum=0),
+    Setting("cudagraph_bytes", int, BYTES, ("--cudagraph-memory",), "cudagraph_memory",
+            "CUDA-graph memory the engine subtracts from the KV budget (bytes or with a unit: "
+            "1GiB). Default: vLLM ≥ 0.20 estimates it, 0.45 GiB + 16.5 MiB per layer of the "
+            "largest pipeline stage (0.97 GiB for 32 layers; said in the notes); 0 before 0.20 "
+            "and for other engines",
+            engines=("vllm",), minimum=0),
+    Setting("hybrid_allocator", bool, SWITCH, ("--no-hybrid-allocator",), "no_hybrid_allocator",
+            "windowed layers reserve full length (vLLM --disable-hybrid-kv-cache-manager)",
+            engines=("vllm", "exact", "hf", "naive"), inverted=True),
+    Setting("draft_layers", int, "layers", ("--draft-layers",), "draft_layers",
+            "speculative-decoding draft layers that share the KV cache (EAGLE: 1)",
+            engines=("vllm",), limit=limits.LAYERS, minimum=0, default=0, metavar="N",
+            show_default=True),
+    Setting("max_kv_tokens", int, "tokens", ("--max-kv-tokens",), "max_kv_tokens",
+            "cap on the KV pool in tokens per GPU (SGLang --max-total-tokens, TensorRT-LLM "
+            "kv_cache_config.max_tokens)",
+            engines=("sglang", "trtllm"), limit=limits.CONTEXT),
+    Setting("context_size_tokens", int, "tokens", ("--ctx-size",), "ctx_size",
+            "llama.cpp -c / ollama num_ctx × OLLAMA_NUM_PARALLEL: cells allocated for all slots, "
+            "in tokens; default: planned as one slot of --context per request",
+            engines=LLAMA_CPP_FAMILY, limit=limits.CONTEXT),
+    Setting("parallel", int, "sequences", ("--parallel",), "parallel",
+            "llama.cpp -np / OLLAMA_NUM_PARALLEL: slots sharing --ctx-size (default 1)",
+            engines=LLAMA_CPP_FAMILY, limit=limits.BATCH),
+    Setting("v_dtype", str, "", ("--v-dtype",), "v_dtype",
+            "llama.cpp -ctv: V cache type when it differs from --kv-dtype (-ctk): f32, f16, "
+            "bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl (also the exact and hf profiles; engines "
+            "with one KV type refuse it); default: --kv-dtype",
+            engines=(*LLAMA_CPP_FAMILY, "exact", "hf")),
+    Setting("flash_attention", bool, "", ("--flash-attn/--no-flash-attn",), "flash_attn",
+            "llama.cpp -fa / OLLAMA_FLASH_ATTENTION (default: on from the -fa auto builds, off "
+            f"before; ollama off); {_FLASH}",
+            engines=LLAMA_CPP_FAMILY),
+    Setting("kv_unified", bool, SWITCH, ("--kv-unified",), "kv_unified",
+            "llama.cpp --kv-unified: one KV stream for all slots",
+            engines=LLAMA_CPP_FAMILY),
+    Setting("swa_full", bool, SWITCH, ("--swa-full",), "swa_full",
+            "llama.cpp --swa-full: sliding layers keep every cell",
+            engines=LLAMA_CPP_FAMILY, default=False),
+    Setting("gpu_layers", int, "layers", ("--gpu-layers",), "gpu_layers",
+            "llama.cpp -ngl / ollama num_gpu: layers on the GPU(s); the rest keep weights and KV "
+            "in host memory (default: all)",
+            engines=LLAMA_CPP_FAMILY, limit=limits.LAYERS, minimum=0),
+    Setting("ubatch_tokens", int, "tokens", ("--ubatch-size",), "ubatch_size",
+            "llama.cpp -ub: tokens per physical batch (default 512); sizes the SWA cache and "
+            "compute buffers",
+            engines=LLAMA_CPP_FAMILY, limit=limits.BATCHED_TOKENS),
+    Setting("gpus_per_node", int, "GPUs", ("--gpus-per-node",), "gpus_per_node",
+            "GPUs in one node of your cluster (default: the SKU's max_gpus_per_node, 8 on HGX "
+            "boards): a TP group larger than this crosses the network, and vLLM then keeps more "
+            "memory outside torch (custom all-reduce off, NCCL's network buffers)",
+            engines=("vllm",), limit=limits.GPUS, metavar="N"),
+    Setting("dp", int, "GPUs", ("--dp",), "dp",
+            "data-parallel replicas, each with its own KV cache (vLLM --data-parallel-size; with "
+            "--ep, SGLang --enable-dp-attention)",
+            limit=limits.GPUS, default=1, metavar="N", show_default=True, on_deployment=True),
+    Setting("ep", bool, SWITCH, ("--ep",), "ep",
+            "expert parallelism: routed experts spread over all tp × dp GPUs (vLLM "
+            "--enable-expert-parallel, SGLang --ep-size)",
+            default=False, on_deployment=True),
 )
+# fmt: on
 # Older spellings of one setting that messages keep: vLLM's version is `--vllm-version` on the
 # command line and `vllm_version` in a products file (declared name -> (setting, flag, key)).
 ALIASES: dict[str, tuple[str, str, str]] = {
