@@ -14,16 +14,18 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from kvplan.engine.base import Budget, EngineProfile, KvLayout, KvPool, Scheduler
+    from kvplan.engine.base import EngineProfile, Scheduler
+    from kvplan.engine.budget import Budget
+    from kvplan.engine.pool import KvLayout, KvPool
     from kvplan.engine.registry import DEFAULT_ENGINE, ENGINE_ALIASES, ENGINES, engine
     from kvplan.engine.settings import EngineSettings
 
 # name -> the module of kvplan.engine that defines it
 _HOMES = {
-    "Budget": "base",
+    "Budget": "budget",
     "EngineProfile": "base",
-    "KvLayout": "base",
-    "KvPool": "base",
+    "KvLayout": "pool",
+    "KvPool": "pool",
     "Scheduler": "base",
     "DEFAULT_ENGINE": "registry",
     "ENGINE_ALIASES": "registry",
