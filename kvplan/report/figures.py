@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from kvplan.api.results import CapacityRow, CheckReport, ClaimReport, RecommendReport
 from kvplan.plan.capacity import Capacity, concurrency_by_context
-from kvplan.report.capacity_report import MemorySplit, memory_split
+from kvplan.report.memory_split import MemorySplit, memory_split
 from kvplan.report.render import gib, tokens_label
 from kvplan.report.svg import (
     Bar,
@@ -68,7 +68,7 @@ def _memory_bar(label: str, split: MemorySplit, at: str, kv_path: str | None = N
 
     Args:
         label: the bar's name.
-        split: its figures (kvplan.report.capacity_report.memory_split).
+        split: its figures (kvplan.report.memory_split.memory_split).
         at: the JSON Pointer of the record the bar draws ("/0", "/products/1").
         kv_path: where the JSON holds the batch's KV, if it does.
     """

@@ -16,7 +16,7 @@ from typing import Any
 from kvplan.api.results import CapacityRow
 from kvplan.errors import KvplanError
 from kvplan.files import output_target, write_atomically
-from kvplan.report.capacity_report import memory_split
+from kvplan.report.memory_split import memory_split
 from kvplan.report.render import tokens_label
 from kvplan.units import GIB
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kvplan.api.results import SizeReport, dump
 from kvplan.plan.sizing import SizeResult, formula_terms
-from kvplan.report.capacity_report import MemorySplit, memory_bar
+from kvplan.report.memory_split import MemorySplit, memory_bar
 from kvplan.report.render import (
     Format,
     Table,
