@@ -183,6 +183,7 @@ def capacity_row(row: Capacity) -> CapacityRow:
         decode_step_s=decode.step_s if decode else None,
         verdict=row.verdict,
         log_lines=row.log_lines(),
+        startup=row.startup_figures(),
         notes=d.engine.notes(d, row.sku),
     ).with_source(row)
 
@@ -375,6 +376,7 @@ def recommend_candidate(
         launch_command=command,
         # Log lines only beside a command: they describe what that command starts.
         log_lines=capacity.log_lines() if command else [],
+        startup=capacity.startup_figures() if command else {},
         notes=d.engine.notes(d, c.sku),
         loses_by=[RecommendLoss(kind=x.kind, value=x.value, first=x.first) for x in losses],
     )

@@ -173,6 +173,9 @@ class CapacityRow(Result):
     decode_step_s: float | None
     verdict: str
     log_lines: list[str]
+    # Every number the log lines print, exact, by the engine's own names (vLLM: num_gpu_blocks,
+    # the float max_concurrency, needed_bytes, estimated_max_model_len; docs/engines.md).
+    startup: dict[str, Any]
     notes: list[str]
 
 
@@ -313,6 +316,7 @@ class RecommendCandidate(Result):
     goodput_requests_per_s: float | None = None
     launch_command: str | None
     log_lines: list[str]
+    startup: dict[str, Any]  # the log lines' numbers, exact, as in `report`
     notes: list[str]
     loses_by: list[RecommendLoss]  # empty for the first and for misses
 

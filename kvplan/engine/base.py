@@ -23,7 +23,7 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kvplan.engine.choices import SearchChoices, default_search_choices
 from kvplan.errors import KvplanError
@@ -437,6 +437,13 @@ class EngineProfile(ABC):
         """The startup lines the engine prints for this budget and pool on `sku` (none by
         default)."""
         return []
+
+    def startup_figures(
+        self, budget: Budget, pool: KvPool, max_model_len: int, sku: SkuSpec | None = None
+    ) -> dict[str, Any]:
+        """Every number `log_lines` prints, exact and keyed by its meaning (the JSON's
+        `startup` object): blocks, tokens, bytes, the float concurrency (none by default)."""
+        return {}
 
     def search_choices(self, model: ModelSpec, sku: SkuSpec) -> SearchChoices:
         """KV dtypes, weight dtypes and block sizes a search may set for `model` on `sku`."""

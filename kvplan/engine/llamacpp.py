@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kvplan.engine import llamacpp_cells as cells
 from kvplan.engine.base import (
@@ -299,13 +299,20 @@ class LlamaCppProfile(EngineProfile):
     ) -> list[str]:
         from kvplan.engine.llamacpp_log import startup_lines
 
-        plan = pool.layout.plan if isinstance(pool.layout, LlamaCppLayout) else None
-        if plan is None:
+        started = _started(pool, max_model_len)
+        if started is None:
             return []
-        allocation = plan.fixed or launch_allocation(plan, pool, max_model_len)
-        if allocation is None:
-            return []
-        return startup_lines(plan, allocation, gpu_backend_name(sku))
+        return startup_lines(*started, gpu_backend_name(sku))
+
+    def startup_figures(
+        self, budget: Budget, pool: KvPool, max_model_len: int, sku: SkuSpec | None = None
+    ) -> dict[str, Any]:
+        from kvplan.engine.llamacpp_log import startup_record
+
+        started = _started(pool, max_model_len)
+        if started is None:
+            return {}
+        return startup_record(*started, gpu_backend_name(sku))
 
     def notes(self, deployment: Deployment, sku: SkuSpec | None) -> list[str]:
         notes = super().notes(deployment, sku)
@@ -354,6 +361,15 @@ class LlamaCppProfile(EngineProfile):
                 n_seq = max(pool.requests_at(context_tokens), 1)
             n_ctx = n_seq * context_tokens
         return server_command(self, deployment, n_ctx, n_seq)
+
+
+def _started(pool: KvPool, max_model_len: int) -> tuple[Plan, Allocation] | None:
+    """The plan and what its launch allocates, when the pool's layout is llama.cpp's."""
+    plan = pool.layout.plan if isinstance(pool.layout, LlamaCppLayout) else None
+    if plan is None:
+        return None
+    allocation = plan.fixed or launch_allocation(plan, pool, max_model_len)
+    return None if allocation is None else (plan, allocation)
 
 
 def launch_allocation(plan: Plan, pool: KvPool, context_tokens: int) -> Allocation | None:

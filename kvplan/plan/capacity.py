@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Literal
+from typing import Any, Literal
 
 import kvplan.limits as limits
 from kvplan.engine import Budget, KvLayout, KvPool, Scheduler
@@ -212,6 +212,11 @@ class Capacity:
         """The startup lines the engine prints for this plan."""
         engine = self.deployment.engine
         return engine.log_lines(self.budget, self.pool, self.context_tokens, self.sku)
+
+    def startup_figures(self) -> dict[str, Any]:
+        """Every number those lines print, exact (JSON's `startup`)."""
+        engine = self.deployment.engine
+        return engine.startup_figures(self.budget, self.pool, self.context_tokens, self.sku)
 
 
 # Tensor-parallel degrees a report tries when none is given: powers of two up to one node.
