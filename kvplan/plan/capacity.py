@@ -274,6 +274,24 @@ def capacity_grid(
     return rows
 
 
+def contexts_up_to(limit_tokens: int, asked_tokens: int, lowest_tokens: int = 1024) -> list[int]:
+    """Powers of two from `lowest_tokens` to the limit, plus the limit and the asked context:
+    where a capacity curve is sampled (sorted, each once)."""
+    points = {asked_tokens, limit_tokens}
+    tokens = min(lowest_tokens, asked_tokens, limit_tokens)
+    while tokens < limit_tokens:
+        points.add(tokens)
+        tokens *= 2
+    return sorted(p for p in points if 0 < p <= max(limit_tokens, asked_tokens))
+
+
+def concurrency_curve(capacity: Capacity) -> list[tuple[int, int]]:
+    """(L, requests of L tokens that fit at once) from 1k tokens to the model's limit, with
+    the capacity's own context among the points."""
+    limit = capacity.deployment.model.context_limit
+    return concurrency_by_context(capacity, contexts_up_to(limit, capacity.context_tokens))
+
+
 def concurrency_by_context(capacity: Capacity, contexts: list[int]) -> list[tuple[int, int]]:
     """(L, requests of L tokens that fit at once) for each context L in tokens.
 
