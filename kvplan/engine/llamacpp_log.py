@@ -100,7 +100,7 @@ def _buffer_bytes(allocation: Allocation, gpu_backend: str) -> dict[str, int]:
 
 def _rows_of(plan: Plan, kind: str) -> tuple:
     """The plan's layer rows of one sub-cache: windowed layers are the SWA cache's."""
-    return tuple(r for r in plan.rows if (r.kind in ("sliding", "chunked")) == (kind == "sliding"))
+    return tuple(r for r in plan.rows if r.is_windowed == (kind == "sliding"))
 
 
 def _device(device: str, gpu_backend: str) -> str:

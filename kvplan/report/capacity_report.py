@@ -11,6 +11,7 @@ from kvplan.report.render import (
     gib,
     human_bytes,
 )
+from kvplan.report.row_labels import parallel_label
 
 NODES_MARK = "†"  # the tp cell of a deployment that spans nodes
 
@@ -118,6 +119,14 @@ def _capacity_notes(table: Table, rows: list[CapacityRow]) -> None:
             f"{NODES_MARK} one replica spans {counts} nodes (tp × pp above the SKU's GPUs per "
             "node): its TP or pipeline traffic crosses the network (JSON: nodes, notes)"
         )
+    if any(r.dp > 1 and r.ep for r in rows):
+        meaning = (
+            "dpN+ep: data-parallel attention, N replicas of the attention each keeping only "
+            "its own requests' KV, with the routed experts spread over the N GPUs (expert "
+            "parallelism); max conc counts every replica"
+        )
+        spans = table.footnotes.get("tp")
+        table.footnotes["tp"] = f"{spans}; {meaning}" if spans else meaning
     if any(r.native_limit_binds for r in rows):
         table.footnotes["max_context_tokens"] = (
             "* the model's native context limit binds, not memory"
@@ -188,7 +197,8 @@ def _table_with_log_lines(rows: list[Row], log_lines: bool) -> Table:
     seen: dict[tuple[str, ...], list[str]] = {}
     for row in rows:
         if isinstance(row, CapacityRow) and row.log_lines:
-            seen.setdefault(tuple(row.log_lines), []).append(f"{row.model} tp{row.tp} {row.sku}")
+            label = f"{row.model} {parallel_label(row)} {row.sku}"
+            seen.setdefault(tuple(row.log_lines), []).append(label)
     engine = rows[0].engine
     for lines, labels in seen.items():
         more = f" (+{len(labels) - 3} more)" if len(labels) > 3 else ""

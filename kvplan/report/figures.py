@@ -19,6 +19,7 @@ from kvplan.api.results import (
 )
 from kvplan.report.memory_split import MemorySplit, memory_split
 from kvplan.report.render import gib, tokens_label
+from kvplan.report.row_labels import parallel_label
 from kvplan.report.svg import (
     Bar,
     Marker,
@@ -124,8 +125,7 @@ def capacity_figures(rows: list[CapacityRow]) -> list[str]:
     many_models = len({r.model for r in rows}) > 1
 
     def label(row: CapacityRow) -> str:
-        parallel = f"tp{row.tp}" + (f"×pp{row.pp}" if row.pp > 1 else "")
-        return (f"{row.model} · " if many_models else "") + f"{row.sku} · {parallel}"
+        return (f"{row.model} · " if many_models else "") + f"{row.sku} · {parallel_label(row)}"
 
     figures = []
     if len(rows) <= MAX_BARS:

@@ -260,15 +260,20 @@ def explain_lines(report: SizeReport) -> list[str]:
     lines.append(f"  exact total = {report.exact_kv_bytes:,} B")
     lines += weights_explain_lines(report)
     if report.engine != "exact":
+        charged = {
+            "page": f"its blocks ({report.tokens_per_block} tokens each)",
+            "byte": "its bytes (a pool of bytes, no pages)",
+            "slot": "one of the slots the launch allocates",
+        }[report.kv_block_unit]
         lines.append(
-            f"  engine {report.engine} ({report.engine_summary}): charges each request its "
-            f"blocks ({report.tokens_per_block} tokens each) = {report.kv_bytes:,} B"
+            f"  engine {report.engine} ({report.engine_summary}): charges each request {charged} "
+            f"= {report.kv_bytes:,} B"
         )
     return lines
 
 
 # Fields the JSON gained for --explain and the notes: CSV keeps the columns it had.
-NOT_IN_CSV = ("num_heads", "num_kv_heads", "formula_terms", "engine_summary")
+NOT_IN_CSV = ("num_heads", "num_kv_heads", "formula_terms", "engine_summary", "kv_block_unit")
 
 
 def render_size(report: SizeReport, fmt: Format, explain: bool = False) -> None:
