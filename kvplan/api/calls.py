@@ -209,6 +209,7 @@ def report(
     context: int | str | None = None,
     efficiency: Efficiency = DEFAULT_EFFICIENCY,
     catalog: Catalog | None = None,
+    curves: bool = False,
     **deployment_options: Any,
 ) -> list[CapacityRow | RefusedRow]:
     """Per model × SKU × TP degree: the KV budget, longest context at `batch`, highest
@@ -217,7 +218,9 @@ def report(
     `skus` may name families ("h100": every H100); `tp` defaults to the powers of two up to a
     node that the engine accepts. Of several combinations, one whose TP degree the engine
     refuses is a RefusedRow (its reason, no figures); a single refused combination, or a
-    report where every one is refused, raises KvplanError.
+    report where every one is refused, raises KvplanError. With `curves`, each row that
+    holds a request also carries `concurrency_by_context` (the deployment planned afresh at
+    each power-of-two context up to the model's limit).
     """
     known = _catalog(catalog)
     single = isinstance(models, str | ModelSpec | ResolvedModel | Deployment)
@@ -231,7 +234,7 @@ def report(
     refusals = [row for row in rows if isinstance(row, Refusal)]
     if refusals and len(refusals) == len(rows):
         raise KvplanError(f"--tp: every combination is refused; {refusals[0].reason}")
-    return [refused_row(r) if isinstance(r, Refusal) else capacity_row(r) for r in rows]
+    return [refused_row(r) if isinstance(r, Refusal) else capacity_row(r, curves) for r in rows]
 
 
 def capacity(
@@ -249,11 +252,12 @@ def capacity(
     return capacity_row(Capacity(planned, load_sku(sku, catalog=catalog), batch, tokens))
 
 
-def check(path: str | Path, *, catalog: Catalog | None = None) -> CheckReport:
+def check(path: str | Path, *, catalog: Catalog | None = None, curves: bool = False) -> CheckReport:
     """Every product of a deployment file against its SKU (`kvplan check`); `.ok` is False
-    when any promise is more than the hardware holds."""
+    when any promise is more than the hardware holds. With `curves`, each product carries
+    the requests its deployment holds against context (`concurrency_by_context`)."""
     loaded = load_deployments(Path(path), DeploymentFile, _catalog(catalog))
-    return check_report(check_products(loaded))
+    return check_report(check_products(loaded), curves)
 
 
 def claim(
@@ -263,14 +267,16 @@ def claim(
     context: int | str = "128k",
     batch: int = 1,
     catalog: Catalog | None = None,
+    curves: bool = False,
     **deployment_options: Any,
 ) -> ClaimReport:
-    """The bytes behind "serves `context` tokens at batch `batch`" on `sku` (`kvplan claim`)."""
+    """The bytes behind "serves `context` tokens at batch `batch`" on `sku` (`kvplan claim`);
+    with `curves`, the requests the deployment holds against context."""
     planned = _as_deployment(model, catalog, deployment_options)
     sheet = claim_sheet(
         planned, load_sku(sku, catalog=catalog), _tokens(context, "--context"), batch
     )
-    return claim_report(sheet)
+    return claim_report(sheet, curves)
 
 
 def recommend(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Generic
+from typing import TYPE_CHECKING, Any, Generic
 
 from kvplan.engine.choices import SearchChoices, default_search_choices
 from kvplan.engine.pool import UNLIMITED_REQUESTS, KvPool, Layout
@@ -123,6 +123,13 @@ class EngineProfile(ABC, Generic[Layout]):
         """The startup lines the engine prints for this budget and pool on `sku` (none by
         default)."""
         return []
+
+    def startup_figures(
+        self, budget: Budget, pool: KvPool, max_model_len: int, sku: SkuSpec | None = None
+    ) -> dict[str, Any]:
+        """Every number `log_lines` prints, exact and keyed by its meaning (the JSON's
+        `startup` object): blocks, tokens, bytes, the float concurrency (none by default)."""
+        return {}
 
     def search_choices(self, model: ModelSpec, sku: SkuSpec) -> SearchChoices:
         """KV dtypes, weight dtypes and block sizes a search may set for `model` on `sku`."""

@@ -303,11 +303,24 @@ class LlamaCppProfile(EngineProfile[LlamaCppLayout]):
     ) -> list[str]:
         from kvplan.engine.llamacpp_log import startup_lines
 
-        plan = pool.layout.plan
-        allocation = plan.fixed or launch_allocation(plan, pool, max_model_len)
-        if allocation is None:
+        started = _started(pool, max_model_len)
+        if started is None:
             return []
-        return startup_lines(plan, allocation, gpu_backend_name(sku))
+        return startup_lines(*started, gpu_backend_name(sku))
+
+    def startup_figures(
+        self,
+        budget: Budget,
+        pool: KvPool[LlamaCppLayout],
+        max_model_len: int,
+        sku: SkuSpec | None = None,
+    ) -> dict[str, Any]:
+        from kvplan.engine.llamacpp_log import startup_record
+
+        started = _started(pool, max_model_len)
+        if started is None:
+            return {}
+        return startup_record(*started, gpu_backend_name(sku))
 
     def notes(self, deployment: Deployment, sku: SkuSpec | None) -> list[str]:
         notes = super().notes(deployment, sku)
@@ -356,6 +369,13 @@ class LlamaCppProfile(EngineProfile[LlamaCppLayout]):
                 n_seq = max(pool.requests_at(context_tokens), 1)
             n_ctx = n_seq * context_tokens
         return server_command(self, deployment, n_ctx, n_seq)
+
+
+def _started(pool: KvPool[LlamaCppLayout], max_model_len: int) -> tuple[Plan, Allocation] | None:
+    """The launch plan and what it allocates (None when no launch fits)."""
+    plan = pool.layout.plan
+    allocation = plan.fixed or launch_allocation(plan, pool, max_model_len)
+    return None if allocation is None else (plan, allocation)
 
 
 def launch_allocation(plan: Plan, pool: KvPool, context_tokens: int) -> Allocation | None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kvplan.engine.base import EngineProfile, Scheduler, model_reference
 from kvplan.engine.budget import Budget, device_memory, fraction_of_free
@@ -196,6 +196,11 @@ class TrtllmProfile(EngineProfile[TrtLayout]):
     ) -> list[str]:
         return startup_lines(budget, pool, max_model_len)
 
+    def startup_figures(
+        self, budget: Budget, pool: KvPool, max_model_len: int, sku: SkuSpec | None = None
+    ) -> dict[str, Any]:
+        return startup_record(budget, pool, max_model_len)
+
     def notes(self, deployment: Deployment, sku: SkuSpec | None) -> list[str]:
         notes = super().notes(deployment, sku)
         if deployment.model.has_windowed_layers:
@@ -258,19 +263,45 @@ class TrtllmProfile(EngineProfile[TrtLayout]):
 PREFIX = "[TensorRT-LLM][INFO] "
 
 
+def startup_record(budget: Budget, pool: KvPool[TrtLayout], max_model_len: int) -> dict[str, Any]:
+    """The numbers of TensorRT-LLM's KV cache lines, exact: blocks, tokens per block, the
+    tokens and bytes of the primary pool, blocks per sequence; 0.5's token count before the
+    rounding to blocks; the memory the fraction applies to when it is taken from free memory."""
+    layout = pool.layout
+    if budget.kv_bytes <= 0:
+        return {}
+    tokens = pool.block_capacity_tokens
+    unrounded_tokens = budget.kv_bytes // layout.kv_bytes_per_token
+    if layout.max_tokens is not None:
+        unrounded_tokens = min(unrounded_tokens, layout.max_tokens)
+    record: dict[str, Any] = {
+        "primary_blocks": pool.num_blocks,
+        "secondary_blocks": 0,
+        "tokens_per_block": layout.tokens_per_block,
+        "max_tokens": tokens,
+        "max_tokens_before_block_rounding": unrounded_tokens,
+        "allocated_bytes": tokens * layout.kv_bytes_per_token,
+        "max_blocks_per_sequence": ceil_div(max_model_len, layout.tokens_per_block),
+        "max_model_len": max_model_len,
+    }
+    if not budget.fixed and budget.fraction_of_bytes is not None:
+        record |= {"total_bytes": budget.total_bytes, "available_bytes": budget.fraction_of_bytes}
+    return record
+
+
 def startup_lines(budget: Budget, pool: KvPool[TrtLayout], max_model_len: int) -> list[str]:
     """The KV cache lines TensorRT-LLM prints, in that release's wording."""
     layout = pool.layout
     if budget.kv_bytes <= 0:
         return []
-    tpb, blocks, tokens = layout.tokens_per_block, pool.num_blocks, pool.block_capacity_tokens
-    pool_bytes = tokens * layout.kv_bytes_per_token
+    record = startup_record(budget, pool, max_model_len)
+    tpb, blocks, tokens = layout.tokens_per_block, pool.num_blocks, record["max_tokens"]
+    pool_bytes = record["allocated_bytes"]
     release = layout.release
     if release < (0, 8, 0):  # 0.5.0 logged max_tokens before rounding to blocks
-        max_tokens = budget.kv_bytes // layout.kv_bytes_per_token
-        if layout.max_tokens is not None:
-            max_tokens = min(max_tokens, layout.max_tokens)
-        return [f"{PREFIX}Using {max_tokens} tokens in paged KV cache."]
+        return [
+            f"{PREFIX}Using {record['max_tokens_before_block_rounding']} tokens in paged KV cache."
+        ]
     if release < (0, 9, 0):
         return [
             f"{PREFIX}Allocate {pool_bytes} bytes for k/v cache.",
@@ -280,7 +311,7 @@ def startup_lines(budget: Budget, pool: KvPool[TrtLayout], max_model_len: int) -
         f"{PREFIX}[MemUsageChange] Allocated {pool_bytes / GIB:.2f} GiB for max tokens in paged "
         f"KV cache ({tokens})."
     )
-    per_sequence = ceil_div(max_model_len, tpb)
+    per_sequence = record["max_blocks_per_sequence"]
     if release >= (1, 0, 0):
         return [
             f"{PREFIX}Max KV cache blocks per sequence: {per_sequence} "

@@ -10,7 +10,7 @@ import json
 import shlex
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kvplan.engine import vllm_memory
 from kvplan.engine.base import EngineProfile, Scheduler, model_reference
@@ -263,6 +263,12 @@ class VllmProfile(EngineProfile[VllmLayout]):
     ) -> list[str]:
         return startup_lines(budget, pool, max_model_len)
 
+    def startup_figures(
+        self, budget: Budget, pool: KvPool, max_model_len: int, sku: SkuSpec | None = None
+    ) -> dict[str, Any]:
+        figures = startup(budget, pool, max_model_len)
+        return {} if figures is None else figures.record()
+
     def launch_command(
         self, deployment: Deployment, sku: SkuSpec | None, context_tokens: int
     ) -> str | None:
@@ -388,9 +394,9 @@ class VllmProfile(EngineProfile[VllmLayout]):
         return notes
 
 
-def _rope(scaling: RopeScalingSpec) -> dict[str, object]:
+def _rope(scaling: RopeScalingSpec) -> dict[str, Any]:
     """The config.json rope_scaling object for `scaling`."""
-    fields: dict[str, object] = {"rope_type": scaling.rope_type, "factor": scaling.factor}
+    fields: dict[str, Any] = {"rope_type": scaling.rope_type, "factor": scaling.factor}
     if scaling.original_max_context is not None:
         fields["original_max_position_embeddings"] = scaling.original_max_context
     return fields
@@ -498,10 +504,28 @@ class VllmStartup:
     needed_bytes: int  # the startup check's KV for one request of max_model_len
     estimated_max_model_len: int | None  # the startup error's estimate; None: it fits
     padding: tuple[tuple[int, int], ...]  # hybrid groups: (padding layers, layers) per spec
+    kv_cache_groups: int  # the binding stage's KV cache groups
 
     @property
     def padding_layers(self) -> int:
         return sum(pad for pad, _ in self.padding)
+
+    def record(self) -> dict[str, Any]:
+        """The figures by the names docs/vllm-log-lines.md gives them, exact (the log rounds
+        GiB and the concurrency to two decimals)."""
+        return {
+            "available_kv_bytes": self.available_bytes,
+            "num_gpu_blocks": self.num_blocks,
+            "tokens_per_block": self.block_tokens,
+            "kv_cache_groups": self.kv_cache_groups,
+            "padding_layers": self.padding_layers,
+            "padding": [{"padding_layers": pad, "layers": layers} for pad, layers in self.padding],
+            "gpu_kv_cache_tokens": self.gpu_kv_cache_tokens,
+            "max_model_len": self.max_model_len,
+            "max_concurrency": self.max_concurrency,
+            "needed_bytes": self.needed_bytes,
+            "estimated_max_model_len": self.estimated_max_model_len,
+        }
 
 
 def startup(budget: Budget, pool: KvPool[VllmLayout], max_model_len: int) -> VllmStartup | None:
@@ -531,6 +555,7 @@ def startup(budget: Budget, pool: KvPool[VllmLayout], max_model_len: int) -> Vll
         needed_bytes=needed,
         estimated_max_model_len=estimate,
         padding=stage.padding,
+        kv_cache_groups=len(stage.groups),
     )
 
 
