@@ -116,9 +116,7 @@ def _attn_v_type(file_type: str, default: str, facts: MixFacts, index: int, coun
         chosen = "Q4_K" if facts.gqa >= 4 else "Q3_K"
     elif file_type == "q3_k_m":
         chosen = "Q5_K" if index < 2 else "Q4_K"
-    elif file_type == "q3_k_l":
-        chosen = "Q5_K"
-    elif file_type in ("iq4_nl", "iq4_xs") and facts.gqa >= 4:
+    elif file_type == "q3_k_l" or (file_type in ("iq4_nl", "iq4_xs") and facts.gqa >= 4):
         chosen = "Q5_K"
     elif file_type in ("q4_k_m", "q5_k_m") and use_more_bits(index, count):
         chosen = "Q6_K"

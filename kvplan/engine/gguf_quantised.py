@@ -118,9 +118,7 @@ def _ffn(model: ModelSpec, layer: int, prefix: str) -> list[MixTensor]:
         router = MixTensor(f"{prefix}ffn_gate_inp.weight", (hidden, experts), False)
         shared = [router]
         if moe.num_shared_experts:
-            shared_width = moe.num_shared_experts * (
-                moe.shared_expert_intermediate_size or width
-            )
+            shared_width = moe.num_shared_experts * (moe.shared_expert_intermediate_size or width)
             shared += [_matrix(f"{prefix}{n}_shexp", hidden, shared_width) for n in names]
             shared.append(_matrix(f"{prefix}ffn_down_shexp", shared_width, hidden))
         shared += _vector(f"{prefix}exp_probs_b.bias", p.shared - _count(shared))

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from kvplan.catalog.checkpoint import FIRST, LAST, CheckpointWeights
+from kvplan.engine.gguf_quantised import quantised_checkpoint
 from kvplan.kvmath import (
     LayerParams,
     ParamCounts,
@@ -15,7 +16,6 @@ from kvplan.kvmath import (
     stage_layer_ranges,
     tensor_bytes,
 )
-from kvplan.engine.gguf_quantised import quantised_checkpoint
 from kvplan.specs import DtypeInfo, ModelSpec, is_gguf_weight_dtype, weight_dtype_info
 
 # Checkpoints keep embeddings, lm_head and norms unquantised (AWQ/GPTQ/FP8/MXFP4 releases).
