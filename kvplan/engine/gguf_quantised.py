@@ -126,6 +126,19 @@ def _ffn(model: ModelSpec, layer: int, prefix: str) -> list[MixTensor]:
     return tensors
 
 
+# llama-arch.cpp names of a block's norms, in the order models add them (Gemma 2/3: four).
+_NORM_NAMES = ("attn_norm", "ffn_norm", "post_attention_norm", "post_ffw_norm")
+
+
+def _norms(model: ModelSpec, prefix: str, params: int) -> list[MixTensor]:
+    """The layer's norm tensors: norms_per_layer of equal size, else one."""
+    count = model.norms_per_layer
+    if count > len(_NORM_NAMES) or params % count:
+        return _vector(f"{prefix}attn_norm.weight", params)
+    names = _NORM_NAMES[:count]
+    return [t for name in names for t in _vector(f"{prefix}{name}.weight", params // count)]
+
+
 def gguf_tensor_list(model: ModelSpec) -> list[MixTensor]:
     """The converter's tensors for `model`, in llama.cpp's order (block number, then name)."""
     hidden = model.hidden_size
@@ -140,7 +153,7 @@ def gguf_tensor_list(model: ModelSpec) -> list[MixTensor]:
         prefix = f"blk.{layer}."
         p = layer_params(model, layer)
         block = _mixer(model, layer, prefix, p.mixer) + _ffn(model, layer, prefix)
-        block += _vector(f"{prefix}attn_norm.weight", p.norms)
+        block += _norms(model, prefix, p.norms)
         tensors += sorted(block, key=lambda t: t.name)
     return tensors
 
