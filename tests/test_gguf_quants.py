@@ -8,9 +8,9 @@ import math
 from collections import Counter
 
 import pytest
+from factories import make_model
 from typer.testing import CliRunner
 
-from factories import make_model
 from kvplan.cli import app
 from kvplan.engine.gguf_mix import MixFacts, tensor_types, use_more_bits
 from kvplan.engine.gguf_quantised import gguf_tensor_list, mix_facts, quantised_checkpoint
@@ -88,8 +88,9 @@ def small_model(**overrides):
 
 def test_tensor_list_is_the_converters():
     # ggml dimensions, row first: attn_q [hidden, 4·64], attn_k/v [hidden, 64], attn_output
-    # [256, hidden], ffn_gate/up [hidden, 512], ffn_down [512, hidden]; two RMSNorms of 256 per
-    # layer (attn_norm, ffn_norm); llama.cpp's order: tensors outside the blocks first, then by block and name.
+    # [256, hidden], ffn_gate/up [hidden, 512], ffn_down [512, hidden]; two RMSNorms of 256
+    # per layer (attn_norm, ffn_norm); llama.cpp's order: tensors outside the blocks first,
+    # then by block and name.
     tensors = gguf_tensor_list(small_model())
     assert [(t.name, t.shape) for t in tensors[:12]] == [
         ("output.weight", (256, 1024)),
@@ -109,9 +110,10 @@ def test_tensor_list_is_the_converters():
     assert sum(math.prod(t.shape) for t in tensors) == param_counts(small_model()).total
 
 
-def types_of(model, file_type):
+def types_of(model, file_type, facts=None):
     tensors = gguf_tensor_list(model)
-    return dict(zip((t.name for t in tensors), tensor_types(tensors, file_type, mix_facts(model))))
+    types = tensor_types(tensors, file_type, facts or mix_facts(model))
+    return dict(zip((t.name for t in tensors), types, strict=True))
 
 
 MORE_BITS = {0, 1, 4, 7, 10, 13, 14, 15}  # use_more_bits(i, 16), worked above
@@ -189,9 +191,7 @@ def test_mxfp4_moe_quantises_experts_to_mxfp4_and_the_rest_to_q8_0():
 
 
 def test_falcon_keeps_its_output_in_q8_0():
-    facts = MixFacts(num_layers=16, falcon=True)
-    tensors = gguf_tensor_list(small_model())
-    types = dict(zip((t.name for t in tensors), tensor_types(tensors, "q4_k_m", facts)))
+    types = types_of(small_model(), "q4_k_m", MixFacts(num_layers=16, falcon=True))
     assert types["output.weight"] == "Q8_0"
 
 
