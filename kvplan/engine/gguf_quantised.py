@@ -34,7 +34,7 @@ from kvplan.specs.gguf_types import ggml_row_bytes
 ATTENTION_LAYER_KINDS = ("full", "sliding", "chunked", "shared")
 # llama-model.cpp: LLM_TYPE_70B for 80-layer Llama (GQA) and Qwen2 models.
 _70B_FAMILIES = ("llama", "qwen2")
-MIX_BASIS = "llama-quantize mix (llama.cpp src/llama-quant.cpp)"
+MIX_BASIS = "llama-quantize mix, llama.cpp src/llama-quant.cpp"
 
 
 def _matrix(name: str, *shape: int) -> MixTensor:
