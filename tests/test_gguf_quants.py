@@ -295,3 +295,65 @@ def test_every_catalogue_model_is_whole_and_ordered_by_bits(catalog):
         assert sum(math.prod(t.shape) for t in tensors) == counts.total - counts.vision, model.name
         sizes = [quantised_checkpoint(model, f).total_bytes for f in SEARCHED_ORDER]
         assert sizes == sorted(sizes, reverse=True), model.name
+
+
+def q4_k_m_file(path):
+    """A GGUF file laid out as llama-quantize's Q4_K_M makes it for `small_model()`, written
+    with the gguf package: Q6_K output, attn_v and ffn_down Q6_K on MORE_BITS layers, the
+    other matrices Q4_K, norms F32 (each row whole blocks: Q4_K 144 B, Q6_K 210 B per 256)."""
+    import gguf
+    import numpy as np
+    from gguf_files import write_gguf
+
+    q4k, q6k = gguf.GGMLQuantizationType.Q4_K, gguf.GGMLQuantizationType.Q6_K
+
+    def matrix(rows, row, kind):
+        return np.zeros((rows, row // 256 * (144 if kind == q4k else 210)), np.uint8), kind
+
+    def norm():
+        return np.zeros(256, np.float32), None
+
+    tensors = {
+        "token_embd.weight": matrix(1024, 256, q4k),
+        "output.weight": matrix(1024, 256, q6k),
+        "output_norm.weight": norm(),
+    }
+    for i in range(16):
+        more = q6k if i in MORE_BITS else q4k
+        tensors |= {
+            f"blk.{i}.attn_norm.weight": norm(),
+            f"blk.{i}.attn_q.weight": matrix(256, 256, q4k),
+            f"blk.{i}.attn_k.weight": matrix(64, 256, q4k),
+            f"blk.{i}.attn_v.weight": matrix(64, 256, more),
+            f"blk.{i}.attn_output.weight": matrix(256, 256, q4k),
+            f"blk.{i}.ffn_norm.weight": norm(),
+            f"blk.{i}.ffn_gate.weight": matrix(512, 256, q4k),
+            f"blk.{i}.ffn_up.weight": matrix(512, 256, q4k),
+            f"blk.{i}.ffn_down.weight": matrix(256, 512, more),
+        }
+    metadata = {
+        "{arch}.block_count": 16, "{arch}.context_length": 4096, "{arch}.embedding_length": 256,
+        "{arch}.feed_forward_length": 512, "{arch}.attention.head_count": 4,
+        "{arch}.attention.head_count_kv": 1, "{arch}.vocab_size": 1024,
+    }  # fmt: skip
+    return write_gguf(path, "llama", metadata, tensors)
+
+
+def weights_of(*args):
+    result = run("size", *args, "--engine", "llama.cpp", "-f", "json")
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)["weights"]
+
+
+def test_a_gguf_file_is_exact_and_its_mix_is_the_one_kvplan_computes(tmp_path):
+    # Q4_K: token_embd 1024 × 144 = 147,456; per layer attn_q 256 × 144, attn_k 64 × 144,
+    # attn_output 256 × 144, ffn_gate and ffn_up 512 × 144 = 230,400 × 16 layers; attn_v
+    # 9,216 and ffn_down 256 × 2 × 144 = 73,728 on the 8 other layers: 4,497,408 B. Q6_K:
+    # output 1024 × 210 = 215,040 + 8 × (64 × 210 + 256 × 2 × 210) = 1,182,720 B. F32: 33
+    # norms of 256 × 4 B = 33,792 B.
+    path = q4_k_m_file(tmp_path / "small-Q4_K_M.gguf")
+    exact = weights_of(str(path))
+    assert exact["bytes_by_dtype"] == {"Q4_K": 4_497_408, "Q6_K": 1_182_720, "F32": 33_792}
+    computed = weights_of(str(path), "--weight-dtype", "Q4_K_M")
+    assert computed["bytes_by_dtype"] == exact["bytes_by_dtype"]
+    assert computed["total_bytes"] == exact["total_bytes"] == 5_713_920
