@@ -288,6 +288,7 @@ def recommend(
     max_gpus: int = DEFAULT_MAX_GPUS,
     kv_dtypes: Iterable[str] | None = None,
     quantization: bool = True,
+    weight_dtypes: Iterable[str] | None = None,
     tp: int | None = None,
     pp: int | None = None,
     dp: int | None = None,
@@ -312,7 +313,8 @@ def recommend(
     target), served up to `context` tokens; candidates are scored by simulation.
 
     tp, pp, dp and ep fix a dimension (None searches it), and so does an engine setting given
-    as a keyword (`utilization=0.9`); `kv_dtypes` is the allowed set. `prices` maps SKU names
+    as a keyword (`utilization=0.9`); `kv_dtypes` and `weight_dtypes` (Q4_K_M, fp8, …; in
+    place of what the engine offers) are the allowed sets. `prices` maps SKU names
     or families to the price of one GPU-hour; `rank` is "gpus" or "price" (default: price
     when prices are given). `headroom` is the share of each KV budget kept unused ("10%",
     0.1).
@@ -332,6 +334,9 @@ def recommend(
         if kv_dtypes
         else None,
         quantization=quantization,
+        weight_dtypes=tuple(dict.fromkeys(weight_dtype_info(w).name for w in weight_dtypes))
+        if weight_dtypes
+        else None,
         tp=tp,
         pp=pp,
         dp=dp,

@@ -47,6 +47,12 @@ GGML_NAMES = {"fp32": "f32", "fp16": "f16", "bf16": "bf16"}
 # -ctk/-ctv types: common/arg.cpp kv_cache_types (ggml-org/llama.cpp): F32, F16, BF16, Q8_0,
 # Q4_0, Q4_1, IQ4_NL, Q5_0, Q5_1.
 GGML_KV_TYPES = ("fp32", "fp16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl")
+# What `recommend` tries: the GGUF file types the most downloaded quantisations ship (Q8_0,
+# Q6_K, Q5_K_M, Q4_K_M, IQ4_XS; below 4 bits quality falls off and an importance matrix is
+# needed), and the KV types ollama documents (docs/faq.md: f16; q8_0, "a very small loss in
+# precision"; q4_0, "a small-medium loss").
+SEARCHED_WEIGHT_TYPES = ("q8_0", "q6_k", "q5_k_m", "q4_k_m", "iq4_xs")
+SEARCHED_KV_TYPES = ("fp16", "q8_0", "q4_0")
 
 
 def ggml_name(kv_dtype: str) -> str:
@@ -184,9 +190,10 @@ class LlamaCppProfile(EngineProfile[LlamaCppLayout]):
         return resolve(deployment).release  # type: ignore[no-any-return]
 
     def search_choices(self, model: ModelSpec, sku: SkuSpec) -> SearchChoices:
-        """The engine's KV types; only the released weights: a GGUF's weight type is fixed
-        when the file is made (llama-quantize), never chosen at load."""
-        return replace(super().search_choices(model, sku), weight_dtypes=(None,))
+        """f16, q8_0 and q4_0 KV; the released weights and the GGUF file types people run
+        (a file llama-quantize makes, which the launch line names)."""
+        kv_dtypes = tuple(k for k in SEARCHED_KV_TYPES if self.accepts_kv_dtype(k))
+        return SearchChoices(kv_dtypes, (None, *SEARCHED_WEIGHT_TYPES))
 
     def sized_for(self, deployment: Deployment, requests: int, context_tokens: int) -> Deployment:
         """-c requests·L -np requests when --ctx-size is not set: the launch allocates the
