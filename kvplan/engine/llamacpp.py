@@ -20,24 +20,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kvplan.engine import llamacpp_cells as cells
-from kvplan.engine.base import (
-    UNLIMITED_REQUESTS,
-    Budget,
-    EngineProfile,
-    KvLayout,
-    KvPool,
-    StageLayout,
-    device_memory,
-    subtract_terms,
-)
+from kvplan.engine.base import EngineProfile
+from kvplan.engine.budget import Budget, device_memory, subtract_terms
 from kvplan.engine.choices import SearchChoices
 from kvplan.engine.llamacpp_cells import Allocation, CellRules, LayerRow, allocate
 from kvplan.engine.llamacpp_swa import ignored_window_note, keeps_window
+from kvplan.engine.pages import SlotBytes, Slots
+from kvplan.engine.pool import UNLIMITED_REQUESTS, KvLayout, KvPool, StageLayout
 from kvplan.engine.release import parse_build
-from kvplan.errors import KvplanError
+from kvplan.engine.resolved import resolve
+from kvplan.errors import SettingError
 from kvplan.kvmath import stage_layer_ranges
 from kvplan.specs import DtypeInfo, kv_dtype_info
 
@@ -53,6 +48,12 @@ GGML_NAMES = {"fp32": "f32", "fp16": "f16", "bf16": "bf16"}
 # -ctk/-ctv types: common/arg.cpp kv_cache_types (ggml-org/llama.cpp): F32, F16, BF16, Q8_0,
 # Q4_0, Q4_1, IQ4_NL, Q5_0, Q5_1.
 GGML_KV_TYPES = ("fp32", "fp16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl")
+# What `recommend` tries: the GGUF file types the most downloaded quantisations ship (Q8_0,
+# Q6_K, Q5_K_M, Q4_K_M, IQ4_XS; below 4 bits quality falls off and an importance matrix is
+# needed), and the KV types ollama documents (docs/faq.md: f16; q8_0, "a very small loss in
+# precision"; q4_0, "a small-medium loss").
+SEARCHED_WEIGHT_TYPES = ("q8_0", "q6_k", "q5_k_m", "q4_k_m", "iq4_xs")
+SEARCHED_KV_TYPES = ("fp16", "q8_0", "q4_0")
 
 
 def ggml_name(kv_dtype: str) -> str:
@@ -148,27 +149,14 @@ class Plan:
 
 
 @dataclass(frozen=True)
-class SlotCharge:
-    """A request is one slot: its cells on one GPU (planned), or one of the fixed slots."""
+class LlamaCppLayout(KvLayout):
+    """Slots of the launch `plan` allocates (planned per request, or fixed by -c / -np)."""
 
     plan: Plan
-    device: str
-    kind: str = "full"
-
-    def blocks_per_request(self, tokens: int) -> int:
-        fixed = self.plan.fixed
-        if fixed is None:
-            return self.plan.slot_bytes(tokens, self.device)  # blocks are bytes
-        return 1
 
 
 @dataclass(frozen=True)
-class LlamaCppLayout(KvLayout):
-    plan: Plan | None = None
-
-
-@dataclass(frozen=True)
-class SlotPool(KvPool):
+class SlotPool(KvPool[LlamaCppLayout]):
     """A pool whose requests cannot exceed one slot's context (fixed -c / -np)."""
 
     max_request_tokens: int = UNLIMITED_REQUESTS
@@ -183,7 +171,7 @@ class SlotPool(KvPool):
         return 0.0 if tokens > self.max_request_tokens else super().concurrency_at(tokens)
 
 
-class LlamaCppProfile(EngineProfile):
+class LlamaCppProfile(EngineProfile[LlamaCppLayout]):
     name = "llama.cpp"
     summary = "cells that -c / -np allocate (padded by build, one stream per slot, SWA caches)"
     default_utilization_text = "1.0 (no fraction: the cache is what -c allocates)"
@@ -193,16 +181,22 @@ class LlamaCppProfile(EngineProfile):
     kv_dtype_setting = "-ctk/-ctv"
     separate_v_dtype = True
 
-    def build_of(self, deployment: Deployment) -> int:
+    def parsed_release(self, deployment: Deployment) -> Any:
+        """The build the version setting names (kvplan.engine.resolved keeps it)."""
         text = deployment.settings.version
         if text is None:
             return DEFAULT_BUILD
         return parse_build(text, "llama.cpp", OLDEST_BUILD, NEWEST_BUILD)
 
+    def build_of(self, deployment: Deployment) -> int:
+        """The llama.cpp build whose rules apply, parsed once."""
+        return resolve(deployment).release  # type: ignore[no-any-return]
+
     def search_choices(self, model: ModelSpec, sku: SkuSpec) -> SearchChoices:
-        """The engine's KV types; only the released weights: a GGUF's weight type is fixed
-        when the file is made (llama-quantize), never chosen at load."""
-        return replace(super().search_choices(model, sku), weight_dtypes=(None,))
+        """f16, q8_0 and q4_0 KV; the released weights and the GGUF file types people run
+        (a file llama-quantize makes, which the launch line names)."""
+        kv_dtypes = tuple(k for k in SEARCHED_KV_TYPES if self.accepts_kv_dtype(k))
+        return SearchChoices(kv_dtypes, (None, *SEARCHED_WEIGHT_TYPES))
 
     def sized_for(self, deployment: Deployment, requests: int, context_tokens: int) -> Deployment:
         """-c requests·L -np requests when --ctx-size is not set: the launch allocates the
@@ -226,15 +220,23 @@ class LlamaCppProfile(EngineProfile):
         self.build_of(deployment)
         settings = deployment.settings
         if deployment.dp > 1 or deployment.ep:
-            raise KvplanError(f"--dp/--ep: {self.name} runs one model instance; drop them")
+            raise SettingError(
+                "dp", f"{self.name} runs one model instance; drop them", also=("ep",)
+            )
         v_dtype = deployment.v_dtype
         if kv_dtype_info(v_dtype).is_quantised and not self.flash_attention(deployment):
-            raise KvplanError(
-                f"--v-dtype: a quantised V cache ({ggml_name(v_dtype)}) needs flash attention "
-                "(llama.cpp: 'V cache quantization requires flash_attn'); add --flash-attn"
+            raise SettingError(
+                "v_dtype",
+                f"a quantised V cache ({ggml_name(v_dtype)}) needs flash attention "
+                "(llama.cpp: 'V cache quantization requires flash_attn'); add {flash_attention}",
+                mentions=("flash_attention",),
             )
         if settings.parallel and settings.context_size_tokens is None:
-            raise KvplanError("--parallel: give --ctx-size with it (the cells the slots share)")
+            raise SettingError(
+                "parallel",
+                "give {context_size_tokens} with it (the cells the slots share)",
+                mentions=("context_size_tokens",),
+            )
 
     def flash_attention(self, deployment: Deployment) -> bool:
         """-fa as set; else on from the -fa auto builds (CUDA supports it), off before."""
@@ -254,7 +256,7 @@ class LlamaCppProfile(EngineProfile):
     def plan(self, deployment: Deployment) -> Plan:
         return _plan(self, deployment)
 
-    def layout(self, deployment: Deployment, sku: SkuSpec | None) -> KvLayout:
+    def layout(self, deployment: Deployment, sku: SkuSpec | None) -> LlamaCppLayout:
         return _layout(self, deployment)
 
     def budget(
@@ -277,38 +279,58 @@ class LlamaCppProfile(EngineProfile):
             return compute, 0, 0, compute // 4
 
         return subtract_terms(
-            total, basis, 1.0, weights if offloaded else 0, deployment.settings, estimate
+            total_bytes=total,
+            total_basis=basis,
+            utilization=1.0,
+            weights_bytes=weights if offloaded else 0,
+            settings=deployment.settings,
+            estimate=estimate,
         )
 
-    def pool(self, layout: KvLayout, budget: Budget) -> KvPool:
+    def pool(self, layout: LlamaCppLayout, budget: Budget) -> SlotPool:
         """Planned: the bytes left hold slots; fixed: all S slots if they fit, else none."""
-        plan = layout.plan if isinstance(layout, LlamaCppLayout) else None
-        fixed = plan.fixed if plan else None
+        plan = layout.plan
+        fixed = plan.fixed
         if fixed is None:
             return SlotPool(layout, max(budget.kv_bytes, 0))
         needed = max(fixed.bytes_on(f"CUDA{g}") for g in range(plan.gpus))
         slots = fixed.n_seq if budget.kv_bytes >= needed or budget.fixed else 0
         return SlotPool(layout, slots, fixed.n_ctx_seq)
 
-    def capacity_tokens(self, pool: KvPool, max_model_len: int) -> int:
+    def capacity_tokens(self, pool: KvPool[LlamaCppLayout], max_model_len: int) -> int:
         """Cells of the full-attention layers: n_ctx (fixed), or what the bytes left buy."""
-        plan = pool.layout.plan if isinstance(pool.layout, LlamaCppLayout) else None
-        if plan is not None and plan.fixed is not None:
+        plan = pool.layout.plan
+        if plan.fixed is not None:
             return plan.fixed.n_ctx if pool.num_blocks else 0
         return super().capacity_tokens(pool, max_model_len)
 
     def log_lines(
-        self, budget: Budget, pool: KvPool, max_model_len: int, sku: SkuSpec | None = None
+        self,
+        budget: Budget,
+        pool: KvPool[LlamaCppLayout],
+        max_model_len: int,
+        sku: SkuSpec | None = None,
     ) -> list[str]:
         from kvplan.engine.llamacpp_log import startup_lines
 
-        plan = pool.layout.plan if isinstance(pool.layout, LlamaCppLayout) else None
-        if plan is None:
+        started = _started(pool, max_model_len)
+        if started is None:
             return []
-        allocation = plan.fixed or launch_allocation(plan, pool, max_model_len)
-        if allocation is None:
-            return []
-        return startup_lines(plan, allocation, gpu_backend_name(sku))
+        return startup_lines(*started, gpu_backend_name(sku))
+
+    def startup_figures(
+        self,
+        budget: Budget,
+        pool: KvPool[LlamaCppLayout],
+        max_model_len: int,
+        sku: SkuSpec | None = None,
+    ) -> dict[str, Any]:
+        from kvplan.engine.llamacpp_log import startup_record
+
+        started = _started(pool, max_model_len)
+        if started is None:
+            return {}
+        return startup_record(*started, gpu_backend_name(sku))
 
     def notes(self, deployment: Deployment, sku: SkuSpec | None) -> list[str]:
         notes = super().notes(deployment, sku)
@@ -362,6 +384,13 @@ class LlamaCppProfile(EngineProfile):
                 n_seq = max(pool.requests_at(context_tokens), 1)
             n_ctx = n_seq * context_tokens
         return server_command(self, deployment, n_ctx, n_seq)
+
+
+def _started(pool: KvPool[LlamaCppLayout], max_model_len: int) -> tuple[Plan, Allocation] | None:
+    """The launch plan and what it allocates (None when no launch fits)."""
+    plan = pool.layout.plan
+    allocation = plan.fixed or launch_allocation(plan, pool, max_model_len)
+    return None if allocation is None else (plan, allocation)
 
 
 def launch_allocation(plan: Plan, pool: KvPool, context_tokens: int) -> Allocation | None:
@@ -421,14 +450,19 @@ def _layout(profile: LlamaCppProfile, deployment: Deployment) -> LlamaCppLayout:
     stages = []
     for gpu in range(deployment.pp):
         device = f"CUDA{gpu}"
-        # Planned: blocks are bytes. Fixed: a block is one of the -np slots.
-        per_block = 1 if fixed is None else max(-(-fixed.bytes_on(device) // fixed.n_seq), 1)
-        stages.append(StageLayout(per_block, (SlotCharge(plan, device),)))
+        # Planned: a page is a byte of the slot sized for the request. Fixed: one of the -np
+        # slots, priced at its share of the allocation.
+        if fixed is None:
+            stages.append(StageLayout(1, (SlotBytes(plan, device),)))
+        else:
+            per_slot = max(-(-fixed.bytes_on(device) // fixed.n_seq), 1)
+            stages.append(StageLayout(per_slot, (Slots(),)))
     per_token = max(
         sum(r.k_bytes + r.v_bytes for r in plan.rows if r.device == f"CUDA{g}")
         for g in range(deployment.pp)
     )
-    return LlamaCppLayout(tuple(stages), 1, per_token, plan=plan)
+    unit = "byte" if fixed is None else "slot"
+    return LlamaCppLayout(tuple(stages), 1, per_token, plan=plan, unit=unit)
 
 
 LLAMA_CPP = LlamaCppProfile()

@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING
 
 from kvplan.engine.llamacpp import LlamaCppProfile
 from kvplan.engine.release import parse_release
-from kvplan.errors import KvplanError
+from kvplan.engine.resolved import resolve
+from kvplan.errors import SettingError
 
 if TYPE_CHECKING:
     from kvplan.engine.deployment import Deployment
@@ -108,9 +109,13 @@ class OllamaProfile(LlamaCppProfile):
     kv_dtype_setting = "OLLAMA_KV_CACHE_TYPE"
     separate_v_dtype = False  # one OLLAMA_KV_CACHE_TYPE for K and V
 
-    def release(self, deployment: Deployment) -> tuple[int, int, int]:
+    def parsed_release(self, deployment: Deployment) -> tuple[int, int, int]:
         text = deployment.settings.version or DEFAULT_RELEASE_TEXT
         return parse_release(text, "ollama", OLDEST, NEWEST)
+
+    def release(self, deployment: Deployment) -> tuple[int, int, int]:
+        """The ollama release whose rules apply, parsed once (kvplan.engine.resolved)."""
+        return resolve(deployment).release  # type: ignore[no-any-return]
 
     def build_of(self, deployment: Deployment) -> int:
         release = self.release(deployment)[:2]
@@ -139,9 +144,12 @@ class OllamaProfile(LlamaCppProfile):
     def check(self, deployment: Deployment) -> None:
         super().check(deployment)
         if deployment.kv_dtype != "fp16" and not self.flash_attention(deployment):
-            raise KvplanError(
-                f"--kv-dtype: ollama falls back to f16 for {deployment.kv_dtype} unless "
-                "OLLAMA_FLASH_ATTENTION=1; add --flash-attn or use --kv-dtype f16"
+            raise SettingError(
+                "flash_attention",
+                f"ollama falls back to f16 for {deployment.kv_dtype} unless "
+                "OLLAMA_FLASH_ATTENTION=1; add {flash_attention} or use --kv-dtype f16",
+                mentions=("flash_attention",),
+                lead="--kv-dtype",
             )
 
 

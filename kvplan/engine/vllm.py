@@ -10,21 +10,15 @@ import json
 import shlex
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kvplan.engine import vllm_memory
-from kvplan.engine.base import (
-    Budget,
-    EngineProfile,
-    EngineSettings,
-    KvLayout,
-    KvPool,
-    Scheduler,
-    device_memory,
-    model_reference,
-    subtract_terms,
-)
+from kvplan.engine.base import EngineProfile, Scheduler, model_reference
+from kvplan.engine.budget import Budget, device_memory, subtract_terms
 from kvplan.engine.choices import SearchChoices, released_in_16_bit
+from kvplan.engine.pool import KvLayout, KvPool
+from kvplan.engine.resolved import resolve
+from kvplan.engine.settings import EngineSettings
 from kvplan.engine.vllm_pages import (
     VllmStage,
     estimated_max_model_len,
@@ -33,7 +27,6 @@ from kvplan.engine.vllm_pages import (
 )
 from kvplan.engine.vllm_version import DEFAULT_VERSION, VllmVersion, parse_version
 from kvplan.kvmath import LayerCache, MlaIndexerCache
-from kvplan.specs import kv_dtype_info
 from kvplan.units import GIB
 
 if TYPE_CHECKING:
@@ -89,9 +82,9 @@ SEARCHED_BLOCK_KINDS = frozenset({"full", "sliding", "chunked", "cross", "shared
 
 
 def version_of(deployment: Deployment) -> VllmVersion:
-    """The vLLM version whose rules apply (the setting, else kvplan's default)."""
-    text = deployment.settings.version
-    return parse_version(text) if text else DEFAULT_VERSION
+    """The vLLM version whose rules apply (the setting, else kvplan's default), parsed once
+    per deployment (kvplan.engine.resolved)."""
+    return resolve(deployment).release  # type: ignore[no-any-return]
 
 
 def block_tokens(deployment: Deployment, sku: SkuSpec | None) -> int:
@@ -119,7 +112,15 @@ def uses_hybrid_allocator(deployment: Deployment) -> bool:
     return "chunked" not in deployment.model.layer_kinds
 
 
-class VllmProfile(EngineProfile):
+@dataclass(frozen=True)
+class VllmLayout(KvLayout):
+    """vLLM's grouped stages, and the version whose rules and log wording they follow."""
+
+    stages: tuple[VllmStage, ...]
+    version: VllmVersion
+
+
+class VllmProfile(EngineProfile[VllmLayout]):
     name = "vllm"
     summary = (
         "paged blocks per KV cache group (16 tokens; MLA 64 on Hopper, 128 on Blackwell), "
@@ -147,7 +148,7 @@ class VllmProfile(EngineProfile):
     ) -> tuple[LayerCache, ...]:
         """The physics caches, with sparse MLA's fp8 latent in vLLM's fp8_ds_mla layout."""
         caches = deployment.exact_caches(full_reservation)
-        if kv_dtype_info(deployment.kv_dtype).bits != 8:
+        if resolve(deployment).k_dtype.bits != 8:
             return caches
         return tuple(
             replace(c, token_bytes=FP8_DS_MLA_TOKEN_BYTES + c.indexer_token_bytes)
@@ -165,6 +166,15 @@ class VllmProfile(EngineProfile):
         accepted = ", ".join(str(t) for t in range(1, 65) if _tp_rule(model, t) is None)
         return f"vLLM refuses tp {tp} for {model.name}: {reason}; use one of {accepted}"
 
+    def scheduler_reads_length(self, deployment: Deployment) -> bool:
+        """Only V0 sizes its step by the model length (it batches whole prompts)."""
+        return version_of(deployment).era == "v0"
+
+    def parsed_release(self, deployment: Deployment) -> VllmVersion:
+        """The version setting parsed (kvplan.engine.resolved keeps it): else 0.11."""
+        text = deployment.settings.version
+        return parse_version(text) if text else DEFAULT_VERSION
+
     def scheduler(
         self, deployment: Deployment, sku: SkuSpec | None, max_model_len: int | None = None
     ) -> Scheduler:
@@ -175,11 +185,11 @@ class VllmProfile(EngineProfile):
             settings.max_num_seqs or defaults.max_num_seqs,
         )
 
-    def layout(self, deployment: Deployment, sku: SkuSpec | None) -> KvLayout:
+    def layout(self, deployment: Deployment, sku: SkuSpec | None) -> VllmLayout:
         return _layout(
             _layout_key(deployment),
             block_tokens(deployment, sku),
-            self.scheduler(deployment, sku).max_num_batched_tokens,
+            resolve(deployment, sku).scheduler().max_num_batched_tokens,
         )
 
     def budget(
@@ -189,7 +199,7 @@ class VllmProfile(EngineProfile):
         length: it batches whole prompts)."""
         version = version_of(deployment)
         total, basis = device_memory(sku)
-        scheduler = self.scheduler(deployment, sku, max_model_len)
+        scheduler = resolve(deployment, sku).scheduler(max_model_len)
 
         def estimate() -> tuple[int, int, int, int]:
             _, vision = vllm_memory.vision_profile(deployment, version, scheduler)
@@ -202,7 +212,14 @@ class VllmProfile(EngineProfile):
 
         utilization = deployment.settings.utilization or version.default_utilization
         weights = vllm_memory.weights_bytes(deployment, sku, version)
-        return subtract_terms(total, basis, utilization, weights, deployment.settings, estimate)
+        return subtract_terms(
+            total_bytes=total,
+            total_basis=basis,
+            utilization=utilization,
+            weights_bytes=weights,
+            settings=deployment.settings,
+            estimate=estimate,
+        )
 
     def search_choices(self, model: ModelSpec, sku: SkuSpec) -> SearchChoices:
         choices = super().search_choices(model, sku)
@@ -225,7 +242,7 @@ class VllmProfile(EngineProfile):
         )
         return (version.default_utilization, *higher)
 
-    def capacity_tokens(self, pool: KvPool, max_model_len: int) -> int:
+    def capacity_tokens(self, pool: KvPool[VllmLayout], max_model_len: int) -> int:
         """ "GPU KV cache size: N tokens" as the version defines it.
 
         0.8–0.21 (and V0's blocks × block size): the pool of one group,
@@ -233,14 +250,24 @@ class VllmProfile(EngineProfile):
         int(X · max_model_len).
         """
         stage = _binding_stage(pool)
-        if _era_of(pool) == "v1-new":
+        if pool.layout.version.era == "v1-new":
             return int(pool.concurrency_at(max_model_len) * max_model_len)
         return pool.num_blocks // len(stage.groups) * stage.block_tokens
 
     def log_lines(
-        self, budget: Budget, pool: KvPool, max_model_len: int, sku: SkuSpec | None = None
+        self,
+        budget: Budget,
+        pool: KvPool[VllmLayout],
+        max_model_len: int,
+        sku: SkuSpec | None = None,
     ) -> list[str]:
         return startup_lines(budget, pool, max_model_len)
+
+    def startup_figures(
+        self, budget: Budget, pool: KvPool, max_model_len: int, sku: SkuSpec | None = None
+    ) -> dict[str, Any]:
+        figures = startup(budget, pool, max_model_len)
+        return {} if figures is None else figures.record()
 
     def launch_command(
         self, deployment: Deployment, sku: SkuSpec | None, context_tokens: int
@@ -305,8 +332,8 @@ class VllmProfile(EngineProfile):
         notes = super().notes(deployment, sku)
         model, settings = deployment.model, deployment.settings
         kinds = set(model.layer_kinds)
-        if kinds & {"sliding", "chunked"} and uses_hybrid_allocator(deployment):
-            tokens = self.scheduler(deployment, sku).max_num_batched_tokens
+        if model.has_windowed_layers and uses_hybrid_allocator(deployment):
+            tokens = resolve(deployment, sku).scheduler().max_num_batched_tokens
             basis = (
                 "set"
                 if settings.max_num_batched_tokens
@@ -318,7 +345,7 @@ class VllmProfile(EngineProfile):
                 f"vLLM charges each windowed layer the window − 1 + max_num_batched_tokens "
                 f"({tokens:,}, {basis}) tokens plus one block per request"
             )
-        elif kinds & {"sliding", "chunked"}:
+        elif model.has_windowed_layers:
             notes.append(
                 "vLLM's hybrid KV-cache manager is off (chunked local attention or "
                 "--no-hybrid-allocator): windowed layers reserve the full length"
@@ -338,7 +365,7 @@ class VllmProfile(EngineProfile):
                 "estimates it from the layers captured (--cudagraph-memory to set it)"
             )
         if sku is not None and settings.kv_memory_bytes is None and model.vision is not None:
-            scheduler = self.scheduler(deployment, sku)
+            scheduler = resolve(deployment, sku).scheduler()
             images, peak = vllm_memory.vision_profile(deployment, version, scheduler)
             why = (
                 "one per request up to max_num_seqs, V0's encoder-decoder profile run"
@@ -367,9 +394,9 @@ class VllmProfile(EngineProfile):
         return notes
 
 
-def _rope(scaling: RopeScalingSpec) -> dict[str, object]:
+def _rope(scaling: RopeScalingSpec) -> dict[str, Any]:
     """The config.json rope_scaling object for `scaling`."""
-    fields: dict[str, object] = {"rope_type": scaling.rope_type, "factor": scaling.factor}
+    fields: dict[str, Any] = {"rope_type": scaling.rope_type, "factor": scaling.factor}
     if scaling.original_max_context is not None:
         fields["original_max_position_embeddings"] = scaling.original_max_context
     return fields
@@ -398,9 +425,7 @@ def _tp_rule(model: ModelSpec, tp: int) -> str | None:
             f"total number of attention heads ({heads}) must be divisible by tensor parallel "
             f"size ({tp})"
         )
-    uses_kv_heads = model.mla is None and any(
-        kind in ("full", "sliding", "chunked") for kind in model.layer_kinds
-    )
+    uses_kv_heads = model.mla is None and model.has_kv_head_layers
     if uses_kv_heads and (kv_heads % tp if tp <= kv_heads else tp % kv_heads):
         return (
             f"its {kv_heads} KV heads must divide by tp, or tp by them (heads are replicated "
@@ -435,7 +460,7 @@ def _layout_key(deployment: Deployment) -> Deployment:
 
 
 @lru_cache(maxsize=4096)  # one layout per (model, tp, ...) serves every SKU of a report
-def _layout(deployment: Deployment, block: int, max_num_batched_tokens: int) -> KvLayout:
+def _layout(deployment: Deployment, block: int, max_num_batched_tokens: int) -> VllmLayout:
     """vLLM's grouped page specs for every pipeline stage (speculative draft layers added)."""
     version = version_of(deployment)
     hybrid = uses_hybrid_allocator(deployment)
@@ -450,34 +475,19 @@ def _layout(deployment: Deployment, block: int, max_num_batched_tokens: int) -> 
             specs = page_specs(caches, layers, block, mamba_aligned)
             if deployment.settings.draft_layers and specs:
                 # EAGLE's draft layer joins the target's cache group (vllm#19996: 32 + 1).
-                draft = next((s for s in specs if s.kind in ("full", "mla")), specs[0])
+                draft = next((s for s in specs if s.keeps_every_token), specs[0])
                 specs = specs + [draft] * deployment.settings.draft_layers
             built[held] = stage_layout(specs, version, max_num_batched_tokens)
         stages.append(built[held])
     ranges = deployment.stage_ranges()
     per_token = max(sum(caches[i].context_token_bytes for i in r) for r in ranges)
     shown_block = min(stage.block_tokens for stage in stages)
-    return VllmLayout(tuple(stages), shown_block, per_token, version)
+    return VllmLayout(tuple(stages), shown_block, per_token, version=version)
 
 
-@dataclass(frozen=True)
-class VllmLayout(KvLayout):
-    """A vLLM layout also knows the version whose rules and log wording it follows."""
-
-    version: VllmVersion = DEFAULT_VERSION
-
-
-def _binding_stage(pool: KvPool) -> VllmStage:
+def _binding_stage(pool: KvPool[VllmLayout]) -> VllmStage:
     """The stage whose blocks are dearest: it sets the block count every rank takes."""
-    stages = pool.layout.stages
-    stage = max(stages, key=lambda s: s.bytes_per_block)
-    assert isinstance(stage, VllmStage)
-    return stage
-
-
-def _era_of(pool: KvPool) -> str:
-    layout = pool.layout
-    return layout.version.era if isinstance(layout, VllmLayout) else "v1"
+    return max(pool.layout.stages, key=lambda s: s.bytes_per_block)
 
 
 @dataclass(frozen=True)
@@ -494,24 +504,42 @@ class VllmStartup:
     needed_bytes: int  # the startup check's KV for one request of max_model_len
     estimated_max_model_len: int | None  # the startup error's estimate; None: it fits
     padding: tuple[tuple[int, int], ...]  # hybrid groups: (padding layers, layers) per spec
+    kv_cache_groups: int  # the binding stage's KV cache groups
 
     @property
     def padding_layers(self) -> int:
         return sum(pad for pad, _ in self.padding)
 
+    def record(self) -> dict[str, Any]:
+        """The figures by the names docs/vllm-log-lines.md gives them, exact (the log rounds
+        GiB and the concurrency to two decimals)."""
+        return {
+            "available_kv_bytes": self.available_bytes,
+            "num_gpu_blocks": self.num_blocks,
+            "tokens_per_block": self.block_tokens,
+            "kv_cache_groups": self.kv_cache_groups,
+            "padding_layers": self.padding_layers,
+            "padding": [{"padding_layers": pad, "layers": layers} for pad, layers in self.padding],
+            "gpu_kv_cache_tokens": self.gpu_kv_cache_tokens,
+            "max_model_len": self.max_model_len,
+            "max_concurrency": self.max_concurrency,
+            "needed_bytes": self.needed_bytes,
+            "estimated_max_model_len": self.estimated_max_model_len,
+        }
 
-def startup(budget: Budget, pool: KvPool, max_model_len: int) -> VllmStartup | None:
+
+def startup(budget: Budget, pool: KvPool[VllmLayout], max_model_len: int) -> VllmStartup | None:
     """What vLLM prints for a pool at `max_model_len`; None when no memory is left."""
     if budget.kv_bytes <= 0:
         return None
     layout = pool.layout
     stage = _binding_stage(pool)
-    version = layout.version if isinstance(layout, VllmLayout) else DEFAULT_VERSION
+    version = layout.version
     if version.era == "v0":
         concurrency = pool.num_blocks * stage.block_tokens / max_model_len
     else:
         concurrency = pool.concurrency_at(max_model_len)
-    stages = tuple(s for s in layout.stages if isinstance(s, VllmStage))
+    stages = layout.stages
     needed = max(s.needed_bytes(max_model_len) for s in stages)
     estimate = None
     if needed > budget.kv_bytes:
@@ -527,10 +555,11 @@ def startup(budget: Budget, pool: KvPool, max_model_len: int) -> VllmStartup | N
         needed_bytes=needed,
         estimated_max_model_len=estimate,
         padding=stage.padding,
+        kv_cache_groups=len(stage.groups),
     )
 
 
-def startup_lines(budget: Budget, pool: KvPool, max_model_len: int) -> list[str]:
+def startup_lines(budget: Budget, pool: KvPool[VllmLayout], max_model_len: int) -> list[str]:
     """The startup lines vLLM prints for this plan, in that version's wording."""
     lines = [f"Available KV cache memory: {budget.kv_bytes / GIB:.2f} GiB"]
     figures = startup(budget, pool, max_model_len)

@@ -8,34 +8,21 @@ exact "how many requests fit", never by dividing a budget by bytes per token.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Literal
+from typing import Any, Literal
 
 import kvplan.limits as limits
 from kvplan.engine import Budget, KvLayout, KvPool, Scheduler
-from kvplan.engine.base import UNLIMITED_REQUESTS
 from kvplan.engine.batch import Batch
 from kvplan.engine.deployment import Deployment
+from kvplan.engine.pool import UNLIMITED_REQUESTS, largest_fitting
+from kvplan.engine.resolved import resolve
 from kvplan.errors import KvplanError
 from kvplan.perf.roofline import DEFAULT_EFFICIENCY, DecodeEstimate, Efficiency, decode_step
 from kvplan.plan.context_limit import beyond_limit
 from kvplan.specs import SkuSpec
 from kvplan.units import gib
-
-
-def largest_fitting(fits: Callable[[int], bool], upper: int) -> int:
-    """The largest n in [0, upper] with fits(n), for a monotone `fits` (0 if none)."""
-    low, high = 0, upper
-    while low < high:
-        mid = (low + high + 1) // 2
-        if fits(mid):
-            low = mid
-        else:
-            high = mid - 1
-    return low
-
 
 # Why a plan fails, most fundamental first: the weights leave no KV, the context is past the
 # model's limit, not one request fits, not all of them do. Every command's verdict is one.
@@ -81,7 +68,7 @@ class Capacity:
         self.efficiency = efficiency
         profile = deployment.engine
         self.budget: Budget = profile.budget(deployment, sku, self.context_tokens)
-        self.scheduler: Scheduler = profile.scheduler(deployment, sku, self.context_tokens)
+        self.scheduler: Scheduler = resolve(deployment, sku).scheduler(self.context_tokens)
 
     # The layout and pool are built when first asked for: a plan whose weights do not fit
     # never needs them, and a search meets thousands of such plans.
@@ -213,6 +200,11 @@ class Capacity:
         engine = self.deployment.engine
         return engine.log_lines(self.budget, self.pool, self.context_tokens, self.sku)
 
+    def startup_figures(self) -> dict[str, Any]:
+        """Every number those lines print, exact (JSON's `startup`)."""
+        engine = self.deployment.engine
+        return engine.startup_figures(self.budget, self.pool, self.context_tokens, self.sku)
+
 
 # Tensor-parallel degrees a report tries when none is given: powers of two up to one node.
 REPORT_TP_DEGREES = (1, 2, 4, 8)
@@ -226,6 +218,29 @@ def tp_degrees(deployment: Deployment, sku: SkuSpec) -> list[int]:
         for t in REPORT_TP_DEGREES
         if t <= sku.max_gpus_per_node and profile.tp_refusal(model, t) is None
     ]
+
+
+def data_parallel_attention(deployment: Deployment, sku: SkuSpec) -> list[Deployment]:
+    """For an MoE model given neither dp nor ep: data-parallel attention with expert
+    parallelism over 2, 4 and 8 GPUs of a node (tp 1 × dp N + ep), the layouts the engine
+    accepts.
+
+    This is the usual way to serve a large MoE (DeepSeek-V3 on 8 GPUs: SGLang's
+    --enable-dp-attention, vLLM's --data-parallel-size with --enable-expert-parallel), and a
+    report of TP degrees alone hides it: an MLA latent is whole on every TP rank, so TP 8
+    keeps each request's KV eight times, where each DP rank keeps only its own requests'.
+    """
+    if deployment.model.moe is None or deployment.dp > 1 or deployment.ep:
+        return []
+    layouts = []
+    for gpus in REPORT_TP_DEGREES:
+        if gpus == 1 or gpus * deployment.pp > sku.max_gpus_per_node:
+            continue
+        try:
+            layouts.append(deployment.replace(tp=1, dp=gpus, ep=True))
+        except KvplanError:
+            continue  # the engine runs one instance (llama.cpp) or refuses the split
+    return layouts
 
 
 @dataclass(frozen=True)
@@ -253,7 +268,9 @@ def capacity_grid(
 
     Degrees the user asks for are validated: the engine's refusal is an error, or with
     `keep_refusals` a Refusal in the combination's place (one refused model does not sink
-    a whole report). The default degrees skip those the engine refuses.
+    a whole report). The default degrees skip those the engine refuses, and for an MoE model
+    given neither dp nor ep are followed by the data-parallel attention rows
+    (`data_parallel_attention`).
     """
     rows: list[Capacity | Refusal] = []
     for base in deployments:
@@ -266,7 +283,27 @@ def capacity_grid(
                     continue
                 deployment = base if tp == base.tp else base.replace(tp=tp)
                 rows.append(Capacity(deployment, sku, batch, context_tokens, efficiency))
+            for deployment in data_parallel_attention(base, sku) if tps is None else ():
+                rows.append(Capacity(deployment, sku, batch, context_tokens, efficiency))
     return rows
+
+
+def contexts_up_to(limit_tokens: int, asked_tokens: int, lowest_tokens: int = 1024) -> list[int]:
+    """Powers of two from `lowest_tokens` to the limit, plus the limit and the asked context:
+    where a capacity curve is sampled (sorted, each once)."""
+    points = {asked_tokens, limit_tokens}
+    tokens = min(lowest_tokens, asked_tokens, limit_tokens)
+    while tokens < limit_tokens:
+        points.add(tokens)
+        tokens *= 2
+    return sorted(p for p in points if 0 < p <= max(limit_tokens, asked_tokens))
+
+
+def concurrency_curve(capacity: Capacity) -> list[tuple[int, int]]:
+    """(L, requests of L tokens that fit at once) from 1k tokens to the model's limit, with
+    the capacity's own context among the points."""
+    limit = capacity.deployment.model.context_limit
+    return concurrency_by_context(capacity, contexts_up_to(limit, capacity.context_tokens))
 
 
 def concurrency_by_context(capacity: Capacity, contexts: list[int]) -> list[tuple[int, int]]:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from kvplan.engine import KvLayout
 from kvplan.engine.batch import Batch
 from kvplan.engine.deployment import Deployment
+from kvplan.engine.resolved import resolve
 from kvplan.engine.weights import WeightBytes
 from kvplan.kvmath import (
     naive_kv_bytes_per_token,
@@ -21,7 +22,7 @@ from kvplan.kvmath import (
 )
 from kvplan.plan.capacity import Capacity
 from kvplan.plan.context_limit import beyond_limit_sentence
-from kvplan.specs import ModelSpec, SkuSpec, kv_dtype_info
+from kvplan.specs import ModelSpec, SkuSpec
 
 
 @dataclass(frozen=True)
@@ -124,15 +125,14 @@ def size(
     per_token_per_gpu = max(
         sum(caches[i].context_token_bytes for i in r) for r in deployment.stage_ranges()
     )
-    windowed = any(k in ("sliding", "chunked") for k in model.layer_kinds)
     full_reservation = None
-    if windowed:
+    if model.has_windowed_layers:
         reserved = deployment.exact_caches(full_reservation=True)
         full_reservation = deployment.tp * sum(
             count * sum(c.bytes_per_seq(tokens) for c in reserved) for tokens, count in batch
         )
     context = batch.longest
-    dtype = kv_dtype_info(deployment.kv_dtype)
+    dtype = resolve(deployment).k_dtype
     capacity = Capacity(deployment, sku, sequences=batch) if sku is not None else None
     return SizeResult(
         deployment=deployment,
@@ -161,9 +161,7 @@ def _notes(deployment: Deployment, context: int) -> list[str]:
     model, tp = deployment.model, deployment.tp
     kinds = model.layer_kinds
     notes = list(model.notes) + context_notes(model, context)
-    if tp > model.attention.num_kv_heads and any(
-        k in ("full", "sliding", "chunked") for k in kinds
-    ):
+    if tp > model.attention.num_kv_heads and model.has_kv_head_layers:
         notes.append(
             f"tp {tp} > {model.attention.num_kv_heads} KV heads: each GPU holds one replicated "
             "KV head, so KV per GPU stops shrinking"
@@ -218,7 +216,7 @@ def formula_terms(result: SizeResult) -> list[FormulaTerm]:
     """The exact formula per layer kind with the model's numbers, whole deployment."""
     deployment = result.deployment
     model, tp = deployment.model, deployment.tp
-    dtype = kv_dtype_info(deployment.kv_dtype)
+    dtype = resolve(deployment).k_dtype
     caches = deployment.exact_caches()
     terms = []
     for kind, count in result.layers.items():
