@@ -954,3 +954,39 @@ def test_qwen2_5_vl_config_is_a_model_for_size(tmp_path):
     assert record["kv_bytes_per_token"] == 57_344  # as above
     # bf16 weights: (7,615,616,512 + 676,550,144) x 2 B
     assert record["weights_bytes"] == 8_292_166_656 * 2
+
+
+@pytest.mark.parametrize("total_size", [1, 10**30])
+def test_an_implausible_index_total_is_refused_with_both_figures(tmp_path, total_size):
+    # Llama-3.1-8B: 8,030,261,248 parameters in bf16 = 16,060,522,496 B, the total_size of
+    # meta-llama/Llama-3.1-8B's own model.safetensors.index.json. A total of 1 B (or 10^30 B)
+    # is a broken index; taking it as the weights gave a plan with 1 B of weights.
+    import shutil
+
+    from typer.testing import CliRunner
+
+    from kvplan.cli import app
+
+    folder = tmp_path / "model"
+    shutil.copytree(FIXTURES / "llama-3.1-8b", folder)
+    index = {"metadata": {"total_size": total_size}, "weight_map": {}}
+    (folder / "model.safetensors.index.json").write_text(json.dumps(index))
+    result = CliRunner().invoke(app, ["size", str(folder), "--context", "8k"])
+    assert result.exit_code == 2, result.output
+    assert result.stdout == ""
+    [line] = result.stderr.strip().splitlines()
+    assert f"metadata.total_size is {total_size:,} B" in line
+    assert "16,060,522,496 B" in line
+
+
+def test_a_plausible_index_total_is_the_weights(tmp_path):
+    import shutil
+
+    import kvplan
+
+    folder = tmp_path / "model"
+    shutil.copytree(FIXTURES / "llama-3.1-8b", folder)
+    # An fp32 copy of the bf16 weights: twice the computed bytes, still a checkpoint.
+    index = {"metadata": {"total_size": 2 * 16_060_522_496}, "weight_map": {}}
+    (folder / "model.safetensors.index.json").write_text(json.dumps(index))
+    assert kvplan.size(str(folder), context="8k").weights_bytes == 2 * 16_060_522_496

@@ -7,7 +7,12 @@ from dataclasses import dataclass, field
 import kvplan.limits as limits
 from kvplan.catalog.checkpoint import CheckpointWeights
 from kvplan.engine.base import EngineProfile, EngineSettings
-from kvplan.engine.weights import WeightBytes, checkpoint_weight_bytes, weight_bytes
+from kvplan.engine.weights import (
+    WeightBytes,
+    check_checkpoint_total,
+    checkpoint_weight_bytes,
+    weight_bytes,
+)
 from kvplan.errors import KvplanError
 from kvplan.kvmath import LayerCache, layer_caches, stage_layer_ranges
 from kvplan.specs import ModelSpec, kv_dtype_info
@@ -49,6 +54,8 @@ class Deployment:
         kv_dtype_info(self.kv_dtype)  # fail early on a typo
         self.engine.check_kv_dtypes(self)
         stage_layer_ranges(self.model.num_layers, self.pp)
+        if self.exact_weights_bytes is not None and self.checkpoint is None:
+            check_checkpoint_total(self.model, self.exact_weights_bytes)
         self.engine.check(self)
 
     @property
