@@ -990,3 +990,32 @@ def test_a_plausible_index_total_is_the_weights(tmp_path):
     index = {"metadata": {"total_size": 2 * 16_060_522_496}, "weight_map": {}}
     (folder / "model.safetensors.index.json").write_text(json.dumps(index))
     assert kvplan.size(str(folder), context="8k").weights_bytes == 2 * 16_060_522_496
+
+
+def test_import_hf_of_a_shipped_hub_id_writes_an_entry_the_catalogue_takes(tmp_path):
+    # The shipped gemma-3-4b carries google/gemma-3-4b-it as an alias; an import of that
+    # repo's config (its _name_or_path) must still load, and says which entry the id names.
+    import shutil
+
+    from typer.testing import CliRunner
+
+    from kvplan.cli import app
+
+    folder = tmp_path / "gemma"
+    shutil.copytree(FIXTURES / "gemma-3-4b-it", folder)
+    config = json.loads((folder / "config.json").read_text())
+    config["_name_or_path"] = "google/gemma-3-4b-it"
+    (folder / "config.json").write_text(json.dumps(config))
+    catalog = tmp_path / "catalog"
+    catalog.mkdir()
+    runner = CliRunner()
+    imported = runner.invoke(app, ["import-hf", str(folder), "-o", str(catalog / "g.yaml")])
+    assert imported.exit_code == 0, imported.output
+    assert "'google/gemma-3-4b-it' is also an alias of the shipped model 'gemma-3-4b'" in (
+        imported.stderr
+    )
+    listed = runner.invoke(app, ["models", "--catalog", str(catalog), "gemma-3-4b", "-f", "json"])
+    assert listed.exit_code == 0, listed.output
+    assert [m["model"] for m in json.loads(listed.stdout)] == ["gemma-3-4b", "gemma-3-4b-it"]
+    shown = runner.invoke(app, ["show", "google/gemma-3-4b-it", "--catalog", str(catalog)])
+    assert shown.exit_code == 0 and "gemma-3-4b-it" in shown.stdout.splitlines()[0]

@@ -60,7 +60,8 @@ class _Index:
         """Index `spec` by name and aliases.
 
         A user file may replace a shipped spec of the same name (that is how a user corrects
-        one); two shipped files, or two user files, of one name are an error naming both.
+        one), and takes a shipped spec's alias it also gives; two shipped files, or two user
+        files, of one name or alias are an error naming both.
         """
         if spec.name in self.origin and (shipped or spec.name not in self.shipped):
             problems.append(
@@ -75,6 +76,9 @@ class _Index:
             self.shipped.add(spec.name)
         for label in (spec.name, *spec.aliases):
             other = self.by_name.get(_key(label))
+            if other is not None and self._user_takes_alias(other, label, shipped):
+                self.keys[other.name].remove(_key(label))
+                other = None
             if other is not None and other.name != spec.name:
                 problems.append(
                     f"{shown(path)}: {label!r} is already a name or alias of {self.what} "
@@ -85,6 +89,17 @@ class _Index:
                 self.keys.setdefault(spec.name, []).append(_key(label))
             self.by_name[_key(label)] = spec
         self.origin[spec.name] = path
+
+    def _user_takes_alias(self, other: ModelSpec | SkuSpec, label: str, shipped: bool) -> bool:
+        """Whether a user spec's `label` takes over from the shipped spec `other`: a user's
+        entry (`kvplan import-hf` of a Hub id the catalogue already ships) is what they mean
+        by that id. A shipped spec's own name stays its own."""
+        return (
+            not shipped
+            and other.name in self.shipped
+            and _key(label) != _key(other.name)
+            and _key(label) in self.keys.get(other.name, [])
+        )
 
     def specs(self) -> dict[str, ModelSpec | SkuSpec]:
         """Each spec once, by name, in load order (`by_name` holds it under every alias)."""

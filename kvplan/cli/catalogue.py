@@ -12,6 +12,7 @@ from kvplan.cli.common import _catalog, _columns, _format, _model, user_errors, 
 from kvplan.cli.options import MODEL_HELP, CatalogOpt, ColumnsOpt, FormatOpt
 from kvplan.cli.options import name as name_parser
 from kvplan.errors import KvplanError
+from kvplan.specs import ModelSpec
 
 
 def models(
@@ -169,7 +170,7 @@ def import_hf_command(
 
             output_target(output, "--output")
         spec, readings = import_model(config, name=name)
-        for line in readings:
+        for line in [*readings, *_shipped_alias_notes(spec)]:
             warn(line)
         text = (spec_json if output_format == "json" else spec_yaml)(spec)
         if output is None:
@@ -177,3 +178,23 @@ def import_hf_command(
             return
         write_atomically(output, text, "--output")
         sys.stderr.write(f"wrote {output}\n")
+
+
+def _shipped_alias_notes(spec: ModelSpec) -> list[str]:
+    """A line for each alias of `spec` that already names a shipped model: in a catalogue
+    folder the user's entry takes it over, which they should hear of once, here."""
+    from kvplan.catalog import Catalog
+
+    shipped = Catalog(())
+    notes = []
+    for alias in spec.aliases:
+        try:
+            owner = shipped.model(alias).name
+        except KvplanError:
+            continue
+        if owner != spec.name:
+            notes.append(
+                f"{alias!r} is also an alias of the shipped model {owner!r}; in a --catalog "
+                f"folder this entry takes it over, so {alias!r} then means {spec.name!r}"
+            )
+    return notes
