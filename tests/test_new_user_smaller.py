@@ -1,0 +1,67 @@
+"""Smaller things a new user met: one exit rule, `python -m kvplan`, output that fits and reads."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from typer.testing import CliRunner
+
+from kvplan.cli import app
+
+runner = CliRunner()
+
+
+def run(*args: str, columns: int | None = None):
+    return runner.invoke(app, list(args), env={"COLUMNS": str(columns) if columns else None})
+
+
+def test_report_exits_1_when_no_row_fits_as_size_does():
+    # Llama-3.1-405B's 405.85 billion bf16 parameters are ~756 GiB of weights; one L4 holds
+    # 22.5 GiB: no row can fit, and size says so with exit 1 too.
+    report = run("report", "-m", "llama-3.1-405b", "-s", "l4", "--tp", "1")
+    size = run("size", "llama-3.1-405b", "--sku", "l4", "--context", "8k")
+    assert (report.exit_code, size.exit_code) == (1, 1), report.output
+    assert "weights don't fit" in report.stdout
+
+
+def test_report_exits_0_when_a_row_fits():
+    # tp 1 and tp 8 of Llama-3.1-70B on H100: tp 1 cannot hold 131 GiB of weights, tp 8 can.
+    result = run("report", "-m", "llama-3.1-70b", "-s", "h100-sxm", "--tp", "1", "--tp", "8")
+    assert result.exit_code == 0, result.output
+    assert "weights don't fit" in result.stdout and "fits" in result.stdout
+
+
+def test_python_dash_m_kvplan_runs():
+    env = {**os.environ, "COLUMNS": "120"}
+    done = subprocess.run(
+        [sys.executable, "-m", "kvplan", "size", "llama-3.1-8b", "--context", "8k"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("llama-3.1-8b · engine vllm · KV bf16 · 1 × 8,192 tokens")
+
+
+def test_simulate_vs_at_100_columns_keeps_the_runs_side_by_side():
+    # 22 metrics, one line each (some wrap onto a second), plus the title, rules and notes;
+    # the vertical layout took 4 lines a metric (90 lines).
+    args = ("simulate", "llama-3.1-8b", "--sku", "h100-sxm", "--rate", "10", "--requests", "100")
+    result = run(*args, "--vs", "--kv-dtype fp8", columns=100)
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert len(lines) <= 45, len(lines)
+    assert max(len(line) for line in lines) <= 100
+    header = next(line for line in lines if "metric" in line)
+    assert "as given" in header and "--kv-dtype fp8" in header
+
+
+def test_kv_share_of_what_was_taken_says_so():
+    result = run("simulate", "llama-3.1-8b", "--sku", "h100-sxm", "--rate", "1", "--requests", "20")
+    assert result.exit_code == 0, result.output
+    assert "token states ÷ KV taken" in result.stdout
+    assert "KV utilisation" not in result.stdout
