@@ -57,9 +57,7 @@ def test_models_name_pattern_and_min_context():
     expected = sorted(
         m["name"]
         for m in shipped
-        if any(
-            label.lower().startswith("llama-3") for label in [m["name"], *m.get("aliases", [])]
-        )
+        if any(label.lower().startswith("llama-3") for label in [m["name"], *m.get("aliases", [])])
         and m["max_context"] >= 131_072
     )
     result = run("models", "llama-3*", "--min-context", "128k", "-f", "json")

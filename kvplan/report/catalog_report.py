@@ -83,9 +83,7 @@ def models_table(models: list[ModelSpec]) -> Table:
     return table
 
 
-def render_models(
-    models: list[ModelSpec], fmt: Format, columns: list[str] | None = None
-) -> None:
+def render_models(models: list[ModelSpec], fmt: Format, columns: list[str] | None = None) -> None:
     """Print the model list; `columns` picks the table's columns (--columns; all when None)."""
     table = models_table(models)
     emit(fmt, table.records(), table.records(), lambda: table, columns=columns)
