@@ -65,3 +65,55 @@ def test_kv_share_of_what_was_taken_says_so():
     assert result.exit_code == 0, result.output
     assert "token states ÷ KV taken" in result.stdout
     assert "KV utilisation" not in result.stdout
+
+
+def _notes(*args: str) -> list[str]:
+    result = run("size", *args, "-f", "json")
+    assert result.exit_code in (0, 1), result.output
+    import json
+
+    return json.loads(result.stdout)["notes"]
+
+
+def test_ollama_notes_speak_ollama_settings():
+    notes = " ".join(_notes("qwen3-30b-a3b", "--engine", "ollama", "--sku", "l4", "-c", "32k"))
+    assert "OLLAMA_NUM_PARALLEL" in notes and "num_ctx" in notes
+    assert "-np" not in notes and "-c B" not in notes
+    fixed = " ".join(
+        _notes(
+            "qwen3-30b-a3b", "--engine", "ollama", "--sku", "l4", "-c", "32k", "-b", "2",
+            "--ctx-size", "65536", "--parallel", "2", "--gpu-layers", "10",
+        )
+    )  # fmt: skip
+    # 65,536 cells for 2 slots: num_ctx 32,768 each.
+    assert "num_ctx 32,768 × OLLAMA_NUM_PARALLEL 2" in fixed
+    assert "num_gpu 10" in fixed and "-ngl" not in fixed
+    # llama.cpp keeps its own flags.
+    llama = " ".join(_notes("qwen3-30b-a3b", "--engine", "llama.cpp", "--sku", "l4", "-c", "32k"))
+    assert "-c B·L -np B" in llama
+
+
+def test_a_quantised_cache_without_flash_attention_names_the_option_given():
+    # --kv-dtype q8_0 alone sets V too (V follows K); the error named --v-dtype, never typed.
+    for engine in ("ollama", "llama.cpp"):
+        extra = ("--engine-version", "b4000") if engine == "llama.cpp" else ()
+        result = run("size", "qwen3-30b-a3b", "--engine", engine, "--kv-dtype", "q8_0", *extra)
+        assert result.exit_code == 2, result.output
+        [line] = result.stderr.strip().splitlines()
+        assert line.startswith("error: --kv-dtype: a quantised V cache (q8_0)"), line
+        assert "add --flash-attn" in line
+    ollama = run("size", "qwen3-30b-a3b", "--engine", "ollama", "--kv-dtype", "q8_0")
+    assert "OLLAMA_FLASH_ATTENTION=1" in ollama.stderr
+    given = run(
+        "size", "qwen3-30b-a3b", "--engine", "llama.cpp", "--v-dtype", "q8_0", "--no-flash-attn"
+    )
+    assert given.stderr.startswith("error: --v-dtype: a quantised V cache (q8_0)")
+
+
+def test_the_kq_matrix_is_named_only_without_flash_attention():
+    # compute_buffer_bytes counts the KQ scores only without flash attention.
+    args = ("llama-3.1-8b", "--engine", "llama.cpp", "--sku", "l4", "-c", "8k")
+    with_fa = " ".join(_notes(*args, "--flash-attn"))
+    without = " ".join(_notes(*args, "--no-flash-attn"))
+    assert "compute buffers are an estimate" in with_fa and "KQ" not in with_fa
+    assert "KQ matrix" in without
