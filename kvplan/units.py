@@ -88,6 +88,9 @@ def _scaled(
     whole, fraction, unit = match.groups()
     fraction = fraction or ""
     scaled = Fraction(int(whole + fraction) * units[unit.lower()], 10 ** len(fraction))
+    if whole.startswith("-") and scaled == 0:
+        # "-0" reads as 0 to int(); a sign on a size or count is a typo, not a zero.
+        raise KvplanError(f"{what}: {text!r} has a minus sign; {kind} has none ({help_text})")
     if scaled.denominator != 1 and not floor:
         raise KvplanError(f"{what}: {text!r} is not a whole number ({kind})")
     return math.floor(scaled)

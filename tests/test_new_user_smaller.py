@@ -117,3 +117,40 @@ def test_the_kq_matrix_is_named_only_without_flash_attention():
     without = " ".join(_notes(*args, "--no-flash-attn"))
     assert "compute buffers are an estimate" in with_fa and "KQ" not in with_fa
     assert "KQ matrix" in without
+
+
+def _one_error(result) -> str:
+    assert result.exit_code == 2, result.output
+    assert result.stdout == ""
+    [line] = result.stderr.strip().splitlines()
+    return line
+
+
+def test_minus_zero_is_refused_like_any_sign():
+    line = _one_error(run("report", "-m", "llama-3.1-8b", "-s", "h100-sxm", "--kv-memory", "-0"))
+    assert line.startswith("error: --kv-memory: '-0' has a minus sign")
+    line = _one_error(run("size", "llama-3.1-8b", "--context", "-0k"))
+    assert line.startswith("error: --context: '-0k' has a minus sign")
+    # 0 itself stays a valid KV memory (a budget of nothing), and -1 is still out of range.
+    assert "must be between 0" in _one_error(
+        run("report", "-m", "llama-3.1-8b", "-s", "h100-sxm", "--kv-memory", "-1")
+    )
+
+
+def test_a_sku_with_a_slash_at_either_end_is_refused():
+    line = _one_error(run("size", "llama-3.1-8b", "--sku", "h100-sxm/"))
+    assert line == (
+        "error: unknown sku 'h100-sxm/': a SKU name does not begin or end with '/'; "
+        "did you mean 'h100-sxm'?"
+    )
+    # A family takes the same path (report expands families): it is not the h100 family.
+    assert "'h100/'" in _one_error(run("report", "-m", "llama-3.1-8b", "-s", "h100/"))
+
+
+def test_a_folder_named_like_a_yaml_file_in_a_catalogue_is_an_error(tmp_path):
+    (tmp_path / "m.yaml").mkdir()
+    line = _one_error(run("models", "--catalog", str(tmp_path)))
+    assert line == (
+        f"error: {tmp_path / 'm.yaml'}: a folder, not a YAML file; a catalogue entry is a "
+        ".yaml file (rename the folder)"
+    )

@@ -214,6 +214,7 @@ class Catalog:
         name nvidia-smi or torch prints ("NVIDIA H100 80GB HBM3"), a unique prefix of one
         ("H100 80GB"), or a family with a single member. A family of several asks which."""
         check_name(name, "sku")
+        _refuse_edge_slash(name)
         fast = self._shipped_file("sku", name)
         if fast is not None:
             return _shipped_spec(fast, "sku")  # type: ignore[return-value]
@@ -237,6 +238,7 @@ class Catalog:
     def skus_matching(self, name: str) -> list[SkuSpec]:
         """Every SKU of family `name` (e.g. 'h100'), or the one SKU `name` resolves to."""
         check_name(name, "sku")
+        _refuse_edge_slash(name)
         family = [s for s in self.skus() if _normal(s.family) == _normal(name)]
         return family or [self.sku(name)]
 
@@ -270,6 +272,20 @@ def _by_repo_name(index: _Index, name: str) -> ModelSpec | None:
         ids = ", ".join(f"{alias} ({spec.name})" for alias, spec in sorted(found.items()))
         raise KvplanError(f"model {name!r} is ambiguous: {ids}; give the org/name")
     return next(iter(found.values()), None)  # type: ignore[return-value]
+
+
+def _refuse_edge_slash(name: str) -> None:
+    """A '/' joins the words of a device name; one at either end is a typo (a folder's
+    tab-completion), which `_normal` would otherwise drop and resolve.
+
+    Raises:
+        KvplanError: `name` begins or ends with '/'.
+    """
+    text = name.strip()
+    if text.startswith("/") or text.endswith("/"):
+        bare = text.strip("/").strip()
+        hint = f"; did you mean {bare!r}?" if bare else ""
+        raise KvplanError(f"unknown sku {name!r}: a SKU name does not begin or end with '/'{hint}")
 
 
 def _normal(name: str) -> str:
@@ -363,8 +379,9 @@ def _yaml_files_under(folder: Path, origin: str) -> list[Path]:
     folders are not entered.
 
     Raises:
-        KvplanError: `folder` is missing or not a folder, or holds more than
-            MAX_FOLDER_ENTRIES entries (a catalogue is tens of files).
+        KvplanError: `folder` is missing or not a folder, holds a folder named *.yaml or
+            *.yml, or holds more than MAX_FOLDER_ENTRIES entries (a catalogue is tens of
+            files).
     """
     label = f"{origin} {shown(folder)}"
     try:
@@ -384,5 +401,11 @@ def _yaml_files_under(folder: Path, origin: str) -> list[Path]:
                 "catalogue YAML files"
             )
         dirs.sort()
+        named_like_yaml = [d for d in dirs if d.endswith((".yaml", ".yml"))]
+        if named_like_yaml:  # meant as an entry, it would be skipped without a word
+            raise KvplanError(
+                f"{shown(Path(root) / named_like_yaml[0])}: a folder, not a YAML file; a "
+                "catalogue entry is a .yaml file (rename the folder)"
+            )
         found += [Path(root) / n for n in names if n.endswith((".yaml", ".yml"))]
     return sorted(found)
