@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kvplan.engine import EngineSettings
-from kvplan.engine.base import device_memory
+from kvplan.engine.budget import device_memory
 from kvplan.specs import ModelSpec, SkuSpec
 
 

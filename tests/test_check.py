@@ -391,3 +391,87 @@ def test_a_bad_engine_option_is_refused_in_a_file_as_on_the_command_line(
     assert len(lines) == 1 and lines[0].startswith(f"error: {path}:")
     refused = CliRunner().invoke(app, ["size", "llama-3.1-8b", *flag])
     assert (refused.exit_code, refused.stdout) == (2, "")
+
+
+# --- every problem in one run, the estimate band, the change that would pass ----------------
+
+
+def test_schema_and_name_problems_come_in_one_run(tmp_path):
+    # An unknown field in one product and an unknown SKU in another: a user fixing the file
+    # sees both at once, in the file's order, not the names only after the fields are fixed.
+    text = (
+        PASSING
+        + "    colour: red\n"
+        + _product("b", "llama-3.1-8b", "h100-sxn", "8k", "concurrency: 1")
+        + _product("c", "llama-3.1-7b", "h100-sxm", "8k", "concurrency: -1")
+    )
+    path, lines = _bad(tmp_path, "products:\n" + text)
+    assert len(lines) == 4
+    assert lines[0] == f"error: {path}:7: products.0.colour: unknown field (value 'red')"
+    assert lines[1].startswith(f"error: {path}:10: products.1.sku (product 'b'): unknown sku")
+    assert lines[2].startswith(f"error: {path}:14: products.2.model (product 'c'): unknown model")
+    assert lines[3] == (
+        f"error: {path}:17: products.2.concurrency: value -1: Input should be greater than 0"
+    )
+
+
+def test_plan_errors_of_every_product_come_in_one_run(tmp_path):
+    # Llama-3.1-8B has 32 layers: neither 64 nor 48 pipeline stages can each hold one.
+    first = PASSING + "    pp: 64\n"
+    second = _product("b", "llama-3.1-8b", "h100-sxm", "8k", "concurrency: 1", "    pp: 48\n")
+    path, lines = _bad(tmp_path, "products:\n" + first + second)
+    assert lines == [
+        f"error: {path}:2: products.0 (chat-8k): --pp 64 exceeds the model's 32 layers",
+        f"error: {path}:8: products.1 (b): --pp 48 exceeds the model's 32 layers",
+    ]
+
+
+def _json_products(path: Path) -> list[dict]:
+    result = _check(str(path), "--format", "json")
+    assert result.exit_code in (0, 1), result.output
+    return json.loads(result.stdout)["products"]
+
+
+def test_a_promise_inside_the_estimate_band_is_marked(tmp_path):
+    # Llama-3.1-8B at 8k: one request is 8,192 × 131,072 B = 1 GiB exactly (8,192 tokens are
+    # 512 whole blocks of 16). A promise of N requests holds at the low end of the budget's
+    # band only if budget − band ≥ N GiB; it holds with the estimate if budget ≥ N GiB.
+    text = "products:\n" + "".join(
+        _product(f"n{n}", "llama-3.1-8b", "h100-sxm", "8k", f"concurrency: {n}")
+        for n in (40, 50, 51)
+    )
+    products = _json_products(_write(tmp_path, text))
+    marked = []
+    for product in products:
+        budget, needed = product["kv_budget_bytes_per_gpu"], product["kv_bytes_needed_per_gpu"]
+        band = product["kv_budget_uncertainty_bytes"]
+        assert band > 0  # vLLM's activation peak and non-torch memory are estimates
+        assert needed == product["promised_concurrency"] * GIB
+        assert product["ok"] == (budget >= needed)
+        low_end = product["supported_concurrency_at_band_low_end"]
+        assert low_end == (budget - band) // GIB
+        assert product["within_estimate_band"] == (product["ok"] and budget - band < needed)
+        if product["within_estimate_band"]:
+            marked.append(product["name"])
+            assert any(n.startswith("within the KV budget's ±") for n in product["notes"])
+    assert "n40" not in marked and marked  # the case has a marked product and a clear one
+    table = _check(str(tmp_path / "products.yaml")).stdout
+    assert "ok*" in table and "note: ok*: holds with the estimated KV budget" in table
+
+
+def test_a_failure_hints_the_tp_that_would_pass(tmp_path):
+    # LONG_ON_L4 fails at tp 1 (above). Its hint names a degree; the same product at that
+    # degree must then pass, checked on its own.
+    products = _json_products(_write(tmp_path, "products:\n" + LONG_ON_L4))
+    (hint,) = [n for n in products[0]["notes"] if "would hold it" in n]
+    tp = int(hint.split()[1])
+    assert tp > 1
+    wider = _product("wider", "llama-3.1-8b", "l4", "128k", "concurrency: 1", f"    tp: {tp}\n")
+    (again,) = _json_products(_write(tmp_path, "products:\n" + wider, "wider.yaml"))
+    assert again["ok"] is True
+    # And no smaller degree than the one named passes: tp 1 failed, tp 2 up to it are checked.
+    for smaller in (t for t in (2, 4) if t < tp):
+        tp_line = f"    tp: {smaller}\n"
+        lower = _product("lower", "llama-3.1-8b", "l4", "128k", "concurrency: 1", tp_line)
+        (result,) = _json_products(_write(tmp_path, "products:\n" + lower, "lower.yaml"))
+        assert result["ok"] is False

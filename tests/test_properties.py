@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from kvplan.engine import ENGINES, engine
 from kvplan.engine.deployment import Deployment
-from kvplan.plan.capacity import largest_fitting
+from kvplan.engine.pool import largest_fitting
 from kvplan.plan.sizing import size
 
 KINDS = st.sampled_from(["full", "sliding", "chunked"])

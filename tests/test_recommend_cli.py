@@ -3,6 +3,7 @@ fed back into `kvplan report` giving the capacity it claimed."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import shlex
 
@@ -345,3 +346,51 @@ def test_the_synopsis_lists_every_engine_the_cli_accepts(page):
     text = (Path(__file__).resolve().parent.parent / "docs" / "commands" / page).read_text()
     (listed,) = re.findall(r"\[--engine ([\w.|]+)\]", text)
     assert listed.split("|") == list(ENGINES)
+
+
+def test_a_search_the_engine_refuses_entirely_says_why_in_one_line():
+    # ollama keeps the KV cache in f16 unless OLLAMA_FLASH_ATTENTION=1 (docs/faq.md, "How can
+    # I set the quantization type for the K/V cache?"): q8_0 without it is no deployment at
+    # all, so there is no closest miss to show, only the reason.
+    args = shlex.split(
+        "recommend qwen3-30b-a3b --engine ollama --sku l40s --context 32k --concurrency 4 "
+        "--max-gpus 1 --kv-dtype q8_0"
+    )
+    result = run(*args)
+    assert (result.exit_code, result.stdout) == (2, ""), result.output
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("error: ollama refuses every point searched (1)")
+    assert "flash" in line and "internal error" not in line
+    # With flash attention the same search has points to evaluate: a closest miss, exit 1.
+    assert run(*args, "--flash-attn").exit_code == 1
+
+
+THROUGHPUT_QUESTION = shlex.split(
+    "recommend llama-3.1-70b --rate 5 --slo-ttft 2s --slo-tpot 50ms --sku h100-sxm,h200 "
+    "--requests 300 --context 16k -f json"
+)
+
+
+def test_equal_cost_and_slo_share_rank_by_requests_held_then_goodput():
+    # docs/commands/recommend.md: among equal costs, ... more requests held wins. An H200
+    # (141 GB) holds more 16k requests than an H100 (80 GB) at the same tp 2.
+    result = run(*THROUGHPUT_QUESTION)
+    assert result.exit_code == 0, result.output
+    ranked = json.loads(result.stdout)["ranked"]
+    for better, worse in itertools.pairwise(ranked):
+        same = ("cost", "weight_dtype", "kv_dtype", "nodes", "pp", "slo_met_fraction")
+        if all(better[k] == worse[k] for k in same):
+            held = (better["concurrency_within_headroom"], worse["concurrency_within_headroom"])
+            assert held[0] >= held[1], (better, worse)
+    for row in ranked[1:]:
+        kinds = [loss["kind"] for loss in row["loses_by"]]
+        # "order" (same figures) only where the figures the ranking weighs are the same.
+        if "order" in kinds:
+            first = ranked[0]
+            keys = ("concurrency_within_headroom", "goodput_requests_per_s", "slo_met_fraction")
+            assert all(row[k] == first[k] for k in keys), row
+    first = ranked[0]
+    assert first["sku"] == "h200" and first["gpus"] == 2
+    h100 = next(r for r in ranked if r["sku"] == "h100-sxm" and r["kv_dtype"] == first["kv_dtype"])
+    assert h100["loses_by"][0]["kind"] == "held"
+    assert "holds" in h100["why_not_first"]

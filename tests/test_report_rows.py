@@ -134,3 +134,51 @@ def test_the_plot_draws_the_planned_rows(tmp_path):
     assert _report("-m", "llama-3.1-8b", *words, str(planned)).exit_code == 0
     # The refused row has nothing to draw: the picture is the planned row's alone.
     assert both.read_bytes() == planned.read_bytes()
+
+
+# --- data-parallel attention for MoE models ---------------------------------------------
+
+# DeepSeek-V3 config.json (huggingface.co/deepseek-ai/DeepSeek-V3): 61 layers of MLA with
+# kv_lora_rank 512 and qk_rope_head_dim 64, max_position_embeddings 163,840. One token's latent
+# in bf16: (512 + 64) × 61 × 2 bytes = 70,272 bytes, whole on every GPU whether TP splits the
+# heads or not (MLA has one latent, no heads to split).
+DEEPSEEK_V3_LATENT_BYTES_PER_TOKEN = (512 + 64) * 61 * 2
+DEEPSEEK_V3_CONTEXT = 163_840
+
+
+def _rows(*args: str) -> list[dict]:
+    result = _report(*args, "-f", "json")
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_an_moe_report_shows_data_parallel_attention_rows():
+    rows = _rows("-m", "deepseek-v3", "-s", "h200", "-b", "16")
+    layouts = [(r["tp"], r["dp"], r["ep"]) for r in rows]
+    assert layouts == [(1, 1, False), (2, 1, False), (4, 1, False), (8, 1, False)] + [
+        (1, n, True) for n in (2, 4, 8)
+    ]
+    tp8, dp8 = rows[3], rows[-1]
+    for row in (tp8, dp8):
+        assert row["gpus"] == 8
+        assert row["kv_bytes_per_token_per_gpu"] == DEEPSEEK_V3_LATENT_BYTES_PER_TOKEN
+    # Batch 16 over 8 DP replicas is 2 requests per GPU: 2 × 163,840 × 70,272 bytes of KV, where
+    # TP 8 keeps all 16 on every GPU. The DP row holds the whole batch at the full context.
+    per_replica_bytes = 2 * DEEPSEEK_V3_CONTEXT * DEEPSEEK_V3_LATENT_BYTES_PER_TOKEN
+    assert dp8["kv_budget_bytes_per_gpu"] >= per_replica_bytes
+    assert dp8["max_context_tokens"] == DEEPSEEK_V3_CONTEXT and dp8["verdict"] == "fits"
+    assert dp8["max_concurrency"] >= 16 > tp8["max_concurrency"]
+    table = _report("-m", "deepseek-v3", "-s", "h200", "-b", "16").stdout
+    assert "1 dp8+ep" in table and "note: dpN+ep: data-parallel attention" in table
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["-m", "llama-3.1-8b", "-s", "h100-sxm"],  # dense: replicas are not a layout of it
+        ["-m", "deepseek-v3", "-s", "h200", "--tp", "8"],  # the degrees asked for, only
+        ["-m", "qwen3-30b-a3b", "-s", "h100-sxm", "-e", "llama.cpp"],  # one instance only
+    ],
+)
+def test_no_data_parallel_rows_where_they_do_not_apply(args):
+    assert all(r["dp"] == 1 and not r["ep"] for r in _rows(*args))

@@ -210,3 +210,29 @@ def test_a_run_without_an_slo_has_no_verdict(catalog):
     assert (
         run_simulation(llama, h100, workload, SimConfig(max_model_len=4096)).meets_slo(90) is None
     )
+
+
+def test_a_pool_that_cannot_hold_a_request_is_no_candidate(catalog):
+    llama = Deployment(catalog.model("llama-3.1-70b"), VLLM, kv_dtype="fp8")
+    h100 = catalog.sku("h100-sxm")
+    workload = poisson(5.0, "lognormal:mean=1024,sigma=1", "lognormal:mean=256,sigma=1", 500)
+    config = SimConfig(max_model_len=16_384)
+    slo = Slo(ttft_s=2.0, tpot_s=0.05)
+    result = size_pools(llama, h100, workload, slo, config=config, tps=(2, 4, 8))
+    # At tp 2 the 70B weights leave the prefill pool so few blocks that the longest prompts
+    # (plus the one token the prefill pool samples) do not fit: ceil((prompt + 1 − 1) / 16)
+    # blocks of 16 tokens each, against the blocks one tp-2 instance has.
+    blocks_at_tp2 = instance_model(llama.replace(tp=2), h100, config).num_blocks
+    fits = [r for r in workload.requests if r.prompt_tokens + r.output_tokens <= 16_384]
+    assert any(math.ceil(r.prompt_tokens / TOKENS_PER_BLOCK) > blocks_at_tp2 for r in fits)
+    # Such a pool is no candidate however small the share it drops: the one chosen holds all.
+    for pool in (result.prefill, result.decode, result.colocated):
+        assert pool.tp != 2 and TOO_LARGE not in pool.rejected
+    assert any(note.startswith("prefill at tp 2 is no candidate") for note in result.notes)
+    # The colocated rate per GPU counts the requests the colocated pool returned: every one
+    # that fits max_model_len (none is too large for it at the degree chosen).
+    too_long = len(workload.requests) - len(fits)
+    assert result.colocated_served == len(workload.requests) - too_long
+    assert result.colocated_requests_per_s == pytest.approx(
+        result.colocated_served / workload.duration_s
+    )

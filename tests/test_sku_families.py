@@ -72,3 +72,36 @@ def test_a_user_alias_naming_a_family_is_refused(tmp_path):
     assert f"{tmp_path / 'my-a100.yaml'}: alias 'A100' of sku 'my-a100' names the family" in (
         result.stderr
     )
+
+
+# sku_profiles/h200.yaml and h200-nvl.yaml: both of family h200, so "h200" is a SKU's name and
+# its family's. The name is the more specific reading; the family is reached through it only
+# when no SKU is called so (a100 above).
+def _report_skus(*skus: str) -> list[str]:
+    args = ["report", "-m", "llama-3.1-8b", "--tp", "1", "-f", "json"]
+    for sku in skus:
+        args += ["--sku", sku]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    return [row["sku"] for row in json.loads(result.stdout)]
+
+
+def test_an_exact_sku_name_is_that_sku_not_its_family():
+    families = {sku["name"]: sku["family"] for sku in _shipped()}
+    assert families["h200"] == families["h200-nvl"] == "h200"
+    assert _report_skus("h200") == ["h200"]
+    assert _report_skus("NVIDIA H200") == ["h200"]  # an alias is as exact as the name
+
+
+def test_a_sku_named_twice_is_one_row():
+    assert _report_skus("h200", "h200") == ["h200"]
+    assert _report_skus("a100", "a100-80gb") == A100S
+
+
+def test_recommend_searches_the_exact_sku_only():
+    args = ["recommend", "llama-3.1-8b", "-c", "8k", "-n", "4", "-s", "h200", "-f", "json"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert payload["search"]["skus"] == 1
+    assert {row["sku"] for row in payload["ranked"]} == {"h200"}

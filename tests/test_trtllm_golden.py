@@ -13,7 +13,7 @@ import yaml
 from factories import pinned_pool
 
 from kvplan.engine import ENGINES, EngineSettings
-from kvplan.engine.base import fraction_of_free
+from kvplan.engine.budget import fraction_of_free
 from kvplan.engine.deployment import Deployment
 from kvplan.plan.capacity import Capacity
 
@@ -43,13 +43,13 @@ def _lines_from_available(case: dict, model, version: str, sku) -> set[tuple[str
         total = int(case["expected"]["total_gib"] * GIB)
         # Everything the engine loaded before (weights, activations, buffers): total - free.
         budget = fraction_of_free(
-            total,
-            "log",
-            inputs["free_gpu_memory_fraction"],
-            0,
-            (0, total - free, 0),
-            free,
-            settings,
+            total_bytes=total,
+            total_basis="log",
+            utilization=inputs["free_gpu_memory_fraction"],
+            weights_bytes=0,
+            free_bytes=free,
+            settings=settings,
+            non_torch_bytes=total - free,
         )
         pool = TRTLLM.pool(layout, budget)
         outcomes.add(tuple(TRTLLM.log_lines(budget, pool, inputs.get("max_seq_len", 2048))))

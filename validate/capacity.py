@@ -29,6 +29,7 @@ from typing import Any
 
 import torch
 
+from kvplan.engine.pool import largest_fitting
 from kvplan.errors import KvplanError
 from kvplan.kvmath import ceil_div
 from kvplan.specs import SkuSpec
@@ -228,13 +229,7 @@ def largest_true(holds: Callable[[int], bool], start: int) -> int:
                 break
             bad -= step
             step *= 2
-    while bad - good > 1:
-        middle = (good + bad) // 2
-        if holds(middle):
-            good = middle
-        else:
-            bad = middle
-    return good
+    return largest_fitting(holds, bad - 1, lower=good)
 
 
 def difference_terms(

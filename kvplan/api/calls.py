@@ -448,7 +448,8 @@ def _skus(skus: SkuRef | Iterable[SkuRef] | None, catalog: Catalog) -> list[SkuS
     if skus is None:
         return catalog.skus()
     given = [skus] if isinstance(skus, str | SkuSpec) else list(skus)
-    chosen: list[SkuSpec] = []
+    chosen: dict[str, SkuSpec] = {}
     for item in given:
-        chosen += [item] if isinstance(item, SkuSpec) else catalog.skus_matching(item)
-    return chosen
+        for spec in [item] if isinstance(item, SkuSpec) else catalog.skus_matching(item):
+            chosen.setdefault(spec.name, spec)  # named twice (h200 and family h200): one row
+    return list(chosen.values())

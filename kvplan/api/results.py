@@ -8,9 +8,13 @@ for renderers that draw more than the numbers.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr
+
+# What a pool's blocks are (engine.pages.PageUnit, spelled here so that reading a result does
+# not load the engines; a test holds the two equal).
+BlockUnit = Literal["page", "byte", "slot"]
 
 
 class Result(BaseModel):
@@ -160,6 +164,8 @@ class CapacityRow(Result):
     budget: BudgetTerms
     tokens_per_block: int
     kv_blocks: int
+    kv_block_unit: BlockUnit  # what kv_blocks counts: token pages, bytes or llama.cpp slots
+    kv_bytes_per_block_per_gpu: int  # one of them on the binding GPU
     kv_bytes_per_request_per_gpu: int
     kv_capacity_tokens: int
     max_context_tokens: int
@@ -211,9 +217,15 @@ class ProductResult(Result):
     kv_bytes_per_request_per_gpu: int
     kv_bytes_needed_per_gpu: int
     kv_budget_bytes_per_gpu: int
+    kv_budget_uncertainty_bytes: int  # the band of the engine terms kvplan estimates (±)
+    # requests of the promised context held with the budget at its band's low end (None: no
+    # band, or the promise fails)
+    supported_concurrency_at_band_low_end: int | None
     weights_bytes_per_gpu: int
     memory_bytes: int
     ok: bool
+    # ok with the estimated KV budget, not at the low end of its band (budget − uncertainty)
+    within_estimate_band: bool
     failure: str | None
     notes: list[str]
 
@@ -304,6 +316,8 @@ class RecommendCandidate(Result):
     kv_budget_uncertainty_bytes: int
     kv_blocks: int
     kv_blocks_within_headroom: int
+    kv_block_unit: BlockUnit  # what both counts count: token pages, bytes or llama.cpp slots
+    kv_bytes_per_block_per_gpu: int
     max_concurrency: int  # requests of the context the KV holds, as `report` and vLLM say
     concurrency_within_headroom: int
     meets: bool

@@ -236,11 +236,24 @@ class Catalog:
         return [specs[n] for n in sorted(specs)]  # type: ignore[misc]
 
     def skus_matching(self, name: str) -> list[SkuSpec]:
-        """Every SKU of family `name` (e.g. 'h100'), or the one SKU `name` resolves to."""
+        """The SKU whose name or alias `name` is, else every SKU of family `name` (e.g.
+        'h100'), else the one SKU `name` resolves to. A family may share its name with one of
+        its SKUs (h200 and h200-nvl are family h200): the exact name means that SKU."""
         check_name(name, "sku")
         _refuse_edge_slash(name)
-        family = [s for s in self.skus() if _normal(s.family) == _normal(name)]
+        skus = self.skus()
+        wanted = _normal(name)
+        exact = [s for s in skus if wanted in {_normal(x) for x in (s.name, *s.aliases)}]
+        if len(exact) == 1:
+            return exact
+        family = [s for s in skus if _normal(s.family) == wanted]
         return family or [self.sku(name)]
+
+    def skus_named(self, names: list[str]) -> list[SkuSpec]:
+        """The SKUs `names` mean (`skus_matching` of each), in order, each once: a SKU named
+        twice, or by name and by its family, is one row of a report, not two."""
+        found = {s.name: s for name in names for s in self.skus_matching(name)}
+        return list(found.values())
 
     def _shipped_file(self, kind: str, name: str) -> Path | None:
         """`<name>.yaml` in the shipped folder when no user folder could shadow it.

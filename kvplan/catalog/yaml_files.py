@@ -133,17 +133,29 @@ def _describe(error: dict[str, Any]) -> str:
     return f"{field}: value {_shown(value)}: {message}{hint}"
 
 
+def validation_problems(document: YamlDocument, error: ValidationError) -> list[tuple[int, str]]:
+    """(line, `file:line: field: value: message`) for every error, in pydantic's order."""
+    return [
+        (
+            document.line_of(tuple(item["loc"])) or 0,
+            f"{document.where(tuple(item['loc']))}: {_describe(item)}",
+        )
+        for item in error.errors(include_url=False)
+    ]
+
+
+def problem_lines(document: YamlDocument, problems: list[tuple[int, str]]) -> list[str]:
+    """The messages of (line, message) `problems` by line, at most MAX_ERROR_LINES."""
+    shown_problems = sorted(problems, key=lambda pair: pair[0])[:MAX_ERROR_LINES]
+    messages = [message for _, message in shown_problems]
+    if len(problems) > MAX_ERROR_LINES:
+        messages.append(f"{document.path}: … and {len(problems) - MAX_ERROR_LINES:,} more problems")
+    return messages
+
+
 def validation_lines(document: YamlDocument, error: ValidationError) -> list[str]:
     """One `file:line: field: value: message` line per error, by line, at most MAX_ERROR_LINES."""
-    items = error.errors(include_url=False)
-    lines = []
-    for item in items[:MAX_ERROR_LINES]:
-        line = document.line_of(tuple(item["loc"]))
-        lines.append((line or 0, f"{document.where(tuple(item['loc']))}: {_describe(item)}"))
-    messages = [message for _, message in sorted(lines, key=lambda pair: pair[0])]
-    if len(items) > MAX_ERROR_LINES:
-        messages.append(f"{document.path}: … and {len(items) - MAX_ERROR_LINES:,} more problems")
-    return messages
+    return problem_lines(document, validation_problems(document, error))
 
 
 def spec_from_document(document: YamlDocument, spec_type: type[SpecT]) -> SpecT:

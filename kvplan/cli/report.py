@@ -134,9 +134,7 @@ def report(
         if sort is not None and sort not in SORT_KEYS:
             raise KvplanError(f"--sort: unknown column {sort!r} (allowed: {', '.join(SORT_KEYS)})")
         catalog = _catalog(catalog_dirs)
-        skus_list = (
-            catalog.skus() if not sku else [s for name in sku for s in catalog.skus_matching(name)]
-        )
+        skus_list = catalog.skus_named(sku) if sku else catalog.skus()
         if model == ["all"]:
             resolved = list(catalog.models())
         else:

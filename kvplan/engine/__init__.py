@@ -10,16 +10,11 @@ from __future__ import annotations
 import difflib
 
 from kvplan.engine.analytic import EXACT, HF, NAIVE
-from kvplan.engine.base import (
-    Budget,
-    EngineProfile,
-    EngineSettings,
-    KvLayout,
-    KvPool,
-    Scheduler,
-)
+from kvplan.engine.base import EngineProfile, EngineSettings, Scheduler
+from kvplan.engine.budget import Budget
 from kvplan.engine.llamacpp import LLAMA_CPP
 from kvplan.engine.ollama import OLLAMA
+from kvplan.engine.pool import KvLayout, KvPool
 from kvplan.engine.sglang import SGLANG
 from kvplan.engine.trtllm import TRTLLM
 from kvplan.engine.vllm import VLLM

@@ -1,26 +1,21 @@
 """Profiles without pages: exact (the physics), hf (transformers caches), naive (textbook MHA).
 
-Their pools are fungible bytes: a block is one byte, a request is charged the bytes its
-layers hold at the longest length it passes through, and a budget of N bytes holds
-N // request_bytes(L) requests. The budget is total · utilization − weights (no engine
+Their pools are fungible bytes: a page is one byte (`pages.BytePages`), a request is charged
+the bytes its layers hold at the longest length it passes through, and a budget of N bytes
+holds N // request_bytes(L) requests. The budget is total · utilization − weights (no engine
 reserve; utilization 1.0 unless the user sets it).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from kvplan.engine.base import (
-    Budget,
-    EngineProfile,
-    KvLayout,
-    StageLayout,
-    device_memory,
-    subtract_terms,
-)
+from kvplan.engine.base import EngineProfile
+from kvplan.engine.budget import Budget, device_memory, subtract_terms
+from kvplan.engine.pages import BytePages
+from kvplan.engine.pool import KvLayout, StageLayout
 from kvplan.kvmath import FullCache, LayerCache, ceil_div
 from kvplan.specs import DtypeInfo, ModelSpec, kv_dtype_info
 
@@ -29,43 +24,19 @@ if TYPE_CHECKING:
     from kvplan.specs import SkuSpec
 
 
-def peak_bytes_per_seq(cache: LayerCache, tokens: int) -> int:
-    """The most one layer holds for a sequence growing to `tokens` tokens.
-
-    Full, sliding and MLA layers only grow; a chunked layer holds a whole chunk at L = C and
-    one token at L = C + 1, so its peak up to L is at min(L, C).
-    """
-    return max(cache.bytes_per_seq(tokens), cache.bytes_per_seq(cache.peak_length(tokens)))
-
-
-@dataclass(frozen=True)
-class ByteCharge:
-    """Layers of one cache kind, charged in bytes (one block = one byte)."""
-
-    cache: LayerCache
-    layers: int
-
-    @property
-    def kind(self) -> str:
-        return self.cache.kind
-
-    def blocks_per_request(self, tokens: int) -> int:
-        return self.layers * peak_bytes_per_seq(self.cache, tokens)
-
-
 def byte_layout(caches: tuple[LayerCache, ...], stages: tuple[range, ...]) -> KvLayout:
     """A byte-granular layout: per stage, one charge per distinct cache with its layer count."""
     layouts = []
     per_token = 0
     for layers in stages:
         counts = Counter(caches[i] for i in layers)
-        charges = tuple(ByteCharge(cache, count) for cache, count in counts.items())
+        charges = tuple(BytePages(cache, count) for cache, count in counts.items())
         layouts.append(StageLayout(1, charges))
         per_token = max(per_token, sum(c.context_token_bytes * n for c, n in counts.items()))
-    return KvLayout(tuple(layouts), tokens_per_block=1, kv_bytes_per_token=per_token)
+    return KvLayout(tuple(layouts), tokens_per_block=1, kv_bytes_per_token=per_token, unit="byte")
 
 
-class AnalyticProfile(EngineProfile):
+class AnalyticProfile(EngineProfile[KvLayout]):
     """total · utilization − weights, bytes exactly as the caches hold them."""
 
     name = "exact"
@@ -84,7 +55,11 @@ class AnalyticProfile(EngineProfile):
         total, basis = device_memory(sku)
         utilization = deployment.settings.utilization or self.default_utilization(deployment)
         return subtract_terms(
-            total, basis, utilization, deployment.weights().per_gpu_bytes, deployment.settings
+            total_bytes=total,
+            total_basis=basis,
+            utilization=utilization,
+            weights_bytes=deployment.weights().per_gpu_bytes,
+            settings=deployment.settings,
         )
 
 
@@ -119,7 +94,7 @@ def _decompressed_mla(
         kv_dtype.row_bytes(mla.qk_nope_head_dim + mla.qk_rope_head_dim)
         + kv_dtype.row_bytes(mla.v_head_dim)
     )
-    return tuple(FullCache(per_token) if c.kind == "mla" else c for c in caches)
+    return tuple(FullCache(per_token) if c.is_latent else c for c in caches)
 
 
 class NaiveProfile(AnalyticProfile):

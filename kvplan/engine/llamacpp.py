@@ -23,18 +23,12 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from kvplan.engine import llamacpp_cells as cells
-from kvplan.engine.base import (
-    UNLIMITED_REQUESTS,
-    Budget,
-    EngineProfile,
-    KvLayout,
-    KvPool,
-    StageLayout,
-    device_memory,
-    subtract_terms,
-)
+from kvplan.engine.base import EngineProfile
+from kvplan.engine.budget import Budget, device_memory, subtract_terms
 from kvplan.engine.choices import SearchChoices
 from kvplan.engine.llamacpp_cells import Allocation, CellRules, LayerRow, allocate
+from kvplan.engine.pages import SlotBytes, Slots
+from kvplan.engine.pool import UNLIMITED_REQUESTS, KvLayout, KvPool, StageLayout
 from kvplan.engine.release import parse_build
 from kvplan.errors import KvplanError
 from kvplan.kvmath import stage_layer_ranges
@@ -145,27 +139,14 @@ class Plan:
 
 
 @dataclass(frozen=True)
-class SlotCharge:
-    """A request is one slot: its cells on one GPU (planned), or one of the fixed slots."""
+class LlamaCppLayout(KvLayout):
+    """Slots of the launch `plan` allocates (planned per request, or fixed by -c / -np)."""
 
     plan: Plan
-    device: str
-    kind: str = "full"
-
-    def blocks_per_request(self, tokens: int) -> int:
-        fixed = self.plan.fixed
-        if fixed is None:
-            return self.plan.slot_bytes(tokens, self.device)  # blocks are bytes
-        return 1
 
 
 @dataclass(frozen=True)
-class LlamaCppLayout(KvLayout):
-    plan: Plan | None = None
-
-
-@dataclass(frozen=True)
-class SlotPool(KvPool):
+class SlotPool(KvPool[LlamaCppLayout]):
     """A pool whose requests cannot exceed one slot's context (fixed -c / -np)."""
 
     max_request_tokens: int = UNLIMITED_REQUESTS
@@ -180,7 +161,7 @@ class SlotPool(KvPool):
         return 0.0 if tokens > self.max_request_tokens else super().concurrency_at(tokens)
 
 
-class LlamaCppProfile(EngineProfile):
+class LlamaCppProfile(EngineProfile[LlamaCppLayout]):
     name = "llama.cpp"
     summary = "cells that -c / -np allocate (padded by build, one stream per slot, SWA caches)"
     default_utilization_text = "1.0 (no fraction: the cache is what -c allocates)"
@@ -256,7 +237,7 @@ class LlamaCppProfile(EngineProfile):
     def plan(self, deployment: Deployment) -> Plan:
         return _plan(self, deployment)
 
-    def layout(self, deployment: Deployment, sku: SkuSpec | None) -> KvLayout:
+    def layout(self, deployment: Deployment, sku: SkuSpec | None) -> LlamaCppLayout:
         return _layout(self, deployment)
 
     def budget(
@@ -279,34 +260,41 @@ class LlamaCppProfile(EngineProfile):
             return compute, 0, 0, compute // 4
 
         return subtract_terms(
-            total, basis, 1.0, weights if offloaded else 0, deployment.settings, estimate
+            total_bytes=total,
+            total_basis=basis,
+            utilization=1.0,
+            weights_bytes=weights if offloaded else 0,
+            settings=deployment.settings,
+            estimate=estimate,
         )
 
-    def pool(self, layout: KvLayout, budget: Budget) -> KvPool:
+    def pool(self, layout: LlamaCppLayout, budget: Budget) -> SlotPool:
         """Planned: the bytes left hold slots; fixed: all S slots if they fit, else none."""
-        plan = layout.plan if isinstance(layout, LlamaCppLayout) else None
-        fixed = plan.fixed if plan else None
+        plan = layout.plan
+        fixed = plan.fixed
         if fixed is None:
             return SlotPool(layout, max(budget.kv_bytes, 0))
         needed = max(fixed.bytes_on(f"CUDA{g}") for g in range(plan.gpus))
         slots = fixed.n_seq if budget.kv_bytes >= needed or budget.fixed else 0
         return SlotPool(layout, slots, fixed.n_ctx_seq)
 
-    def capacity_tokens(self, pool: KvPool, max_model_len: int) -> int:
+    def capacity_tokens(self, pool: KvPool[LlamaCppLayout], max_model_len: int) -> int:
         """Cells of the full-attention layers: n_ctx (fixed), or what the bytes left buy."""
-        plan = pool.layout.plan if isinstance(pool.layout, LlamaCppLayout) else None
-        if plan is not None and plan.fixed is not None:
+        plan = pool.layout.plan
+        if plan.fixed is not None:
             return plan.fixed.n_ctx if pool.num_blocks else 0
         return super().capacity_tokens(pool, max_model_len)
 
     def log_lines(
-        self, budget: Budget, pool: KvPool, max_model_len: int, sku: SkuSpec | None = None
+        self,
+        budget: Budget,
+        pool: KvPool[LlamaCppLayout],
+        max_model_len: int,
+        sku: SkuSpec | None = None,
     ) -> list[str]:
         from kvplan.engine.llamacpp_log import startup_lines
 
-        plan = pool.layout.plan if isinstance(pool.layout, LlamaCppLayout) else None
-        if plan is None:
-            return []
+        plan = pool.layout.plan
         allocation = plan.fixed or launch_allocation(plan, pool, max_model_len)
         if allocation is None:
             return []
@@ -433,14 +421,19 @@ def _layout(profile: LlamaCppProfile, deployment: Deployment) -> LlamaCppLayout:
     stages = []
     for gpu in range(deployment.pp):
         device = f"CUDA{gpu}"
-        # Planned: blocks are bytes. Fixed: a block is one of the -np slots.
-        per_block = 1 if fixed is None else max(-(-fixed.bytes_on(device) // fixed.n_seq), 1)
-        stages.append(StageLayout(per_block, (SlotCharge(plan, device),)))
+        # Planned: a page is a byte of the slot sized for the request. Fixed: one of the -np
+        # slots, priced at its share of the allocation.
+        if fixed is None:
+            stages.append(StageLayout(1, (SlotBytes(plan, device),)))
+        else:
+            per_slot = max(-(-fixed.bytes_on(device) // fixed.n_seq), 1)
+            stages.append(StageLayout(per_slot, (Slots(),)))
     per_token = max(
         sum(r.k_bytes + r.v_bytes for r in plan.rows if r.device == f"CUDA{g}")
         for g in range(deployment.pp)
     )
-    return LlamaCppLayout(tuple(stages), 1, per_token, plan=plan)
+    unit = "byte" if fixed is None else "slot"
+    return LlamaCppLayout(tuple(stages), 1, per_token, plan=plan, unit=unit)
 
 
 LLAMA_CPP = LlamaCppProfile()

@@ -27,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvplan.kvmath import ceil_div
+from kvplan.specs import WINDOWED_KINDS
 
 CELL_PAD_FLASH = 256  # llama_kv_cache_get_padding(): flash attention
 CELL_PAD = 32
@@ -102,6 +103,16 @@ class LayerRow:
     state_bytes: int = 0  # recurrent state per sequence (r and s rows, f32)
     device: str = "CUDA0"  # buffer the layer's cache lives in: CUDA<i> or CPU
 
+    @property
+    def is_windowed(self) -> bool:
+        """Whether the layer lives in the SWA cache (sliding and chunked layers)."""
+        return self.kind in WINDOWED_KINDS
+
+    @property
+    def keeps_cells(self) -> bool:
+        """Whether the layer holds K/V cells at all (recurrent and mixer-less layers do not)."""
+        return self.kind not in ("state", "none")
+
 
 @dataclass(frozen=True)
 class Buffer:
@@ -154,14 +165,12 @@ def allocate(rows: tuple[LayerRow, ...], rules: CellRules, n_ctx: int, n_seq: in
     """The buffers llama.cpp allocates for -c n_ctx -np n_seq under `rules`."""
     streams = rules.streams(n_seq)
     cells = rules.cells_per_stream(n_ctx, n_seq)
-    windows = {r.window_tokens for r in rows if r.kind in ("sliding", "chunked")}
+    windows = {r.window_tokens for r in rows if r.is_windowed}
     window = max(windows, default=0)
     swa_cells = rules.swa_cells_per_stream(n_ctx, n_seq, window) if windows else cells
     totals: dict[str, list[int]] = {}
     for row in rows:
-        kept = swa_cells if row.kind in ("sliding", "chunked") else cells
-        if row.kind in ("state", "none"):
-            kept = 0
+        kept = (swa_cells if row.is_windowed else cells) if row.keeps_cells else 0
         k, v, state = totals.setdefault(row.device, [0, 0, 0])
         totals[row.device] = [
             k + row.k_bytes * kept * streams,
@@ -176,6 +185,6 @@ def allocate(rows: tuple[LayerRow, ...], rules: CellRules, n_ctx: int, n_seq: in
         cells=cells,
         swa_cells=swa_cells,
         full_layers=sum(r.kind == "full" for r in rows),
-        swa_layers=sum(r.kind in ("sliding", "chunked") for r in rows),
+        swa_layers=sum(r.is_windowed for r in rows),
         buffers=buffers,
     )

@@ -76,9 +76,7 @@ def _new_format(plan: Plan, allocation: Allocation, gpu_backend: str) -> list[st
     for kind, cells, layers in sub_caches:
         if not layers:
             continue
-        rows = tuple(
-            r for r in plan.rows if (r.kind in ("sliding", "chunked")) == (kind == "sliding")
-        )
+        rows = tuple(r for r in plan.rows if r.is_windowed == (kind == "sliding"))
         part = allocate(rows, plan.rules, allocation.n_ctx, allocation.n_seq)
         lines += [
             f"llama_kv_cache: {_device(b.device, gpu_backend):>10} KV buffer size = "

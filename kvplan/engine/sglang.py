@@ -24,17 +24,10 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from kvplan.engine import sglang_memory
-from kvplan.engine.base import (
-    BlockCharge,
-    Budget,
-    EngineProfile,
-    KvLayout,
-    KvPool,
-    StageLayout,
-    device_memory,
-    fraction_of_free,
-    model_reference,
-)
+from kvplan.engine.base import EngineProfile, model_reference
+from kvplan.engine.budget import Budget, device_memory, fraction_of_free
+from kvplan.engine.pages import StatePages, TokenPages
+from kvplan.engine.pool import KvLayout, KvPool, StageLayout
 from kvplan.engine.release import Release, parse_release
 from kvplan.kvmath import StateCache, ceil_div
 from kvplan.units import GIB
@@ -77,26 +70,15 @@ def dp_attention_ranks(deployment: Deployment) -> int:
 
 
 @dataclass(frozen=True)
-class StateCharge:
-    """Recurrent state of one request, counted as the pages of equal bytes it displaces."""
-
-    pages: int
-    kind: str = "state"
-
-    def blocks_per_request(self, tokens: int) -> int:
-        return self.pages if tokens > 0 else 0
-
-
-@dataclass(frozen=True)
 class SglangLayout(KvLayout):
     """Pages of cells, plus what the log line needs: K and V bytes of one row, all layers."""
 
-    k_row_bytes: int = 0  # one token of K (or of the MLA latent) over this rank's layers
-    v_row_bytes: int = 0  # 0 for MLA: one latent buffer
-    release: Release = (0, 5, 3)
-    kv_dtype: str = "bf16"
-    max_pages: int | None = None  # --max-total-tokens // page
-    max_running_requests: int | None = None  # as set; None: SGLang's default from the pool
+    k_row_bytes: int  # one token of K (or of the MLA latent) over this rank's layers
+    v_row_bytes: int  # 0 for MLA: one latent buffer
+    release: Release
+    kv_dtype: str
+    max_pages: int | None  # --max-total-tokens // page; None: no cap
+    max_running_requests: int | None  # as set; None: SGLang's default from the pool
 
 
 @lru_cache(maxsize=4096)
@@ -108,15 +90,16 @@ def _layout(deployment: Deployment, page: int) -> SglangLayout:
         cell = sum(c.token_bytes for c in stage)
         state = sum(c.state_bytes for c in stage if isinstance(c, StateCache))
         page_bytes = max(cell * page, 1)
-        groups: tuple = (BlockCharge(page),) if cell else ()
+        groups: tuple = (TokenPages(page),) if cell else ()
         if state:
-            groups += (StateCharge(ceil_div(state, page_bytes)),)
+            groups += (StatePages(ceil_div(state, page_bytes)),)
         stages.append(StageLayout(page_bytes, groups))
     binding = max(deployment.stage_ranges(), key=len)
     cells = [caches[i] for i in binding]
     mla = deployment.model.mla is not None
-    k_row = sum(c.token_bytes if c.kind == "mla" else c.token_bytes // 2 for c in cells)
-    v_row = 0 if mla else sum(c.token_bytes // 2 for c in cells if c.kind != "mla")
+    # MLA keeps one latent buffer (K only); other layers a K and a V row of equal bytes.
+    k_row = sum(c.token_bytes if c.is_latent else c.token_bytes // 2 for c in cells)
+    v_row = 0 if mla else sum(c.token_bytes // 2 for c in cells if not c.is_latent)
     cap = deployment.settings.max_kv_tokens
     return SglangLayout(
         tuple(stages),
@@ -131,7 +114,7 @@ def _layout(deployment: Deployment, page: int) -> SglangLayout:
     )
 
 
-class SglangProfile(EngineProfile):
+class SglangProfile(EngineProfile[SglangLayout]):
     name = "sglang"
     summary = (
         "token pool in pages (1; MLA 64 on Blackwell): pre-load free × mem_fraction_static − "
@@ -146,7 +129,7 @@ class SglangProfile(EngineProfile):
         release_of(deployment)  # a bad version fails before anything is sized
         super().check(deployment)
 
-    def layout(self, deployment: Deployment, sku: SkuSpec | None) -> KvLayout:
+    def layout(self, deployment: Deployment, sku: SkuSpec | None) -> SglangLayout:
         return _layout(deployment, page_tokens(deployment, sku))
 
     def utilization(self, deployment: Deployment, sku: SkuSpec | None) -> float:
@@ -171,30 +154,33 @@ class SglangProfile(EngineProfile):
         utilization = self.utilization(deployment, sku)
         band = sglang_memory.INIT_BAND_BYTES if settings.non_torch_bytes is None else 0
         return fraction_of_free(
-            total,
-            basis,
-            utilization,
-            deployment.weights().per_gpu_bytes,
-            (0, init, 0),
-            total - init,
-            settings,
-            int(band * utilization),
+            total_bytes=total,
+            total_basis=basis,
+            utilization=utilization,
+            weights_bytes=deployment.weights().per_gpu_bytes,
+            free_bytes=total - init,
+            settings=settings,
+            non_torch_bytes=init,
+            uncertainty_bytes=int(band * utilization),
         )
 
-    def pool(self, layout: KvLayout, budget: Budget) -> KvPool:
+    def pool(self, layout: SglangLayout, budget: Budget) -> KvPool[SglangLayout]:
         """Pages the budget buys, capped by --max-total-tokens (floored to the page)."""
         pool = super().pool(layout, budget)
-        cap = layout.max_pages if isinstance(layout, SglangLayout) else None
-        if cap is None:
+        if layout.max_pages is None:
             return pool
-        return dataclasses.replace(pool, num_blocks=min(pool.num_blocks, cap))
+        return dataclasses.replace(pool, num_blocks=min(pool.num_blocks, layout.max_pages))
 
-    def capacity_tokens(self, pool: KvPool, max_model_len: int) -> int:
+    def capacity_tokens(self, pool: KvPool[SglangLayout], max_model_len: int) -> int:
         """max_total_num_tokens: pages × page size."""
         return pool.block_capacity_tokens
 
     def log_lines(
-        self, budget: Budget, pool: KvPool, max_model_len: int, sku: SkuSpec | None = None
+        self,
+        budget: Budget,
+        pool: KvPool[SglangLayout],
+        max_model_len: int,
+        sku: SkuSpec | None = None,
     ) -> list[str]:
         return startup_lines(budget, pool, max_model_len)
 
@@ -216,13 +202,12 @@ class SglangProfile(EngineProfile):
         page = self.page_note(deployment, sku)
         if page:
             notes.append(page)
-        kinds = set(deployment.model.layer_kinds)
-        if kinds & {"sliding", "chunked"}:
+        if deployment.model.has_windowed_layers:
             notes.append(
                 "SGLang keeps every attention layer at full length (its hybrid SWA pool is off "
                 "for Gemma 2/3, GPT-OSS and OLMo 3 in 0.5.x; other models: an upper bound)"
             )
-        if "state" in kinds:
+        if "state" in deployment.model.layer_kinds:
             notes.append("recurrent state is counted as token slots of the same bytes")
         if sku is not None and deployment.settings.kv_memory_bytes is None:
             notes.append(
@@ -284,15 +269,13 @@ def buffer_bytes(layout: SglangLayout, tokens: int) -> tuple[int, int]:
     return rows * layout.k_row_bytes, rows * layout.v_row_bytes
 
 
-def startup_lines(budget: Budget, pool: KvPool, max_model_len: int) -> list[str]:
+def startup_lines(budget: Budget, pool: KvPool[SglangLayout], max_model_len: int) -> list[str]:
     """ "KV Cache is allocated. …" and the lines around it, in that release's wording.
 
     SGLang's "GB" is GiB (memory_pool.py: GB = 1024 ** 3). The "#tokens" field appeared in
     2025 (0.4.6 in kvplan's reading), the dtype in 0.5.5; before 0.3 no such line.
     """
     layout = pool.layout
-    if not isinstance(layout, SglangLayout):
-        return []
     if budget.kv_bytes <= 0 or pool.num_blocks == 0:
         return ["RuntimeError: Not enough memory. Please try to increase --mem-fraction-static."]
     tokens = pool.block_capacity_tokens  # max_total_num_tokens

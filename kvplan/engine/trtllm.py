@@ -24,19 +24,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from kvplan.engine.base import (
-    UNLIMITED_REQUESTS,
-    BlockCharge,
-    Budget,
-    EngineProfile,
-    KvLayout,
-    KvPool,
-    Scheduler,
-    StageLayout,
-    device_memory,
-    fraction_of_free,
-    model_reference,
-)
+from kvplan.engine.base import EngineProfile, Scheduler, model_reference
+from kvplan.engine.budget import Budget, device_memory, fraction_of_free
+from kvplan.engine.pages import TokenPages
+from kvplan.engine.pool import UNLIMITED_REQUESTS, KvLayout, KvPool, StageLayout
 from kvplan.engine.release import Release, parse_release
 from kvplan.kvmath import ceil_div
 from kvplan.units import GIB, MIB
@@ -84,8 +75,8 @@ def default_tokens_per_block(release: Release) -> int:
 class TrtLayout(KvLayout):
     """Blocks of every layer, with the release whose log wording applies and the token cap."""
 
-    release: Release = (1, 0, 0)
-    max_tokens: int | None = None  # KvCacheConfig.max_tokens
+    release: Release
+    max_tokens: int | None  # KvCacheConfig.max_tokens; None: no cap
 
 
 @lru_cache(maxsize=4096)
@@ -97,7 +88,7 @@ def _layout(deployment: Deployment, tokens_per_block: int) -> TrtLayout:
         token_bytes = sum(caches[i].token_bytes for i in layers)
         per_token = max(per_token, token_bytes)
         stages.append(
-            StageLayout(max(token_bytes * tokens_per_block, 1), (BlockCharge(tokens_per_block),))
+            StageLayout(max(token_bytes * tokens_per_block, 1), (TokenPages(tokens_per_block),))
         )
     return TrtLayout(
         tuple(stages),
@@ -108,7 +99,7 @@ def _layout(deployment: Deployment, tokens_per_block: int) -> TrtLayout:
     )
 
 
-class TrtllmProfile(EngineProfile):
+class TrtllmProfile(EngineProfile[TrtLayout]):
     name = "trtllm"
     summary = (
         "blocks of 64 tokens (32 on the PyTorch backend) from free_gpu_memory_fraction (0.9) "
@@ -132,7 +123,7 @@ class TrtllmProfile(EngineProfile):
             settings.max_num_seqs or UNLIMITED_REQUESTS,
         )
 
-    def layout(self, deployment: Deployment, sku: SkuSpec | None) -> KvLayout:
+    def layout(self, deployment: Deployment, sku: SkuSpec | None) -> TrtLayout:
         tokens = deployment.settings.tokens_per_block
         return _layout(deployment, tokens or default_tokens_per_block(release_of(deployment)))
 
@@ -155,23 +146,24 @@ class TrtllmProfile(EngineProfile):
         free = total - weights - activation - non_torch
         band = ESTIMATE_BAND_BYTES if settings.activation_bytes is None else 0
         return fraction_of_free(
-            total,
-            basis,
-            fraction,
-            weights,
-            (activation, non_torch, 0),
-            free,
-            settings,
-            int(band * fraction),
+            total_bytes=total,
+            total_basis=basis,
+            utilization=fraction,
+            weights_bytes=weights,
+            free_bytes=free,
+            settings=settings,
+            activation_bytes=activation,
+            non_torch_bytes=non_torch,
+            uncertainty_bytes=int(band * fraction),
         )
 
-    def pool(self, layout: KvLayout, budget: Budget) -> KvPool:
+    def pool(self, layout: TrtLayout, budget: Budget) -> KvPool[TrtLayout]:
         """⌈min(int(kv / bytes_per_token), max_tokens) / tokens_per_block⌉ blocks, the least
         over pipeline ranks."""
         if budget.kv_bytes <= 0:
             return KvPool(layout, 0)
         blocks = UNLIMITED_REQUESTS
-        cap = layout.max_tokens if isinstance(layout, TrtLayout) else None
+        cap = layout.max_tokens
         for stage in layout.stages:
             per_token = stage.bytes_per_block // layout.tokens_per_block
             tokens = budget.kv_bytes // per_token if per_token else UNLIMITED_REQUESTS
@@ -180,18 +172,22 @@ class TrtllmProfile(EngineProfile):
             blocks = min(blocks, ceil_div(tokens, layout.tokens_per_block))
         return KvPool(layout, blocks)
 
-    def capacity_tokens(self, pool: KvPool, max_model_len: int) -> int:
+    def capacity_tokens(self, pool: KvPool[TrtLayout], max_model_len: int) -> int:
         """Tokens of the primary pool: blocks × tokens per block."""
         return pool.block_capacity_tokens
 
     def log_lines(
-        self, budget: Budget, pool: KvPool, max_model_len: int, sku: SkuSpec | None = None
+        self,
+        budget: Budget,
+        pool: KvPool[TrtLayout],
+        max_model_len: int,
+        sku: SkuSpec | None = None,
     ) -> list[str]:
         return startup_lines(budget, pool, max_model_len)
 
     def notes(self, deployment: Deployment, sku: SkuSpec | None) -> list[str]:
         notes = super().notes(deployment, sku)
-        if set(deployment.model.layer_kinds) & {"sliding", "chunked"}:
+        if deployment.model.has_windowed_layers:
             notes.append(
                 "TensorRT-LLM sizes every layer for the full attention window here (variable "
                 "windows per layer are not modelled): an upper bound for windowed models"
@@ -250,10 +246,10 @@ class TrtllmProfile(EngineProfile):
 PREFIX = "[TensorRT-LLM][INFO] "
 
 
-def startup_lines(budget: Budget, pool: KvPool, max_model_len: int) -> list[str]:
+def startup_lines(budget: Budget, pool: KvPool[TrtLayout], max_model_len: int) -> list[str]:
     """The KV cache lines TensorRT-LLM prints, in that release's wording."""
     layout = pool.layout
-    if not isinstance(layout, TrtLayout) or budget.kv_bytes <= 0:
+    if budget.kv_bytes <= 0:
         return []
     tpb, blocks, tokens = layout.tokens_per_block, pool.num_blocks, pool.block_capacity_tokens
     pool_bytes = tokens * layout.kv_bytes_per_token

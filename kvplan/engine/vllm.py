@@ -13,18 +13,10 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from kvplan.engine import vllm_memory
-from kvplan.engine.base import (
-    Budget,
-    EngineProfile,
-    EngineSettings,
-    KvLayout,
-    KvPool,
-    Scheduler,
-    device_memory,
-    model_reference,
-    subtract_terms,
-)
+from kvplan.engine.base import EngineProfile, EngineSettings, Scheduler, model_reference
+from kvplan.engine.budget import Budget, device_memory, subtract_terms
 from kvplan.engine.choices import SearchChoices, released_in_16_bit
+from kvplan.engine.pool import KvLayout, KvPool
 from kvplan.engine.vllm_pages import (
     VllmStage,
     estimated_max_model_len,
@@ -119,7 +111,15 @@ def uses_hybrid_allocator(deployment: Deployment) -> bool:
     return "chunked" not in deployment.model.layer_kinds
 
 
-class VllmProfile(EngineProfile):
+@dataclass(frozen=True)
+class VllmLayout(KvLayout):
+    """vLLM's grouped stages, and the version whose rules and log wording they follow."""
+
+    stages: tuple[VllmStage, ...]
+    version: VllmVersion
+
+
+class VllmProfile(EngineProfile[VllmLayout]):
     name = "vllm"
     summary = (
         "paged blocks per KV cache group (16 tokens; MLA 64 on Hopper, 128 on Blackwell), "
@@ -175,7 +175,7 @@ class VllmProfile(EngineProfile):
             settings.max_num_seqs or defaults.max_num_seqs,
         )
 
-    def layout(self, deployment: Deployment, sku: SkuSpec | None) -> KvLayout:
+    def layout(self, deployment: Deployment, sku: SkuSpec | None) -> VllmLayout:
         return _layout(
             _layout_key(deployment),
             block_tokens(deployment, sku),
@@ -202,7 +202,14 @@ class VllmProfile(EngineProfile):
 
         utilization = deployment.settings.utilization or version.default_utilization
         weights = vllm_memory.weights_bytes(deployment, sku, version)
-        return subtract_terms(total, basis, utilization, weights, deployment.settings, estimate)
+        return subtract_terms(
+            total_bytes=total,
+            total_basis=basis,
+            utilization=utilization,
+            weights_bytes=weights,
+            settings=deployment.settings,
+            estimate=estimate,
+        )
 
     def search_choices(self, model: ModelSpec, sku: SkuSpec) -> SearchChoices:
         choices = super().search_choices(model, sku)
@@ -225,7 +232,7 @@ class VllmProfile(EngineProfile):
         )
         return (version.default_utilization, *higher)
 
-    def capacity_tokens(self, pool: KvPool, max_model_len: int) -> int:
+    def capacity_tokens(self, pool: KvPool[VllmLayout], max_model_len: int) -> int:
         """ "GPU KV cache size: N tokens" as the version defines it.
 
         0.8–0.21 (and V0's blocks × block size): the pool of one group,
@@ -233,12 +240,16 @@ class VllmProfile(EngineProfile):
         int(X · max_model_len).
         """
         stage = _binding_stage(pool)
-        if _era_of(pool) == "v1-new":
+        if pool.layout.version.era == "v1-new":
             return int(pool.concurrency_at(max_model_len) * max_model_len)
         return pool.num_blocks // len(stage.groups) * stage.block_tokens
 
     def log_lines(
-        self, budget: Budget, pool: KvPool, max_model_len: int, sku: SkuSpec | None = None
+        self,
+        budget: Budget,
+        pool: KvPool[VllmLayout],
+        max_model_len: int,
+        sku: SkuSpec | None = None,
     ) -> list[str]:
         return startup_lines(budget, pool, max_model_len)
 
@@ -305,7 +316,7 @@ class VllmProfile(EngineProfile):
         notes = super().notes(deployment, sku)
         model, settings = deployment.model, deployment.settings
         kinds = set(model.layer_kinds)
-        if kinds & {"sliding", "chunked"} and uses_hybrid_allocator(deployment):
+        if model.has_windowed_layers and uses_hybrid_allocator(deployment):
             tokens = self.scheduler(deployment, sku).max_num_batched_tokens
             basis = (
                 "set"
@@ -318,7 +329,7 @@ class VllmProfile(EngineProfile):
                 f"vLLM charges each windowed layer the window − 1 + max_num_batched_tokens "
                 f"({tokens:,}, {basis}) tokens plus one block per request"
             )
-        elif kinds & {"sliding", "chunked"}:
+        elif model.has_windowed_layers:
             notes.append(
                 "vLLM's hybrid KV-cache manager is off (chunked local attention or "
                 "--no-hybrid-allocator): windowed layers reserve the full length"
@@ -398,9 +409,7 @@ def _tp_rule(model: ModelSpec, tp: int) -> str | None:
             f"total number of attention heads ({heads}) must be divisible by tensor parallel "
             f"size ({tp})"
         )
-    uses_kv_heads = model.mla is None and any(
-        kind in ("full", "sliding", "chunked") for kind in model.layer_kinds
-    )
+    uses_kv_heads = model.mla is None and model.has_kv_head_layers
     if uses_kv_heads and (kv_heads % tp if tp <= kv_heads else tp % kv_heads):
         return (
             f"its {kv_heads} KV heads must divide by tp, or tp by them (heads are replicated "
@@ -435,7 +444,7 @@ def _layout_key(deployment: Deployment) -> Deployment:
 
 
 @lru_cache(maxsize=4096)  # one layout per (model, tp, ...) serves every SKU of a report
-def _layout(deployment: Deployment, block: int, max_num_batched_tokens: int) -> KvLayout:
+def _layout(deployment: Deployment, block: int, max_num_batched_tokens: int) -> VllmLayout:
     """vLLM's grouped page specs for every pipeline stage (speculative draft layers added)."""
     version = version_of(deployment)
     hybrid = uses_hybrid_allocator(deployment)
@@ -450,34 +459,19 @@ def _layout(deployment: Deployment, block: int, max_num_batched_tokens: int) -> 
             specs = page_specs(caches, layers, block, mamba_aligned)
             if deployment.settings.draft_layers and specs:
                 # EAGLE's draft layer joins the target's cache group (vllm#19996: 32 + 1).
-                draft = next((s for s in specs if s.kind in ("full", "mla")), specs[0])
+                draft = next((s for s in specs if s.keeps_every_token), specs[0])
                 specs = specs + [draft] * deployment.settings.draft_layers
             built[held] = stage_layout(specs, version, max_num_batched_tokens)
         stages.append(built[held])
     ranges = deployment.stage_ranges()
     per_token = max(sum(caches[i].context_token_bytes for i in r) for r in ranges)
     shown_block = min(stage.block_tokens for stage in stages)
-    return VllmLayout(tuple(stages), shown_block, per_token, version)
+    return VllmLayout(tuple(stages), shown_block, per_token, version=version)
 
 
-@dataclass(frozen=True)
-class VllmLayout(KvLayout):
-    """A vLLM layout also knows the version whose rules and log wording it follows."""
-
-    version: VllmVersion = DEFAULT_VERSION
-
-
-def _binding_stage(pool: KvPool) -> VllmStage:
+def _binding_stage(pool: KvPool[VllmLayout]) -> VllmStage:
     """The stage whose blocks are dearest: it sets the block count every rank takes."""
-    stages = pool.layout.stages
-    stage = max(stages, key=lambda s: s.bytes_per_block)
-    assert isinstance(stage, VllmStage)
-    return stage
-
-
-def _era_of(pool: KvPool) -> str:
-    layout = pool.layout
-    return layout.version.era if isinstance(layout, VllmLayout) else "v1"
+    return max(pool.layout.stages, key=lambda s: s.bytes_per_block)
 
 
 @dataclass(frozen=True)
@@ -500,18 +494,18 @@ class VllmStartup:
         return sum(pad for pad, _ in self.padding)
 
 
-def startup(budget: Budget, pool: KvPool, max_model_len: int) -> VllmStartup | None:
+def startup(budget: Budget, pool: KvPool[VllmLayout], max_model_len: int) -> VllmStartup | None:
     """What vLLM prints for a pool at `max_model_len`; None when no memory is left."""
     if budget.kv_bytes <= 0:
         return None
     layout = pool.layout
     stage = _binding_stage(pool)
-    version = layout.version if isinstance(layout, VllmLayout) else DEFAULT_VERSION
+    version = layout.version
     if version.era == "v0":
         concurrency = pool.num_blocks * stage.block_tokens / max_model_len
     else:
         concurrency = pool.concurrency_at(max_model_len)
-    stages = tuple(s for s in layout.stages if isinstance(s, VllmStage))
+    stages = layout.stages
     needed = max(s.needed_bytes(max_model_len) for s in stages)
     estimate = None
     if needed > budget.kv_bytes:
@@ -530,7 +524,7 @@ def startup(budget: Budget, pool: KvPool, max_model_len: int) -> VllmStartup | N
     )
 
 
-def startup_lines(budget: Budget, pool: KvPool, max_model_len: int) -> list[str]:
+def startup_lines(budget: Budget, pool: KvPool[VllmLayout], max_model_len: int) -> list[str]:
     """The startup lines vLLM prints for this plan, in that version's wording."""
     lines = [f"Available KV cache memory: {budget.kv_bytes / GIB:.2f} GiB"]
     figures = startup(budget, pool, max_model_len)

@@ -10,14 +10,15 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from typing import ClassVar
 
-from kvplan.engine.base import StageLayout
+from kvplan.engine.pages import PageUnit
+from kvplan.engine.pool import StageLayout, largest_fitting
 from kvplan.engine.vllm_version import VllmVersion
 from kvplan.kvmath import (
     ChunkedCache,
     CrossCache,
     LayerCache,
-    ParallelCache,
     SlidingCache,
     StateCache,
     ceil_div,
@@ -26,37 +27,99 @@ from kvplan.kvmath import (
 
 @dataclass(frozen=True)
 class PageSpec:
-    """One layer's KV spec in vLLM terms (one rank): its page and its window."""
+    """One full-attention layer's KV spec in vLLM terms (one rank): FullAttentionSpec.
 
-    kind: str  # full, sliding, chunked, mla, state
+    A request of `max_model_len` holds ⌈max_model_len / block_tokens⌉ blocks. Other kinds
+    are subclasses that override `blocks_per_request` only, as vLLM's specs override
+    `max_memory_usage_bytes`.
+    """
+
     page_bytes: int  # one block of this layer
-    block_tokens: int
-    window_tokens: int = 0  # sliding window, or chunk size for chunked
+    block_tokens: int  # tokens in one block
+    kind: ClassVar[str] = "full"
+    # Whether a request keeps every one of its tokens here (a speculative draft layer joins
+    # such a group: it attends to the whole context).
+    keeps_every_token: ClassVar[bool] = True
 
     def blocks_per_request(self, max_model_len: int, max_num_batched_tokens: int) -> int:
-        """Blocks vLLM reserves for one request of `max_model_len` (max_memory_usage_bytes).
-
-        SlidingWindowSpec keeps w − 1 old tokens plus up to one batch of new ones, and one
-        extra block because a window rarely starts on a block boundary: a 6-token window
-        over 4-token blocks can straddle 3 blocks. ChunkedLocalAttentionSpec keeps the
-        current chunk plus one batch; MambaSpec one state block; CrossAttentionSpec the
-        request's encoder tokens.
-        """
-        block = self.block_tokens
-        if self.kind == "state":
-            return 1
-        if self.kind == "cross":
-            return ceil_div(self.window_tokens, block)
-        if self.kind == "sliding":
-            kept = min(self.window_tokens - 1 + max_num_batched_tokens, max_model_len)
-            return ceil_div(kept, block) + 1
-        if self.kind == "chunked":
-            return ceil_div(min(self.window_tokens + max_num_batched_tokens, max_model_len), block)
-        return ceil_div(max_model_len, block)
+        """Blocks vLLM reserves for one request of `max_model_len` (max_memory_usage_bytes)."""
+        return ceil_div(max_model_len, self.block_tokens)
 
     def max_memory_usage_bytes(self, max_model_len: int, max_num_batched_tokens: int) -> int:
         """Bytes one request of `max_model_len` may need in this layer."""
         return self.blocks_per_request(max_model_len, max_num_batched_tokens) * self.page_bytes
+
+
+@dataclass(frozen=True)
+class MlaPageSpec(PageSpec):
+    """MLAAttentionSpec: one latent per token (its page bytes say so), full length."""
+
+    kind: ClassVar[str] = "mla"
+
+
+@dataclass(frozen=True)
+class SlidingPageSpec(PageSpec):
+    """SlidingWindowSpec: w − 1 old tokens plus up to one batch of new ones, and one extra
+    block because a window rarely starts on a block boundary: a 6-token window over 4-token
+    blocks can straddle 3 blocks."""
+
+    window_tokens: int = 0
+    kind: ClassVar[str] = "sliding"
+    keeps_every_token: ClassVar[bool] = False
+
+    def blocks_per_request(self, max_model_len: int, max_num_batched_tokens: int) -> int:
+        kept = min(self.window_tokens - 1 + max_num_batched_tokens, max_model_len)
+        return ceil_div(kept, self.block_tokens) + 1
+
+
+@dataclass(frozen=True)
+class ChunkedPageSpec(PageSpec):
+    """ChunkedLocalAttentionSpec: the current chunk plus one batch of new tokens."""
+
+    chunk_tokens: int = 0
+    kind: ClassVar[str] = "chunked"
+    keeps_every_token: ClassVar[bool] = False
+
+    def blocks_per_request(self, max_model_len: int, max_num_batched_tokens: int) -> int:
+        kept = min(self.chunk_tokens + max_num_batched_tokens, max_model_len)
+        return ceil_div(kept, self.block_tokens)
+
+
+@dataclass(frozen=True)
+class CrossPageSpec(PageSpec):
+    """CrossAttentionSpec: the request's encoder tokens, whatever its text length."""
+
+    encoder_tokens: int = 0
+    kind: ClassVar[str] = "cross"
+    keeps_every_token: ClassVar[bool] = False
+
+    def blocks_per_request(self, max_model_len: int, max_num_batched_tokens: int) -> int:
+        return ceil_div(self.encoder_tokens, self.block_tokens)
+
+
+@dataclass(frozen=True)
+class StatePageSpec(PageSpec):
+    """MambaSpec: one state block per request (its page padded to the attention page)."""
+
+    kind: ClassVar[str] = "state"
+    keeps_every_token: ClassVar[bool] = False
+
+    def blocks_per_request(self, max_model_len: int, max_num_batched_tokens: int) -> int:
+        return 1
+
+
+def attention_page_spec(cache: LayerCache, block_tokens: int) -> PageSpec:
+    """The vLLM spec of a layer's attention part: its kind's class, one block of its bytes."""
+    page = block_tokens * cache.token_bytes
+    if isinstance(cache, SlidingCache):
+        return SlidingPageSpec(page, block_tokens, cache.window_tokens)
+    if isinstance(cache, ChunkedCache):
+        return ChunkedPageSpec(page, block_tokens, cache.chunk_tokens)
+    if isinstance(cache, CrossCache):
+        return CrossPageSpec(page, block_tokens, cache.encoder_tokens)
+    if cache.is_latent:
+        return MlaPageSpec(page, block_tokens)
+    return PageSpec(page, block_tokens)  # full attention, and a Falcon-H1 layer's attention
 
 
 @dataclass(frozen=True)
@@ -66,6 +129,7 @@ class VllmGroup:
     spec: PageSpec
     layers: int
     max_num_batched_tokens: int
+    unit: ClassVar[PageUnit] = "page"
 
     @property
     def kind(self) -> str:
@@ -100,14 +164,6 @@ class VllmStage(StageLayout):
         )
 
 
-def _state_bytes(cache: LayerCache) -> int:
-    """The recurrent state a layer keeps per request (Mamba, GDN, KDA; Falcon-H1's mixer)."""
-    recurrent = isinstance(cache, StateCache) and cache.kind == "state"
-    if isinstance(cache, ParallelCache) or recurrent:
-        return cache.state_bytes
-    return 0
-
-
 def _attention_token_bytes(cache: LayerCache) -> int:
     """Bytes per token of a layer's attention pages (0 for state-only and empty layers)."""
     return 0 if isinstance(cache, StateCache) else cache.token_bytes
@@ -128,7 +184,8 @@ def page_specs(
     and pad the state page to it. Cross-attention layers (mllama) keep the request's encoder
     tokens (CrossAttentionSpec: ⌈encoder tokens / B⌉ pages).
     """
-    state_bytes = max((_state_bytes(c) for c in caches), default=0)
+    # The recurrent state a layer keeps per request (Mamba, GDN, KDA; Falcon-H1's mixer).
+    state_bytes = max((c.state_bytes_per_seq for c in caches), default=0)
     per_token = next((b for b in map(_attention_token_bytes, caches) if b), 0)
     if state_bytes and per_token and mamba_aligned:
         block_tokens = 16 * ceil_div(state_bytes, 16 * per_token)
@@ -136,19 +193,12 @@ def page_specs(
     specs = []
     for i in layers:
         cache = caches[i]
-        token_bytes = _attention_token_bytes(cache)
-        if token_bytes:
-            window = 0
-            if isinstance(cache, SlidingCache):
-                window = cache.window_tokens
-            elif isinstance(cache, ChunkedCache):
-                window = cache.chunk_tokens
-            elif isinstance(cache, CrossCache):
-                window = cache.encoder_tokens
-            kind = "full" if isinstance(cache, ParallelCache) else cache.kind
-            specs.append(PageSpec(kind, block_tokens * token_bytes, block_tokens, window))
-        if _state_bytes(cache):
-            specs.append(PageSpec("state", max(_state_bytes(cache), attention_page), block_tokens))
+        if _attention_token_bytes(cache):
+            specs.append(attention_page_spec(cache, block_tokens))
+        if cache.state_bytes_per_seq:
+            specs.append(
+                StatePageSpec(max(cache.state_bytes_per_seq, attention_page), block_tokens)
+            )
     return specs
 
 
@@ -213,11 +263,7 @@ def stage_layout(
 
 def estimated_max_model_len(stages: tuple[VllmStage, ...], available_bytes: int, upper: int) -> int:
     """The startup check's estimate: the longest length whose reservation fits (binary search)."""
-    low, high = 0, upper
-    while low < high:
-        mid = (low + high + 1) // 2
-        if max(stage.needed_bytes(mid) for stage in stages) <= available_bytes:
-            low = mid
-        else:
-            high = mid - 1
-    return low
+    return largest_fitting(
+        lambda length: max(stage.needed_bytes(length) for stage in stages) <= available_bytes,
+        upper,
+    )

@@ -9,6 +9,7 @@ state side by side) is one object whose class names both parts.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 
 def ceil_div(numerator: int, denominator: int) -> int:
@@ -25,6 +26,8 @@ class FullCache:
 
     token_bytes: int
     kind: str = "full"
+    # One latent per token instead of a K and a V row (MLA): engines size and read it whole.
+    is_latent: ClassVar[bool] = False
 
     def first_kept_token(self, tokens: int) -> int:
         """Index of the oldest token this layer still holds for a sequence of `tokens`."""
@@ -46,6 +49,11 @@ class FullCache:
     def context_token_bytes(self) -> int:
         """Bytes the layer adds per token of the request's own context (cross layers: 0)."""
         return self.token_bytes
+
+    @property
+    def state_bytes_per_seq(self) -> int:
+        """Bytes of recurrent state the layer keeps per sequence, whatever its length."""
+        return 0
 
 
 @dataclass(frozen=True)
@@ -79,6 +87,7 @@ class MlaCache(FullCache):
     """One latent (kv_lora_rank + qk_rope_head_dim) per token: no ×2, no heads, whole per rank."""
 
     kind: str = "mla"
+    is_latent: ClassVar[bool] = True
 
 
 @dataclass(frozen=True)
@@ -134,6 +143,10 @@ class ParallelCache(FullCache):
             return 0
         return self.token_bytes * self.tokens_kept(tokens) + self.state_bytes
 
+    @property
+    def state_bytes_per_seq(self) -> int:
+        return self.state_bytes
+
 
 @dataclass(frozen=True)
 class StateCache:
@@ -142,6 +155,7 @@ class StateCache:
     state_bytes: int
     kind: str = "state"
     token_bytes: int = 0
+    is_latent: ClassVar[bool] = False
 
     def first_kept_token(self, tokens: int) -> int:
         return tokens
@@ -158,6 +172,10 @@ class StateCache:
     @property
     def context_token_bytes(self) -> int:
         return 0
+
+    @property
+    def state_bytes_per_seq(self) -> int:
+        return self.state_bytes
 
 
 @dataclass(frozen=True)

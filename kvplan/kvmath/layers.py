@@ -19,7 +19,7 @@ from kvplan.kvmath.caches import (
     StateCache,
     ceil_div,
 )
-from kvplan.specs import DtypeInfo, ModelSpec, kv_dtype_info
+from kvplan.specs import WINDOWED_KINDS, DtypeInfo, ModelSpec, kv_dtype_info
 
 
 def num_kv_heads_per_gpu(num_kv_heads: int, tp: int) -> int:
@@ -70,7 +70,7 @@ def _layer_cache(
     """The cache of one layer of `kind` (every layer of a kind holds the same); `kv_dtypes`
     are the K and V types."""
     plan = model.layers
-    if full_reservation and kind in ("sliding", "chunked"):
+    if full_reservation and kind in WINDOWED_KINDS:
         kind = "full"
     k_dtype, v_dtype = kv_dtypes
     match kind:

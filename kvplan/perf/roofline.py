@@ -286,7 +286,7 @@ def _attention_terms(model: ModelSpec) -> tuple[tuple[LayerCache, int, int], ...
     terms: Counter[tuple[LayerCache, int]] = Counter()
     # Cache objects only give each layer's kind and window; the KV dtype is irrelevant here.
     for cache in layer_caches(model, kv_dtype_info("bf16")):
-        if cache.kind == "mla" and mla is not None:
+        if cache.is_latent and mla is not None:
             width = heads * (mla.qk_nope_head_dim + mla.qk_rope_head_dim + mla.v_head_dim)
         else:
             width = heads * 2 * head_dim

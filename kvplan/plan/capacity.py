@@ -8,34 +8,20 @@ exact "how many requests fit", never by dividing a budget by bytes per token.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Literal
 
 import kvplan.limits as limits
 from kvplan.engine import Budget, KvLayout, KvPool, Scheduler
-from kvplan.engine.base import UNLIMITED_REQUESTS
 from kvplan.engine.batch import Batch
 from kvplan.engine.deployment import Deployment
+from kvplan.engine.pool import UNLIMITED_REQUESTS, largest_fitting
 from kvplan.errors import KvplanError
 from kvplan.perf.roofline import DEFAULT_EFFICIENCY, DecodeEstimate, Efficiency, decode_step
 from kvplan.plan.context_limit import beyond_limit
 from kvplan.specs import SkuSpec
 from kvplan.units import gib
-
-
-def largest_fitting(fits: Callable[[int], bool], upper: int) -> int:
-    """The largest n in [0, upper] with fits(n), for a monotone `fits` (0 if none)."""
-    low, high = 0, upper
-    while low < high:
-        mid = (low + high + 1) // 2
-        if fits(mid):
-            low = mid
-        else:
-            high = mid - 1
-    return low
-
 
 # Why a plan fails, most fundamental first: the weights leave no KV, the context is past the
 # model's limit, not one request fits, not all of them do. Every command's verdict is one.
@@ -228,6 +214,29 @@ def tp_degrees(deployment: Deployment, sku: SkuSpec) -> list[int]:
     ]
 
 
+def data_parallel_attention(deployment: Deployment, sku: SkuSpec) -> list[Deployment]:
+    """For an MoE model given neither dp nor ep: data-parallel attention with expert
+    parallelism over 2, 4 and 8 GPUs of a node (tp 1 × dp N + ep), the layouts the engine
+    accepts.
+
+    This is the usual way to serve a large MoE (DeepSeek-V3 on 8 GPUs: SGLang's
+    --enable-dp-attention, vLLM's --data-parallel-size with --enable-expert-parallel), and a
+    report of TP degrees alone hides it: an MLA latent is whole on every TP rank, so TP 8
+    keeps each request's KV eight times, where each DP rank keeps only its own requests'.
+    """
+    if deployment.model.moe is None or deployment.dp > 1 or deployment.ep:
+        return []
+    layouts = []
+    for gpus in REPORT_TP_DEGREES:
+        if gpus == 1 or gpus * deployment.pp > sku.max_gpus_per_node:
+            continue
+        try:
+            layouts.append(deployment.replace(tp=1, dp=gpus, ep=True))
+        except KvplanError:
+            continue  # the engine runs one instance (llama.cpp) or refuses the split
+    return layouts
+
+
 @dataclass(frozen=True)
 class Refusal:
     """A model × SKU × TP degree of a grid that the engine refuses to start, and why."""
@@ -253,7 +262,9 @@ def capacity_grid(
 
     Degrees the user asks for are validated: the engine's refusal is an error, or with
     `keep_refusals` a Refusal in the combination's place (one refused model does not sink
-    a whole report). The default degrees skip those the engine refuses.
+    a whole report). The default degrees skip those the engine refuses, and for an MoE model
+    given neither dp nor ep are followed by the data-parallel attention rows
+    (`data_parallel_attention`).
     """
     rows: list[Capacity | Refusal] = []
     for base in deployments:
@@ -265,6 +276,8 @@ def capacity_grid(
                     rows.append(Refusal(base, sku, tp, reason, batch, context))
                     continue
                 deployment = base if tp == base.tp else base.replace(tp=tp)
+                rows.append(Capacity(deployment, sku, batch, context_tokens, efficiency))
+            for deployment in data_parallel_attention(base, sku) if tps is None else ():
                 rows.append(Capacity(deployment, sku, batch, context_tokens, efficiency))
     return rows
 

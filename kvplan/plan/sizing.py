@@ -124,9 +124,8 @@ def size(
     per_token_per_gpu = max(
         sum(caches[i].context_token_bytes for i in r) for r in deployment.stage_ranges()
     )
-    windowed = any(k in ("sliding", "chunked") for k in model.layer_kinds)
     full_reservation = None
-    if windowed:
+    if model.has_windowed_layers:
         reserved = deployment.exact_caches(full_reservation=True)
         full_reservation = deployment.tp * sum(
             count * sum(c.bytes_per_seq(tokens) for c in reserved) for tokens, count in batch
@@ -161,9 +160,7 @@ def _notes(deployment: Deployment, context: int) -> list[str]:
     model, tp = deployment.model, deployment.tp
     kinds = model.layer_kinds
     notes = list(model.notes) + context_notes(model, context)
-    if tp > model.attention.num_kv_heads and any(
-        k in ("full", "sliding", "chunked") for k in kinds
-    ):
+    if tp > model.attention.num_kv_heads and model.has_kv_head_layers:
         notes.append(
             f"tp {tp} > {model.attention.num_kv_heads} KV heads: each GPU holds one replicated "
             "KV head, so KV per GPU stops shrinking"

@@ -207,6 +207,14 @@ def _capacity_notes(table: Table, rows: list[CapacityRow]) -> None:
             f"{NODES_MARK} one replica spans {counts} nodes (tp × pp above the SKU's GPUs per "
             "node): its TP or pipeline traffic crosses the network (JSON: nodes, notes)"
         )
+    if any(r.dp > 1 and r.ep for r in rows):
+        meaning = (
+            "dpN+ep: data-parallel attention, N replicas of the attention each keeping only "
+            "its own requests' KV, with the routed experts spread over the N GPUs (expert "
+            "parallelism); max conc counts every replica"
+        )
+        spans = table.footnotes.get("tp")
+        table.footnotes["tp"] = f"{spans}; {meaning}" if spans else meaning
     if any(r.native_limit_binds for r in rows):
         table.footnotes["max_context_tokens"] = (
             "* the model's native context limit binds, not memory"
@@ -227,6 +235,12 @@ def _capacity_notes(table: Table, rows: list[CapacityRow]) -> None:
             "; ! KV of the batch the KV budget does not hold, +N GiB what the batch needs beyond "
             "the budget (per GPU)"
         )
+
+
+def parallel_label(row: CapacityRow) -> str:
+    """'tp8', 'tp2×pp2', 'tp1 dp8+ep': a row's layout in a chart's or a log block's label."""
+    text = f"tp{row.tp}" + (f"×pp{row.pp}" if row.pp > 1 else "")
+    return text + (f" dp{row.dp}" + ("+ep" if row.ep else "") if row.dp > 1 else "")
 
 
 def _parallel(row: CapacityRow) -> str:
@@ -277,7 +291,8 @@ def _table_with_log_lines(rows: list[Row], log_lines: bool) -> Table:
     seen: dict[tuple[str, ...], list[str]] = {}
     for row in rows:
         if isinstance(row, CapacityRow) and row.log_lines:
-            seen.setdefault(tuple(row.log_lines), []).append(f"{row.model} tp{row.tp} {row.sku}")
+            label = f"{row.model} {parallel_label(row)} {row.sku}"
+            seen.setdefault(tuple(row.log_lines), []).append(label)
     engine = rows[0].engine
     for lines, labels in seen.items():
         more = f" (+{len(labels) - 3} more)" if len(labels) > 3 else ""

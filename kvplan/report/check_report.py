@@ -137,8 +137,13 @@ def check_table(report: CheckReport) -> Table:
                 f"{record['supported_context_at_promised_concurrency']:,}",
                 gib(record["kv_bytes_needed_per_gpu"]),
                 gib(record["kv_budget_bytes_per_gpu"]),
-                "ok" if check.ok else "FAIL",
+                ("ok*" if record["within_estimate_band"] else "ok") if check.ok else "FAIL",
             ],
+        )
+    if any(product.within_estimate_band for product in report.products):
+        table.footnotes["ok"] = (
+            "ok*: holds with the estimated KV budget, not at the low end of its band (the "
+            "engine's activation and non-torch memory are estimates)"
         )
     for check in result.checks:
         table.notes.append(f"{'ok' if check.ok else 'FAIL'} {check.product.name}: {reason(check)}")

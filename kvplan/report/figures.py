@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from kvplan.api.results import CapacityRow, CheckReport, ClaimReport, RecommendReport
 from kvplan.plan.capacity import Capacity, concurrency_by_context
-from kvplan.report.capacity_report import MemorySplit, memory_split
+from kvplan.report.capacity_report import MemorySplit, memory_split, parallel_label
 from kvplan.report.render import gib, tokens_label
 from kvplan.report.svg import (
     Bar,
@@ -119,8 +119,7 @@ def capacity_figures(rows: list[CapacityRow]) -> list[str]:
     many_models = len({r.model for r in rows}) > 1
 
     def label(row: CapacityRow) -> str:
-        parallel = f"tp{row.tp}" + (f"×pp{row.pp}" if row.pp > 1 else "")
-        return (f"{row.model} · " if many_models else "") + f"{row.sku} · {parallel}"
+        return (f"{row.model} · " if many_models else "") + f"{row.sku} · {parallel_label(row)}"
 
     figures = []
     if len(rows) <= MAX_BARS:

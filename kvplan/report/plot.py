@@ -16,7 +16,7 @@ from typing import Any
 from kvplan.api.results import CapacityRow
 from kvplan.errors import KvplanError
 from kvplan.files import output_target, write_atomically
-from kvplan.report.capacity_report import memory_split
+from kvplan.report.capacity_report import memory_split, parallel_label
 from kvplan.report.render import tokens_label
 from kvplan.units import GIB
 
@@ -44,8 +44,7 @@ def _matplotlib() -> ModuleType:
 
 
 def _label(row: CapacityRow, many_models: bool) -> str:
-    parallel = f"tp{row.tp}" + (f"×pp{row.pp}" if row.pp > 1 else "")
-    return (f"{row.model} · " if many_models else "") + f"{row.sku} · {parallel}"
+    return (f"{row.model} · " if many_models else "") + f"{row.sku} · {parallel_label(row)}"
 
 
 def _context_panel(axes: Any, rows: list[CapacityRow], labels: list[str]) -> None:

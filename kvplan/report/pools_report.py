@@ -23,8 +23,10 @@ def _choice_record(choice: PoolChoice) -> dict[str, Any]:
     }
 
 
-def _per_gpu(result: PoolsResult, gpus: int | None) -> float | None:
-    return result.offered_requests_per_s / gpus if gpus else None
+def _per_gpu(result: PoolsResult, gpus: int | None, colocated: bool = False) -> float | None:
+    """Requests/s per GPU of what that setup itself returns."""
+    served = result.colocated_requests_per_s if colocated else result.offered_requests_per_s
+    return served / gpus if gpus else None
 
 
 def pools_record(label: str, result: PoolsResult) -> dict[str, Any]:
@@ -50,7 +52,8 @@ def pools_record(label: str, result: PoolsResult) -> dict[str, Any]:
         "disaggregated_gpus": disaggregated,
         "disaggregated_requests_per_s_per_gpu": _per_gpu(result, disaggregated),
         "colocated_gpus": result.colocated.gpus,
-        "colocated_requests_per_s_per_gpu": _per_gpu(result, result.colocated.gpus),
+        "colocated_requests_served": result.colocated_served,
+        "colocated_requests_per_s_per_gpu": _per_gpu(result, result.colocated.gpus, True),
         "notes": list(result.notes),
     }
 
@@ -118,7 +121,8 @@ def pools_table(results: list[tuple[str, PoolsResult]]) -> Table:
     if any(choice.instances is None for choice in choices):  # the mark is on some row
         table.notes.append(
             "—: no instance count up to --max-instances meets the target, or the requests the "
-            "pool rejects already miss it (more instances reject the same ones)"
+            "pool rejects already miss it, or it cannot hold a request of the workload (more "
+            "instances reject the same ones)"
         )
     return table
 
@@ -129,8 +133,10 @@ def _workload_notes(label: str, result: PoolsResult) -> list[str]:
     served = (
         plural(result.served, "request")
         if not result.rejected
-        else (f"{result.served:,} of {total:,} requests served by every pool")
+        else (f"{result.served:,} of {total:,} requests served by both disaggregated pools")
     )
+    if result.colocated_served != result.served:
+        served += f" (colocated: {result.colocated_served:,})"
     notes = [
         f"{label}: {served} at {result.offered_requests_per_s:,.2f} req/s; KV copy "
         f"{_ms(result.transfer_mean_s)} mean, {_ms(result.transfer_percentile_s)} p{p} over "
@@ -149,7 +155,7 @@ def _workload_notes(label: str, result: PoolsResult) -> list[str]:
 
 
 def _add(table: Table, label: str, role: str, choice: PoolChoice, result: PoolsResult) -> None:
-    per_gpu = _per_gpu(result, choice.gpus) if role == "colocated" else None
+    per_gpu = _per_gpu(result, choice.gpus, True) if role == "colocated" else None
     table.add(
         [
             label,

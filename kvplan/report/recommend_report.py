@@ -64,6 +64,8 @@ def why(c: RecommendCandidate, losses: list[RecommendLoss]) -> str:
             words.append(
                 f"{_percent(float(loss.value))} within SLO vs {_percent(float(loss.first))}"
             )
+        elif loss.kind == "goodput":
+            words.append(f"goodput {float(loss.value):,.2f} vs {float(loss.first):,.2f} req/s")
         elif loss.kind == "utilization":
             words.append(f"needs utilization {loss.value:g}")
         elif loss.kind == "order":

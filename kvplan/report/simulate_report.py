@@ -46,6 +46,7 @@ def simulation_record(result: SimulationResult) -> dict[str, Any]:
         "max_num_batched_tokens": view.max_num_batched_tokens,
         "tokens_per_block": view.charge.tokens_per_block,
         "kv_blocks": view.num_blocks,
+        "kv_block_unit": view.capacity.layout.unit,
         "kv_bytes_per_block": round(view.bytes_per_block),
         "kv_pool_bytes": round(view.pool_bytes),
         "kv_capacity_tokens": view.capacity_tokens,
@@ -169,7 +170,8 @@ def _pool(view: InstanceModel) -> str:
     tokens = f"{view.capacity_tokens:,} tokens"
     if view.is_byte_pool:
         return f"{tokens} = {human_bytes(view.pool_bytes)}"
-    blocks = f"{view.num_blocks:,} blocks × {human_bytes(view.bytes_per_block)}"
+    name = "slots" if view.capacity.layout.unit == "slot" else "blocks"
+    blocks = f"{view.num_blocks:,} {name} × {human_bytes(view.bytes_per_block)}"
     return f"{blocks} = {human_bytes(view.pool_bytes)} ({tokens})"
 
 

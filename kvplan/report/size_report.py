@@ -232,9 +232,14 @@ def explain_lines(report: SizeReport) -> list[str]:
     lines += weights_explain_lines(report)
     if d.engine.name != "exact":
         layout = result.layout
+        charged = {
+            "page": f"its blocks ({layout.tokens_per_block} tokens each)",
+            "byte": "its bytes (a pool of bytes, no pages)",
+            "slot": "one of the slots the launch allocates",
+        }[layout.unit]
         lines.append(
-            f"  engine {d.engine.name} ({d.engine.summary}): charges each request its blocks "
-            f"({layout.tokens_per_block} tokens each) = {result.kv_bytes:,} B"
+            f"  engine {d.engine.name} ({d.engine.summary}): charges each request {charged} "
+            f"= {result.kv_bytes:,} B"
         )
     return lines
 

@@ -14,8 +14,9 @@ from dataclasses import dataclass, replace
 from kvplan.engine import KvLayout
 from kvplan.engine.analytic import byte_layout
 from kvplan.engine.deployment import Deployment
+from kvplan.engine.pool import largest_fitting
 from kvplan.errors import KvplanError
-from kvplan.plan.capacity import Capacity, largest_fitting
+from kvplan.plan.capacity import Capacity
 from kvplan.simulate.allocators import reservation_tokens
 from kvplan.simulate.config import SimConfig
 from kvplan.simulate.growth import GrowthProfile, growth_profile
@@ -62,7 +63,7 @@ class InstanceModel:
     def is_byte_pool(self) -> bool:
         """Whether a block is one byte (exact, hf, naive; llama.cpp without -c): requests
         take exactly their bytes, so the pool is told in tokens, not blocks."""
-        return all(stage.bytes_per_block == 1 for stage in self.capacity.layout.stages)
+        return self.capacity.layout.unit == "byte"
 
 
 def instance_model(deployment: Deployment, sku: SkuSpec, config: SimConfig) -> InstanceModel:
@@ -99,7 +100,7 @@ def instance_model(deployment: Deployment, sku: SkuSpec, config: SimConfig) -> I
         max_num_seqs=scheduler.max_num_seqs,
         max_num_batched_tokens=batched_tokens,
         num_blocks=pool.num_blocks,
-        bytes_per_block=max(stage.bytes_per_block for stage in layout.stages) * factor,
+        bytes_per_block=layout.bytes_per_block * factor,
         charge=charge,
         token_bytes=token_bytes,
         read_bytes=read_bytes,

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from kvplan.plan.capacity import largest_fitting
+from kvplan.engine.pool import largest_fitting
 
 # Evenly spaced boundaries at which the compressed profile is compared with f itself.
 CHECK_POINTS = 48
@@ -87,16 +87,11 @@ def growth_profile(
     m = 1
     while m <= last:
         rate = gain(m)
-        low, high = m, last  # the last boundary with this rate, r being non-increasing
-        while low < high:
-            mid = (low + high + 1) // 2
-            if gain(mid) == rate:
-                low = mid
-            else:
-                high = mid - 1
+        # The last boundary with this rate, r being non-increasing.
+        end = largest_fitting(lambda k, rate=rate: gain(k) == rate, last, lower=m)
         starts.append(m * block)
         rates.append(rate)
-        m = low + 1
+        m = end + 1
     profile = GrowthProfile(cached, block, max_tokens, tuple(starts), tuple(rates))
     _check(profile, gain, last)
     return profile

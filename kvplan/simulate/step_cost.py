@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from kvplan.engine.deployment import Deployment
+from kvplan.engine.pool import largest_fitting
 from kvplan.perf.roofline import (
     Efficiency,
     chunk_flops_function,
@@ -133,14 +134,8 @@ def steps_starting_before(pieces: list[Piece], limit: int, seconds: float) -> in
     """How many of the first `limit` steps start less than `seconds` after the first starts."""
     if seconds <= 0:
         return 0
-    low, high = 1, limit  # step 0 starts at 0 < seconds
-    while low < high:
-        mid = (low + high + 1) // 2
-        if run_s(pieces, mid - 1) < seconds:  # step mid − 1 starts at T(mid − 1)
-            low = mid
-        else:
-            high = mid - 1
-    return low
+    # Step n − 1 starts at T(n − 1); step 0 starts at 0 < seconds, so at least 1.
+    return largest_fitting(lambda n: run_s(pieces, n - 1) < seconds, limit, lower=1)
 
 
 def itl_samples(pieces: list[Piece], steps: int, weight: int) -> list[tuple[float, int]]:

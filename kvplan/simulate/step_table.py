@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import kvplan.limits as limits
+from kvplan.engine.pool import largest_fitting
 from kvplan.errors import KvplanError
 from kvplan.files import read_text
 from kvplan.simulate.step_cost import Piece
@@ -64,13 +65,7 @@ def _bracket(axis: tuple[int, ...], value: int) -> list[tuple[int, float]]:
 
 
 def _floor_index(axis: tuple[int, ...], value: int) -> int:
-    low, high = 0, len(axis) - 1
-    while low < high:
-        mid = (low + high + 1) // 2
-        if axis[mid] <= value:
-            low = mid
-        else:
-            high = mid - 1
+    low = largest_fitting(lambda i: axis[i] <= value, len(axis) - 1)
     return low if axis[low] <= value else -1
 
 

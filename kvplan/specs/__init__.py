@@ -12,7 +12,7 @@ One file per job:
     sku       SkuSpec
 """
 
-from kvplan.specs.common import ATTENTION_KINDS, LAYER_KINDS, LayerKind
+from kvplan.specs.common import ATTENTION_KINDS, LAYER_KINDS, WINDOWED_KINDS, LayerKind
 from kvplan.specs.dtypes import (
     KV_DTYPE_ALIASES,
     KV_DTYPES,
@@ -44,6 +44,7 @@ __all__ = [
     "LAYER_KINDS",
     "WEIGHT_DTYPES",
     "WEIGHT_DTYPE_ALIASES",
+    "WINDOWED_KINDS",
     "AttentionSpec",
     "DtypeInfo",
     "IndexerSpec",

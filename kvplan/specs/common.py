@@ -16,6 +16,10 @@ LayerKind = Literal[
 LAYER_KINDS: tuple[str, ...] = get_args(LayerKind)  # the Literal's values, in its order
 # Kinds whose layer has an attention mixer caching K and V per token (or per encoder token).
 ATTENTION_KINDS: tuple[str, ...] = ("full", "sliding", "chunked", "parallel", "cross")
+# Kinds whose layer keeps only some of a sequence's tokens (a window or the current chunk).
+WINDOWED_KINDS = frozenset({"sliding", "chunked"})
+# Kinds whose cache has K and V rows per KV head, the ones tensor parallelism splits.
+KV_HEAD_KINDS = frozenset({"full", "sliding", "chunked"})
 
 _STRICT = ConfigDict(strict=True, frozen=True, extra="forbid")
 

@@ -7,6 +7,8 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from kvplan.specs.common import (
+    KV_HEAD_KINDS,
+    WINDOWED_KINDS,
     Aliases,
     LayerCount,
     Name,
@@ -128,6 +130,16 @@ class ModelSpec(_Spec):
     def layer_kinds(self) -> tuple[str, ...]:
         """The kind of every layer, expanded from the plan."""
         return self.layers.expand(self.num_layers)
+
+    @property
+    def has_windowed_layers(self) -> bool:
+        """Whether some layer keeps only part of a sequence (a sliding window or a chunk)."""
+        return not WINDOWED_KINDS.isdisjoint(self.layer_kinds)
+
+    @property
+    def has_kv_head_layers(self) -> bool:
+        """Whether some layer caches K and V rows per KV head (full, sliding or chunked)."""
+        return not KV_HEAD_KINDS.isdisjoint(self.layer_kinds)
 
     @property
     def extended_context(self) -> int | None:

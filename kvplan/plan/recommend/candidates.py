@@ -9,7 +9,7 @@ from functools import cached_property
 from kvplan.engine import KvPool
 from kvplan.engine.deployment import Deployment
 from kvplan.plan.capacity import Capacity
-from kvplan.plan.recommend.objective import Score, usable_pool
+from kvplan.plan.recommend.objective import Score, held_within_headroom, usable_pool
 from kvplan.specs import SkuSpec, kv_dtype_info
 
 
@@ -26,6 +26,16 @@ class Candidate:
     def usable(self) -> KvPool:
         """The pool less the headroom share of the KV budget."""
         return usable_pool(self.capacity, self.headroom)
+
+    @cached_property
+    def held(self) -> int:
+        """Requests of the target's context the KV within the headroom holds, all replicas."""
+        return held_within_headroom(self.capacity, self.headroom, self.capacity.context_tokens)
+
+    @property
+    def goodput(self) -> float:
+        """Requests/s within SLO for a throughput target; 0 for a KV target."""
+        return self.score.goodput_requests_per_s or 0.0
 
     @property
     def deployment(self) -> Deployment:
@@ -67,7 +77,8 @@ class Loss:
     """One way an alternative is worse than the first: `kind`, its value, the first's."""
 
     # gpus or price (the cost), weights, kv, nodes, pipeline, held (requests in KV) or slo_met
-    # (share within SLO), utilization, order
+    # (share within SLO), then for a throughput target held and goodput (requests/s within
+    # SLO), utilization, order
     kind: str
     value: float | str
     first: float | str
@@ -80,7 +91,10 @@ class Ranked:
 
 
 def _rank_key(c: Candidate) -> tuple:
-    """Cost, then fewer quantised parts, fewer nodes and stages, more KV, a lower fraction."""
+    """Cost, then fewer quantised parts, fewer nodes and stages, more achieved; for a
+    throughput target, whose achieved is the share within SLO, then more requests held and
+    a higher goodput (docs/commands/recommend.md: more requests held wins a tie); then a
+    lower fraction."""
     d = c.deployment
     return (
         c.cost,
@@ -88,6 +102,8 @@ def _rank_key(c: Candidate) -> tuple:
         c.nodes,
         d.pp,
         -c.score.achieved,
+        -c.held,
+        -c.goodput,
         c.capacity.budget.utilization,
         c.deployment.settings.tokens_per_block or 0,
         c.sku.name,
@@ -135,9 +151,15 @@ def losses(c: Candidate, first: Candidate, cost_name: str) -> tuple[Loss, ...]:
         found.append(Loss("nodes", c.nodes, first.nodes))
     if c.deployment.pp > first.deployment.pp:
         found.append(Loss("pipeline", c.deployment.pp, first.deployment.pp))
+    throughput = c.score.goodput_requests_per_s is not None
     if c.score.achieved < first.score.achieved:
-        kind = "held" if c.score.goodput_requests_per_s is None else "slo_met"
-        found.append(Loss(kind, c.score.achieved, first.score.achieved))
+        found.append(
+            Loss("slo_met" if throughput else "held", c.score.achieved, first.score.achieved)
+        )
+    elif throughput and c.held < first.held:
+        found.append(Loss("held", c.held, first.held))
+    elif throughput and c.goodput < first.goodput:
+        found.append(Loss("goodput", c.goodput, first.goodput))
     utilization, first_utilization = (x.capacity.budget.utilization for x in (c, first))
     if utilization > first_utilization:
         found.append(Loss("utilization", utilization, first_utilization))

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Protocol
 
-from kvplan.engine.base import UNLIMITED_REQUESTS
 from kvplan.engine.deployment import Deployment
+from kvplan.engine.pool import UNLIMITED_REQUESTS
 from kvplan.errors import KvplanError
 from kvplan.plan.capacity import Capacity
 from kvplan.plan.recommend.objective import Score, held_within_headroom, kv_bytes_within_headroom

@@ -106,10 +106,12 @@ def recommend(
     miss: Candidate | None = None
     plain_miss: Candidate | None = None  # the closest miss without quantisation
     evaluated = refused = visited = simulated = 0
+    refusal: str | None = None  # the engine's reason for the first point it refused
     while visited < len(points):
         level = groups[visited][0]
         while visited < len(points) and groups[visited][0] == level:
-            found, count, runs = _evaluate(points[visited], base, objective, headroom)
+            found, count, runs, reason = _evaluate(points[visited], base, objective, headroom)
+            refusal = refusal or reason
             visited += 1
             evaluated += count
             refused += count == 0
@@ -126,6 +128,12 @@ def recommend(
                         plain_miss = closer(candidate, plain_miss)
         if len({c.shape for c in meeting}) >= top:
             break
+    if not meeting and miss is None:
+        # Not even a miss to show: the engine refused every point, so its reason is the answer.
+        raise KvplanError(
+            f"{base.engine.name} refuses every point searched ({len(points):,}); the first: "
+            f"{refusal or 'no point to search'}"
+        )
     ranked = rank_candidates(meeting, top, cost.name)
     stats = SearchStats(
         len(space.skus),
@@ -156,9 +164,9 @@ def _group(point: Point, model: ModelSpec) -> tuple[float, int, int, int]:
 
 def _evaluate(
     point: Point, base: Deployment, objective: Objective, headroom: Fraction
-) -> tuple[list[Candidate], int, int]:
-    """The candidates one point yields, the capacities computed (0: the engine refuses) and
-    the simulations run."""
+) -> tuple[list[Candidate], int, int, str | None]:
+    """The candidates one point yields, the capacities computed (0: the engine refuses), the
+    simulations run and the engine's reason when it refuses the point."""
     settings = replace(base.settings, tokens_per_block=point.tokens_per_block)
     try:
         deployment = base.replace(
@@ -173,8 +181,8 @@ def _evaluate(
             exact_weights_bytes=base.exact_weights_bytes if point.weight_dtype is None else None,
             checkpoint=base.checkpoint if point.weight_dtype is None else None,
         )
-    except KvplanError:
-        return [], 0, 0
+    except KvplanError as error:
+        return [], 0, 0, str(error)
     sku, profile = point.sku, deployment.engine
     if settings.max_num_batched_tokens is None:
         # Pin the scheduler's step to the default this plan was sized with: the default
@@ -218,7 +226,7 @@ def _evaluate(
                 found.append(at(fraction, max_num_seqs))
                 if found[-1].score.meets:
                     break
-        return found, computed, runs
+        return found, computed, runs, None
     misses = []
     for max_num_seqs in seqs:
         highest = at(fractions[-1], max_num_seqs)
@@ -230,9 +238,9 @@ def _evaluate(
         for fraction in fractions[:-1]:
             lower = at(fraction, max_num_seqs)
             if lower.score.meets:
-                return [lower], computed, runs
-        return [highest], computed, runs
-    return misses, computed, runs
+                return [lower], computed, runs, None
+        return [highest], computed, runs, None
+    return misses, computed, runs, None
 
 
 def _max_num_seqs(

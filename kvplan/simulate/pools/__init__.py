@@ -12,6 +12,8 @@ A target is met at percentile p when at least p % of the workload's requests mee
 `simulate` counts goodput: a request a pool rejects (longer than max_model_len, or needing
 more KV than one instance holds), or that never reaches it, is a miss. Rejections do not
 depend on the instance count, so when they alone exceed the misses allowed, the search stops.
+A pool whose instances cannot hold some request of the workload is no candidate at that
+degree, however few such requests there are: the pool would drop them every time.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from kvplan.engine.deployment import Deployment
 from kvplan.errors import KvplanError
 from kvplan.simulate.config import SimConfig, Slo
 from kvplan.simulate.engine_view import instance_model, kv_refusal
+from kvplan.simulate.instance import TOO_LARGE
 from kvplan.simulate.pools.choice import PREFILL_REJECTED, PoolChoice
 from kvplan.simulate.pools.search import PoolSearch, at_tp
 from kvplan.simulate.results import percentile_of
@@ -44,8 +47,9 @@ class PoolsResult:
     link_bytes_per_s: float
     transfer_mean_s: float
     transfer_percentile_s: float
-    served: int  # requests every pool chosen (or largest tried) returns
-    rejected: int  # the others: rejected by at least one pool
+    served: int  # requests both disaggregated pools chosen (or largest tried) return
+    rejected: int  # the others: rejected by the prefill or the decode pool
+    colocated_served: int  # requests the colocated pool chosen (or largest tried) returns
     prefill: PoolChoice
     decode: PoolChoice
     colocated: PoolChoice
@@ -53,8 +57,17 @@ class PoolsResult:
 
     @property
     def offered_requests_per_s(self) -> float:
+        """Requests/s the disaggregated pools return, over the workload's duration."""
+        return self._per_s(self.served)
+
+    @property
+    def colocated_requests_per_s(self) -> float:
+        """Requests/s the colocated pool returns: its own, not what every pool returned."""
+        return self._per_s(self.colocated_served)
+
+    def _per_s(self, requests: int) -> float:
         duration = self.workload.duration_s
-        return self.served / duration if duration > 0 else 0.0
+        return requests / duration if duration > 0 else 0.0
 
     @property
     def disaggregated_gpus(self) -> int | None:
@@ -98,10 +111,10 @@ def size_pools(
         raise KvplanError(f"no request of the workload fits max_model_len {limit:,} tokens")
     degrees, skipped = _usable_degrees(deployment, sku, base, tps or (deployment.tp,))
     search = PoolSearch(deployment, sku, workload, base, percentile, slo, link, max_instances)
-    prefill = _best(degrees, search.prefill)
-    decode = _best(degrees, lambda tp: search.decode(tp, prefill))
-    colocated = _best(degrees, search.colocated)
-    served = search.served(prefill, decode, colocated)
+    prefill, prefill_notes = _best(degrees, search.prefill)
+    decode, decode_notes = _best(degrees, lambda tp: search.decode(tp, prefill))
+    colocated, colocated_notes = _best(degrees, search.colocated)
+    served = search.served(prefill, decode)
     first = search.first_tokens(prefill)
     transfers = sorted(
         search.transfer_s(workload.requests[order], prefill.tp, decode.tp) for order in first
@@ -115,6 +128,7 @@ def size_pools(
         transfer_percentile_s=percentile_of(transfers, percentile),
         served=served,
         rejected=len(workload.requests) - served,
+        colocated_served=search.colocated_served(colocated),
         prefill=prefill,
         decode=decode,
         colocated=colocated,
@@ -124,6 +138,9 @@ def size_pools(
             "KV copy: the prompt's KV bytes on every GPU of the prefill replica over "
             "min(prefill tp, decode tp) × pp links, each at the link bandwidth",
             *skipped,
+            *prefill_notes,
+            *decode_notes,
+            *colocated_notes,
             *instance_model(at_tp(deployment, degrees[0]), sku, base).notes,
         ),
     )
@@ -173,10 +190,20 @@ def _usable_degrees(
     return tuple(usable), tuple(f"skipped {refusal}" for refusal in refusals)
 
 
-def _best(degrees: tuple[int, ...], choose: Callable[[int], PoolChoice]) -> PoolChoice:
-    """The choice with the fewest GPUs over the TP degrees (a smaller TP on a tie)."""
+def _best(
+    degrees: tuple[int, ...], choose: Callable[[int], PoolChoice]
+) -> tuple[PoolChoice, tuple[str, ...]]:
+    """(the choice with the fewest GPUs over the TP degrees, a smaller TP on a tie; a note for
+    each degree that cannot hold a request of the workload, so is no candidate)."""
     choices = [choose(tp) for tp in degrees]
+    notes = tuple(
+        f"{c.role} at tp {c.tp} is no candidate: {c.rejected[TOO_LARGE]:,} of the requests "
+        "need more KV than one instance holds"
+        for c in choices
+        if TOO_LARGE in c.rejected
+    )
     found = [c for c in choices if c.gpus is not None]
     if not found:
-        return choices[0]
-    return min(found, key=lambda c: (c.gpus, c.tp))
+        # Nothing meets: show the degree that holds the most requests, the smaller on a tie.
+        return min(choices, key=lambda c: (c.rejected.get(TOO_LARGE, 0), c.tp)), notes
+    return min(found, key=lambda c: (c.gpus, c.tp)), notes

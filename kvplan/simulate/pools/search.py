@@ -2,7 +2,8 @@
 
 Every count is judged over all of the workload's requests with `slo_met_count`, the count
 `simulate` makes its goodput from, so a request a pool rejects, or that never reaches it, is
-a miss, and `pools` never calls a target met that `simulate` would not.
+a miss, and `pools` never calls a target met that `simulate` would not. A pool that rejects a
+request for needing more KV than one instance holds meets no target at any count.
 """
 
 from __future__ import annotations
@@ -12,9 +13,11 @@ from dataclasses import replace
 from typing import NamedTuple
 
 from kvplan.engine.deployment import Deployment
+from kvplan.engine.pool import largest_fitting
 from kvplan.simulate import simulate
 from kvplan.simulate.config import SimConfig, Slo
 from kvplan.simulate.engine_view import InstanceModel, instance_model
+from kvplan.simulate.instance import TOO_LARGE
 from kvplan.simulate.pools.choice import PREFILL_REJECTED, PoolChoice
 from kvplan.simulate.results import (
     RequestRecord,
@@ -82,11 +85,13 @@ class PoolSearch:
         offered = len(self.workload.requests)
         met = slo_met_count(records, target)
         tpots = [t for r in records if (t := r.tpot_s) is not None]
+        # A pool that cannot hold a request of the workload is no candidate, whatever share
+        # it meets: each of its instances is as small, so more of them reject the same ones.
+        holds_all = TOO_LARGE not in rejected
         return Outcome(
-            met=meets_percentile(met, offered, self.percentile),
-            hopeless=not meets_percentile(
-                offered - sum(rejected.values()), offered, self.percentile
-            ),
+            met=holds_all and meets_percentile(met, offered, self.percentile),
+            hopeless=not holds_all
+            or not meets_percentile(offered - sum(rejected.values()), offered, self.percentile),
             ttft_s=self._at([r.ttft_s for r in records]) if ttft else None,
             tpot_s=(self._at(tpots) if tpots else 0.0) if tpot else None,
             met_fraction=met / offered,
@@ -169,13 +174,16 @@ class PoolSearch:
 
         return self._smallest("colocated", tp, judge)
 
-    def served(self, prefill: PoolChoice, decode: PoolChoice, colocated: PoolChoice) -> int:
-        """Requests every chosen pool (or the largest count tried) returns."""
+    def served(self, prefill: PoolChoice, decode: PoolChoice) -> int:
+        """Requests both chosen disaggregated pools (or their largest counts tried) return."""
         orders = set(self.first_tokens(prefill))
         if decode.tried:
             orders &= self.decode_served[(decode.tp, decode.reported_instances)]
-        colocated_run = self.runs[("colocated", colocated.tp, colocated.reported_instances)]
-        return len(orders & {r.order for r in colocated_run.requests})
+        return len(orders)
+
+    def colocated_served(self, colocated: PoolChoice) -> int:
+        """Requests the chosen colocated pool (or its largest count tried) returns."""
+        return len(self.runs[("colocated", colocated.tp, colocated.reported_instances)].requests)
 
     def _at(self, values: list[float]) -> float:
         return percentile_of(sorted(values), self.percentile) if values else float("inf")
@@ -209,13 +217,9 @@ class PoolSearch:
             if outcome.hopeless or high >= self.limit:
                 return choice(None, outcome)
             low, high = high, min(high * 2, self.limit)
-        while high - low > 1:
-            middle = (low + high) // 2
-            if check(middle).met:
-                high = middle
-            else:
-                low = middle
-        return choice(high, outcomes[high])
+        # The smallest count meeting the target in (low, high]: one past the largest missing it.
+        found = largest_fitting(lambda n: not check(n).met, high - 1, lower=low) + 1
+        return choice(found, outcomes[found])
 
     def transfer_s(self, request: RequestSpec, prefill_tp: int, decode_tp: int) -> float:
         """Seconds to copy a prompt's KV from a prefill replica to a decode replica."""
