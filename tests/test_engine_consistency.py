@@ -7,7 +7,10 @@ disagree (the bytes one request is charged, how many requests fit, the verdict).
 
 from __future__ import annotations
 
+import itertools
 import json
+import tempfile
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -138,6 +141,50 @@ def test_commands_agree_end_to_end(model, engine_name, tp, context, batch):
     if claimed["within_native_limit"] and claimed["verdict"] != "weights don't fit":
         assert claimed["fits"] == (claimed["free_bytes_per_gpu"] >= 0)
     assert (result.exit_code == 1) == (not sized["fits"])
+    startup = reported["startup"]
+    if engine_name == "vllm" and startup:
+        # The log lines' figures are the row's: one pool, read twice.
+        assert startup["num_gpu_blocks"] == reported["kv_blocks"]
+        assert startup["gpu_kv_cache_tokens"] == reported["kv_capacity_tokens"]
+        assert startup["available_kv_bytes"] == reported["kv_budget_bytes_per_gpu"]
+    checked = _check_json(model, engine_name, tp, context, batch)
+    _same_fields_agree(
+        {"size": sized, "report": reported, "claim": claimed, "check": checked}, engine_name
+    )
+
+
+# Keys that name different things in different commands: each command's own notes (claim adds
+# its sheet's caveats, check its products' Little's-law and scheduler notes).
+OWN_MEANING = {"notes"}
+# hf and naive store other bytes than the physics per token (MLA decompressed; the textbook
+# 2·layers·hidden): report's KV/token column is what the engine stores, size's and claim's
+# `kv_bytes_per_token_per_gpu` the physics (their `kv_bytes_per_request…` carry the charge).
+ENGINE_PER_TOKEN = {"hf", "naive"}
+
+
+def _same_fields_agree(records: dict[str, dict], engine_name: str) -> None:
+    """A key two commands' JSON both hold has one value in both (the budget's terms, the
+    weights, the charge per request, the verdict, the formula's terms, the RoPE reach…)."""
+    for (a, x), (b, y) in itertools.combinations(records.items(), 2):
+        shared = set(x) & set(y) - OWN_MEANING - {"exit"}
+        if engine_name in ENGINE_PER_TOKEN and "report" in (a, b):
+            shared.discard("kv_bytes_per_token_per_gpu")
+        for key in shared:
+            assert x[key] == y[key], f"{key}: {a} says {x[key]!r}, {b} says {y[key]!r}"
+
+
+def _check_json(model: str, engine_name: str, tp: int, context: str, batch: int) -> dict:
+    """The product `check` reads for the same plan: its JSON record."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "products.yaml"
+        path.write_text(
+            f"products:\n  - name: p\n    model: {model}\n    sku: h100-sxm\n    tp: {tp}\n"
+            f"    engine: {engine_name}\n    context: {context}\n    concurrency: {batch}\n",
+            encoding="utf-8",
+        )
+        ran = CliRunner().invoke(app, ["check", str(path), "--format", "json"])
+    assert ran.exit_code in (0, 1), ran.output
+    return json.loads(ran.stdout)["products"][0]
 
 
 def _all_commands(model: str, *options: str, tmp_path) -> dict[str, dict]:

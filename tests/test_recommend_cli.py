@@ -289,11 +289,13 @@ def first_of(engine: str, sku: str) -> tuple[dict, str]:
     return payload, payload["ranked"][0]["launch_command"]
 
 
-def test_llama_cpp_offers_released_weights_and_launches_for_the_target():
-    # llama.cpp loads a GGUF whose weight type is fixed when the file is made: no fp8
-    # weights; -m takes a file path; 4 requests of 8,192 tokens are -c 4 x 8192 -np 4.
+def test_llama_cpp_offers_gguf_file_types_and_launches_for_the_target():
+    # llama.cpp loads a GGUF whose weight type is fixed when the file is made: no fp8 at load,
+    # but the file types llama-quantize makes; -m takes a file path; 4 requests of 8,192
+    # tokens are -c 4 x 8192 -np 4, and the released BF16 fits one L4, so it is first.
     payload, command = first_of("llama.cpp", "l4")
-    assert payload["search"]["searched"]["weights"] == ["released"]
+    searched = ["released", "iq4_xs", "q4_k_m", "q5_k_m", "q6_k", "q8_0"]
+    assert payload["search"]["searched"]["weights"] == searched
     assert command.startswith("llama-server -m <Llama-3.1-8B-BF16.gguf> -c 32768 -np 4 ")
 
 
@@ -318,8 +320,9 @@ def test_no_log_lines_without_a_command():
 
 @pytest.mark.parametrize(("sku", "concurrency"), [("l4", 4), ("l4", 40), ("h100-sxm", 64)])
 def test_llama_cpp_command_gives_the_claimed_capacity_in_report(sku, concurrency):
-    # -c and -np fed back as --ctx-size and --parallel (and the GPUs the layers span as --pp):
-    # `report` sizes the same cells, holds the same requests and predicts the same log lines.
+    # -c and -np fed back as --ctx-size and --parallel (and the GPUs the layers span as --pp,
+    # the GGUF's file type and -ctk as --weight-dtype and --kv-dtype): `report` sizes the same
+    # cells, holds the same requests and predicts the same log lines.
     args = ("-c", "8k", "-n", str(concurrency), "-s", sku, "--engine", "llama.cpp", "-f", "json")
     result = run("recommend", "llama-3.1-8b", *args, "--top", "1")
     assert result.exit_code == 0, result.output
@@ -328,6 +331,9 @@ def test_llama_cpp_command_gives_the_claimed_capacity_in_report(sku, concurrency
     cells, slots = words[words.index("-c") + 1], words[words.index("-np") + 1]
     assert int(slots) == concurrency and int(cells) == concurrency * 8192
     feed = ["--ctx-size", cells, "--parallel", slots, "--pp", str(claimed["pp"]), "--tp", "1"]
+    feed += ["--kv-dtype", claimed["kv_dtype"]]
+    if claimed["weight_dtype"] != "bf16":
+        feed += ["--weight-dtype", claimed["weight_dtype"]]
     shown = run("report", "-m", "llama-3.1-8b", "-s", sku, "--engine", "llama.cpp", *feed,
                 "-c", "8k", "--batch", str(concurrency), "-f", "json")  # fmt: skip
     assert shown.exit_code == 0, shown.output
@@ -351,10 +357,11 @@ def test_the_synopsis_lists_every_engine_the_cli_accepts(page):
 def test_a_search_the_engine_refuses_entirely_says_why_in_one_line():
     # ollama keeps the KV cache in f16 unless OLLAMA_FLASH_ATTENTION=1 (docs/faq.md, "How can
     # I set the quantization type for the K/V cache?"): q8_0 without it is no deployment at
-    # all, so there is no closest miss to show, only the reason.
+    # all, so there is no closest miss to show, only the reason (the released weights only:
+    # one point).
     args = shlex.split(
         "recommend qwen3-30b-a3b --engine ollama --sku l40s --context 32k --concurrency 4 "
-        "--max-gpus 1 --kv-dtype q8_0"
+        "--max-gpus 1 --kv-dtype q8_0 --no-quantization"
     )
     result = run(*args)
     assert (result.exit_code, result.stdout) == (2, ""), result.output

@@ -85,7 +85,7 @@ def test_the_bar_marks_overflow_exactly_when_the_batch_does_not_fit(grid_rows):
 
 
 def test_the_html_chart_draws_the_kv_beyond_the_budget(scout_row):
-    (memory_chart, _) = capacity_figures([scout_row])
+    memory_chart = capacity_figures([scout_row])[0]
     over = SCOUT_BATCH_KV_BYTES - scout_row.kv_budget_bytes_per_gpu
     drawn = r'<rect class="over" x="[\d.]+" y="\d+" width="[\d.]*[1-9][\d.]*"'
     assert re.search(drawn, memory_chart)

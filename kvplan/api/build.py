@@ -11,7 +11,10 @@ from kvplan.api.results import (
     CapacityRow,
     CheckReport,
     ClaimReport,
+    ContextPoint,
     EngineReserve,
+    FormulaFactor,
+    FormulaTerm,
     ProductResult,
     RecommendCandidate,
     RecommendLoss,
@@ -21,11 +24,13 @@ from kvplan.api.results import (
     Sequences,
     SizeReport,
     ThroughputTarget,
+    TokensKept,
     WeightsBreakdown,
     WeightsPerGpu,
 )
 from kvplan.engine import Budget
-from kvplan.plan.capacity import Capacity, Refusal
+from kvplan.plan.capacity import Capacity, Refusal, concurrency_curve
+from kvplan.plan.context_limit import beyond_limit_sentence
 from kvplan.plan.guardrail import ClaimSheet, GuardrailResult, ProductCheck
 from kvplan.plan.recommend import (
     Candidate,
@@ -34,7 +39,7 @@ from kvplan.plan.recommend import (
     Recommendation,
     held_within_headroom,
 )
-from kvplan.plan.sizing import SizeResult
+from kvplan.plan.sizing import SizeResult, formula_terms
 
 # Checkpoint tensor roles, in the order a breakdown lists them.
 WEIGHT_ROLES = ("split", "kv", "expert", "replicated", "vision", "unloaded")
@@ -52,6 +57,33 @@ def budget_terms(budget: Budget) -> BudgetTerms:
         cudagraph_bytes=budget.cudagraph_bytes,
         fixed_kv_memory=budget.fixed,
     )
+
+
+def formula_records(result: SizeResult) -> list[FormulaTerm]:
+    """The KV formula per layer kind with the model's numbers, whole deployment."""
+    layers = result.deployment.model.layers
+    windows = {"sliding": layers.sliding_window, "chunked": layers.chunk_size}
+    return [
+        FormulaTerm(
+            kind=term.kind,
+            layers=term.layers,
+            factors=[FormulaFactor(label=label, value=value) for label, value in term.factors],
+            tokens_kept=[TokensKept(tokens=t, count=c) for t, c in term.tokens_kept],
+            window_tokens=windows.get(term.kind),
+            kv_bytes=term.bytes_total,
+        )
+        for term in formula_terms(result)
+    ]
+
+
+def curve(capacity: Capacity, sampled: bool) -> list[ContextPoint] | None:
+    """The requests held against context, when `sampled` and the KV holds any (else None)."""
+    if not sampled or not capacity.kv_usable:
+        return None
+    return [
+        ContextPoint(context_tokens=tokens, max_concurrency=held)
+        for tokens, held in concurrency_curve(capacity)
+    ]
 
 
 def weights_breakdown(result: SizeResult) -> WeightsBreakdown:
@@ -124,6 +156,11 @@ def size_report(result: SizeResult) -> SizeReport:
         "rope_scaling": model.rope_scaling.model_dump() if model.rope_scaling else None,
         "weights": weights_breakdown(result),
         "layers": result.layers,
+        "num_heads": model.attention.num_heads,
+        "num_kv_heads": model.attention.num_kv_heads,
+        "formula_terms": formula_records(result),
+        "engine_summary": d.engine.summary,
+        "kv_block_unit": result.layout.unit,
         "engine_caveat": d.engine.caveat(d),
         "notes": list(result.notes),
     }
@@ -142,11 +179,12 @@ def size_report(result: SizeResult) -> SizeReport:
             "fits": result.fits,
             "verdict": capacity.verdict,
         }
-    return SizeReport(**fields).with_source(result)
+    return SizeReport(**fields)
 
 
-def capacity_row(row: Capacity) -> CapacityRow:
-    """One row of `kvplan report` (docs/commands/report.md), bytes per GPU."""
+def capacity_row(row: Capacity, curves: bool = False) -> CapacityRow:
+    """One row of `kvplan report` (docs/commands/report.md), bytes per GPU; with `curves`,
+    the requests it holds against context."""
     d, budget = row.deployment, row.budget
     decode = row.decode()
     return CapacityRow(
@@ -185,8 +223,10 @@ def capacity_row(row: Capacity) -> CapacityRow:
         decode_step_s=decode.step_s if decode else None,
         verdict=row.verdict,
         log_lines=row.log_lines(),
+        startup=row.startup_figures(),
         notes=d.engine.notes(d, row.sku),
-    ).with_source(row)
+        concurrency_by_context=curve(row, curves and row.max_concurrency() > 0),
+    )
 
 
 def refused_row(refusal: Refusal) -> RefusedRow:
@@ -203,12 +243,13 @@ def refused_row(refusal: Refusal) -> RefusedRow:
         context=refusal.context_tokens,
         verdict=f"refused: {refusal.reason}",
         refused=refusal.reason,
-    ).with_source(refusal)
+    )
 
 
-def product_result(check: ProductCheck) -> ProductResult:
-    """One product of `kvplan check` (docs/commands/check.md)."""
-    d = check.capacity.deployment
+def product_result(check: ProductCheck, curves: bool = False) -> ProductResult:
+    """One product of `kvplan check` (docs/commands/check.md); with `curves`, the requests
+    its deployment holds against context."""
+    d, model = check.capacity.deployment, check.capacity.deployment.model
     return ProductResult(
         name=check.product.name,
         model=d.model.name,
@@ -230,21 +271,30 @@ def product_result(check: ProductCheck) -> ProductResult:
         supported_concurrency_at_band_low_end=check.low_end_concurrency,
         weights_bytes_per_gpu=check.capacity.weights_bytes_per_gpu,
         memory_bytes=check.capacity.budget.total_bytes,
+        budget=budget_terms(check.capacity.budget),
+        weights_fit=check.capacity.budget.weights_fit,
+        overcommit_bytes=check.capacity.overcommit_bytes,
+        native_limit_binds=check.capacity.native_limit_binds,
+        beyond_limit=beyond_limit_sentence(model, check.promised_context_tokens),
+        extended_context=model.extended_context,
+        rope_scaling=model.rope_scaling.model_dump() if model.rope_scaling else None,
         ok=check.ok,
         within_estimate_band=check.within_band,
         failure=check.failure,
         notes=list(check.notes),
-    ).with_source(check)
+        concurrency_by_context=curve(check.capacity, curves),
+    )
 
 
-def check_report(result: GuardrailResult) -> CheckReport:
+def check_report(result: GuardrailResult, curves: bool = False) -> CheckReport:
     """Every product of a deployment file, checked (what a CI pipeline reads)."""
-    products = [product_result(check) for check in result.checks]
-    return CheckReport(ok=result.ok, products=products).with_source(result)
+    products = [product_result(check, curves) for check in result.checks]
+    return CheckReport(path=str(result.path), ok=result.ok, products=products)
 
 
-def claim_report(sheet: ClaimSheet) -> ClaimReport:
-    """The numbers of `kvplan claim` (docs/commands/claim.md)."""
+def claim_report(sheet: ClaimSheet, curves: bool = False) -> ClaimReport:
+    """The numbers of `kvplan claim` (docs/commands/claim.md); with `curves`, the requests
+    the deployment holds against context."""
     result, capacity = sheet.size, sheet.capacity
     d, budget = result.deployment, capacity.budget
     return ClaimReport(
@@ -284,8 +334,13 @@ def claim_report(sheet: ClaimSheet) -> ClaimReport:
         within_native_limit=sheet.within_native_limit,
         max_context_tokens_at_batch=capacity.max_context_tokens,
         max_concurrency_at_context=capacity.max_concurrency(),
+        kv_budget_bytes_per_gpu=budget.kv_bytes,
+        kv_budget_uncertainty_bytes=budget.uncertainty_bytes,
+        budget=budget_terms(budget),
+        formula_terms=formula_records(result),
         notes=list(result.notes),
-    ).with_source(sheet)
+        concurrency_by_context=curve(capacity, curves),
+    )
 
 
 def recommend_report(result: Recommendation) -> RecommendReport:
@@ -301,7 +356,7 @@ def recommend_report(result: Recommendation) -> RecommendReport:
         key: ["released" if v is None else v for v in values]
         for key, values in stats.searched.items()
     }
-    report = RecommendReport(
+    return RecommendReport(
         model=base.model.name,
         engine=base.engine.name,
         engine_version=base.settings.version,
@@ -325,7 +380,6 @@ def recommend_report(result: Recommendation) -> RecommendReport:
             simulations=stats.simulated,
         ),
     )
-    return report.with_source(result)  # type: ignore[return-value]
 
 
 def _throughput(objective: object) -> ThroughputTarget | None:
@@ -382,6 +436,7 @@ def recommend_candidate(
         launch_command=command,
         # Log lines only beside a command: they describe what that command starts.
         log_lines=capacity.log_lines() if command else [],
+        startup=capacity.startup_figures() if command else {},
         notes=d.engine.notes(d, c.sku),
         loses_by=[RecommendLoss(kind=x.kind, value=x.value, first=x.first) for x in losses],
     )

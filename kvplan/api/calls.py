@@ -8,8 +8,9 @@
 Every function takes a model as a catalogue name or alias, a Hugging Face id
 (`org/name[@revision]`), a config.json / folder / .gguf path, or a ModelSpec; a SKU as a
 name people type or a SkuSpec; the engine and its settings as keywords (`engine="sglang"`,
-`utilization=0.95`, `max_num_seqs=512`, any field of EngineSettings). Bad input raises
-KvplanError with the one line the CLI would print.
+`utilization=0.95`, `max_num_seqs=512`: any keyword kvplan.engine.settings declares). Bad
+input raises KvplanError with the one line the CLI would print, a setting named by its
+keyword.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from kvplan.engine import DEFAULT_ENGINE, EngineSettings
 from kvplan.engine import engine as engine_profile
 from kvplan.engine.batch import Batch
 from kvplan.engine.deployment import Deployment
+from kvplan.engine.settings import ENGINE_SETTINGS
 from kvplan.errors import KvplanError
 from kvplan.limits import NUMBER_CHARS
 from kvplan.perf.roofline import DEFAULT_EFFICIENCY, Efficiency
@@ -143,10 +145,12 @@ def deployment(
     """
     resolved = resolve(model, rope_scaling=rope_scaling, catalog=catalog)
     profile = engine_profile(engine)
-    unknown = set(setting_fields) - set(EngineSettings.__dataclass_fields__)
+    keywords = {s.keyword: s.name for s in ENGINE_SETTINGS}
+    unknown = set(setting_fields) - set(keywords)
     if unknown:
-        fields = ", ".join(sorted(EngineSettings.__dataclass_fields__))
+        fields = ", ".join(sorted(keywords))
         raise KvplanError(f"unknown engine setting(s) {sorted(unknown)} (allowed: {fields})")
+    setting_fields = {keywords[k]: v for k, v in setting_fields.items()}
     if settings is not None and setting_fields:
         settings = replace(settings, **setting_fields)
     exact = weight_dtype is None
@@ -205,6 +209,7 @@ def report(
     context: int | str | None = None,
     efficiency: Efficiency = DEFAULT_EFFICIENCY,
     catalog: Catalog | None = None,
+    curves: bool = False,
     **deployment_options: Any,
 ) -> list[CapacityRow | RefusedRow]:
     """Per model × SKU × TP degree: the KV budget, longest context at `batch`, highest
@@ -213,7 +218,9 @@ def report(
     `skus` may name families ("h100": every H100); `tp` defaults to the powers of two up to a
     node that the engine accepts. Of several combinations, one whose TP degree the engine
     refuses is a RefusedRow (its reason, no figures); a single refused combination, or a
-    report where every one is refused, raises KvplanError.
+    report where every one is refused, raises KvplanError. With `curves`, each row that
+    holds a request also carries `concurrency_by_context` (the deployment planned afresh at
+    each power-of-two context up to the model's limit).
     """
     known = _catalog(catalog)
     single = isinstance(models, str | ModelSpec | ResolvedModel | Deployment)
@@ -227,7 +234,7 @@ def report(
     refusals = [row for row in rows if isinstance(row, Refusal)]
     if refusals and len(refusals) == len(rows):
         raise KvplanError(f"--tp: every combination is refused; {refusals[0].reason}")
-    return [refused_row(r) if isinstance(r, Refusal) else capacity_row(r) for r in rows]
+    return [refused_row(r) if isinstance(r, Refusal) else capacity_row(r, curves) for r in rows]
 
 
 def capacity(
@@ -245,11 +252,12 @@ def capacity(
     return capacity_row(Capacity(planned, load_sku(sku, catalog=catalog), batch, tokens))
 
 
-def check(path: str | Path, *, catalog: Catalog | None = None) -> CheckReport:
+def check(path: str | Path, *, catalog: Catalog | None = None, curves: bool = False) -> CheckReport:
     """Every product of a deployment file against its SKU (`kvplan check`); `.ok` is False
-    when any promise is more than the hardware holds."""
+    when any promise is more than the hardware holds. With `curves`, each product carries
+    the requests its deployment holds against context (`concurrency_by_context`)."""
     loaded = load_deployments(Path(path), DeploymentFile, _catalog(catalog))
-    return check_report(check_products(loaded))
+    return check_report(check_products(loaded), curves)
 
 
 def claim(
@@ -259,14 +267,16 @@ def claim(
     context: int | str = "128k",
     batch: int = 1,
     catalog: Catalog | None = None,
+    curves: bool = False,
     **deployment_options: Any,
 ) -> ClaimReport:
-    """The bytes behind "serves `context` tokens at batch `batch`" on `sku` (`kvplan claim`)."""
+    """The bytes behind "serves `context` tokens at batch `batch`" on `sku` (`kvplan claim`);
+    with `curves`, the requests the deployment holds against context."""
     planned = _as_deployment(model, catalog, deployment_options)
     sheet = claim_sheet(
         planned, load_sku(sku, catalog=catalog), _tokens(context, "--context"), batch
     )
-    return claim_report(sheet)
+    return claim_report(sheet, curves)
 
 
 def recommend(
@@ -278,6 +288,7 @@ def recommend(
     max_gpus: int = DEFAULT_MAX_GPUS,
     kv_dtypes: Iterable[str] | None = None,
     quantization: bool = True,
+    weight_dtypes: Iterable[str] | None = None,
     tp: int | None = None,
     pp: int | None = None,
     dp: int | None = None,
@@ -302,7 +313,8 @@ def recommend(
     target), served up to `context` tokens; candidates are scored by simulation.
 
     tp, pp, dp and ep fix a dimension (None searches it), and so does an engine setting given
-    as a keyword (`utilization=0.9`); `kv_dtypes` is the allowed set. `prices` maps SKU names
+    as a keyword (`utilization=0.9`); `kv_dtypes` and `weight_dtypes` (Q4_K_M, fp8, …; in
+    place of what the engine offers) are the allowed sets. `prices` maps SKU names
     or families to the price of one GPU-hour; `rank` is "gpus" or "price" (default: price
     when prices are given). `headroom` is the share of each KV budget kept unused ("10%",
     0.1).
@@ -322,6 +334,9 @@ def recommend(
         if kv_dtypes
         else None,
         quantization=quantization,
+        weight_dtypes=tuple(dict.fromkeys(weight_dtype_info(w).name for w in weight_dtypes))
+        if weight_dtypes
+        else None,
         tp=tp,
         pp=pp,
         dp=dp,

@@ -2,15 +2,16 @@
 
 Every field is exact (bytes and tokens are integers) and named with its unit, as in the CLI's
 `--format json` output, which is each result's `model_dump()` plus the sentences the report
-layer writes around it. A result also keeps the plan object it was built from (`.source`),
-for renderers that draw more than the numbers.
+layer writes around it. A result holds every number any format shows (the table, its notes,
+the startup lines, the HTML page's charts): the report layer renders these records and
+nothing else, so a table and its JSON cannot disagree.
 """
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, PrivateAttr
+from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
 
 # What a pool's blocks are (engine.pages.PageUnit, spelled here so that reading a result does
 # not load the engines; a test holds the two equal).
@@ -18,30 +19,55 @@ BlockUnit = Literal["page", "byte", "slot"]
 
 
 class Result(BaseModel):
-    """A frozen result with the plan object it summarises kept aside (not dumped)."""
+    """A frozen result."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
-    _source: Any = PrivateAttr(default=None)
 
-    @property
-    def source(self) -> Any:
-        """The plan object this result was built from (SizeResult, Capacity, …)."""
-        return self._source
 
-    def with_source(self, source: Any) -> Result:
-        """This result holding `source` for renderers."""
-        self._source = source
-        return self
+class WithCurve(Result):
+    """A result whose capacity curve is sampled only on request (the HTML page's charts): the
+    dump leaves `concurrency_by_context` out when it was not asked for."""
 
-    def __eq__(self, other: object) -> bool:
-        # Two results are equal when their numbers are: the plan objects behind them are not
-        # part of the result.
-        if not isinstance(other, Result):
-            return NotImplemented
-        return type(self) is type(other) and self.model_dump() == other.model_dump()
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data = handler(self)
+        if data.get("concurrency_by_context", 0) is None:
+            del data["concurrency_by_context"]
+        return data
 
-    def __hash__(self) -> int:
-        return hash((type(self), repr(self.model_dump())))
+
+class ContextPoint(Result):
+    """Requests of `context_tokens` tokens that fit at once, the deployment planned afresh
+    for that context (what `kvplan report --context` would say)."""
+
+    context_tokens: int
+    max_concurrency: int
+
+
+class FormulaFactor(Result):
+    """One named factor of a layer kind's bytes per token (or per sequence, for state)."""
+
+    label: str
+    value: int
+
+
+class TokensKept(Result):
+    """`count` sequences each keeping `tokens` tokens in one layer of the kind."""
+
+    tokens: int
+    count: int
+
+
+class FormulaTerm(Result):
+    """One layer kind's share of the KV formula with the model's numbers, whole deployment:
+    Π factors × tokens kept × sequences × layers × TP ranks = `kv_bytes`."""
+
+    kind: str
+    layers: int
+    factors: list[FormulaFactor]
+    tokens_kept: list[TokensKept]
+    window_tokens: int | None  # the sliding window or the chunk, for those kinds
+    kv_bytes: int
 
 
 class BudgetTerms(Result):
@@ -126,6 +152,11 @@ class SizeReport(Result):
     rope_scaling: dict[str, Any] | None
     weights: WeightsBreakdown
     layers: dict[str, int]
+    num_heads: int  # query heads; fewer KV heads (or MLA) is where the textbook formula errs
+    num_kv_heads: int
+    formula_terms: list[FormulaTerm]
+    engine_summary: str  # how the engine charges a request (--explain)
+    kv_block_unit: BlockUnit  # what the engine charges a request in: pages, bytes or slots
     # On a SKU (None without one): the engine's budget and verdict, the same as `report`'s.
     sku: str | None = None
     memory_bytes: int | None = None
@@ -142,7 +173,7 @@ class SizeReport(Result):
     notes: list[str]
 
 
-class CapacityRow(Result):
+class CapacityRow(WithCurve):
     """One row of `kvplan report`: a model on a SKU at a TP degree, per GPU and per deployment."""
 
     model: str
@@ -179,7 +210,12 @@ class CapacityRow(Result):
     decode_step_s: float | None
     verdict: str
     log_lines: list[str]
+    # Every number the log lines print, exact, by the engine's own names (vLLM: num_gpu_blocks,
+    # the float max_concurrency, needed_bytes, estimated_max_model_len; docs/engines.md).
+    startup: dict[str, Any]
     notes: list[str]
+    # The requests held against context, sampled when asked (`report(..., curves=True)`).
+    concurrency_by_context: list[ContextPoint] | None = None
 
 
 class RefusedRow(Result):
@@ -198,7 +234,7 @@ class RefusedRow(Result):
     refused: str  # the engine's reason
 
 
-class ProductResult(Result):
+class ProductResult(WithCurve):
     """One product of a `kvplan check` file: its promise against what its SKU holds."""
 
     name: str
@@ -223,16 +259,25 @@ class ProductResult(Result):
     supported_concurrency_at_band_low_end: int | None
     weights_bytes_per_gpu: int
     memory_bytes: int
+    budget: BudgetTerms
+    weights_fit: bool  # the weights fit the engine's share (a fixed KV budget: the device)
+    overcommit_bytes: int  # a fixed KV pool and the weights beyond the device (else 0)
+    native_limit_binds: bool  # the longest context is the model's limit, not memory's
+    beyond_limit: str | None  # the promised context past the model's limit, as a sentence
+    extended_context: int | None  # the RoPE scaling's reach past the native limit
+    rope_scaling: dict[str, Any] | None
     ok: bool
     # ok with the estimated KV budget, not at the low end of its band (budget − uncertainty)
     within_estimate_band: bool
     failure: str | None
     notes: list[str]
+    concurrency_by_context: list[ContextPoint] | None = None  # sampled when asked
 
 
 class CheckReport(Result):
     """Every product of a deployment file, checked; `ok` when every promise holds."""
 
+    path: str  # the deployment file
     ok: bool
     products: list[ProductResult]
 
@@ -247,7 +292,7 @@ class EngineReserve(Result):
     cudagraph_bytes: int
 
 
-class ClaimReport(Result):
+class ClaimReport(WithCurve):
     """`kvplan claim`: the bytes behind "serves context L at batch B" on a SKU."""
 
     model: str
@@ -280,7 +325,12 @@ class ClaimReport(Result):
     within_native_limit: bool
     max_context_tokens_at_batch: int
     max_concurrency_at_context: int
+    kv_budget_bytes_per_gpu: int
+    kv_budget_uncertainty_bytes: int
+    budget: BudgetTerms
+    formula_terms: list[FormulaTerm]
     notes: list[str]
+    concurrency_by_context: list[ContextPoint] | None = None  # sampled when asked
 
 
 class RecommendLoss(Result):
@@ -327,6 +377,7 @@ class RecommendCandidate(Result):
     goodput_requests_per_s: float | None = None
     launch_command: str | None
     log_lines: list[str]
+    startup: dict[str, Any]  # the log lines' numbers, exact, as in `report`
     notes: list[str]
     loses_by: list[RecommendLoss]  # empty for the first and for misses
 

@@ -4,9 +4,9 @@ Only the metadata and the tensor-info table are read (kvplan.catalog.gguf_header
 walk of the memory-mapped header; no tensor data is touched). Keys follow llama.cpp's
 `llama-arch.cpp` (`<arch>.block_count`, `<arch>.attention.head_count_kv`, …). Which layers
 slide is llama.cpp's per-architecture rule (`llama-model.cpp` `hparams.set_swa_pattern`):
-layer i is sliding when i mod n < n − 1 — Gemma 2 and GPT-OSS n = 2, Cohere 2 and EXAONE 4
-n = 4, Gemma 3 n = 6 — unless the file carries `<arch>.attention.sliding_window_pattern` (one
-bool per layer).
+layer i is sliding when i mod n < n − 1 — Gemma 2 and GPT-OSS n = 2, Cohere 2, EXAONE 4 and
+OLMo 3 (olmo2) n = 4, Gemma 3 n = 6 — unless the file carries
+`<arch>.attention.sliding_window_pattern` (one bool per layer).
 
 Llama 4 (llama-model.cpp LLM_ARCH_LLAMA4): chunked attention of 8,192 tokens on 3 layers of
 every 4 (the 4th full), unless `llama4.attention.sliding_window` is stated as 0 (no chunking);
@@ -28,6 +28,7 @@ from pydantic import ValidationError
 from kvplan.catalog.checkpoint import CheckpointWeights
 from kvplan.catalog.gguf_header import read_header
 from kvplan.catalog.gguf_weights import gguf_checkpoint
+from kvplan.catalog.hf.families import ENCODER_FAMILIES, ENCODER_REFUSAL
 from kvplan.catalog.tensor_headers import TensorHeader
 from kvplan.errors import KvplanError
 from kvplan.files import check_regular
@@ -39,10 +40,12 @@ DENSE_ARCHS = frozenset(
     {
         "llama", "mistral3", "qwen2", "qwen3", "qwen2moe", "qwen3moe", "phi3", "gemma",
         "gemma2", "gemma3", "cohere2", "exaone4", "granite", "olmo2", "starcoder2",
-        "smollm3", "gpt-oss", "deepseek2", "command-r", "llama4", "glm4moe",
+        "smollm3", "gpt-oss", "deepseek2", "command-r", "llama4", "glm4moe", "olmoe",
     }
 )  # fmt: skip
-SWA_PATTERN = {"gemma2": 2, "gpt-oss": 2, "cohere2": 4, "exaone4": 4, "gemma3": 6}
+# olmo2: OLMo 3 files state a window; llama-model.cpp LLM_ARCH_OLMO2 then sets
+# set_swa_pattern(4) (PR #16015), three sliding layers to one full.
+SWA_PATTERN = {"gemma2": 2, "gpt-oss": 2, "cohere2": 4, "exaone4": 4, "olmo2": 4, "gemma3": 6}
 _SPLIT = re.compile(r"^(?P<stem>.*)-(?P<index>\d{5})-of-(?P<count>\d{5})\.gguf$")
 
 
@@ -56,6 +59,8 @@ def read_gguf(path: Path) -> tuple[ModelSpec, CheckpointWeights]:
     """
     fields, tensors = _read(path)
     arch = _text(path, fields, "general.architecture")
+    if arch in ENCODER_FAMILIES:
+        raise KvplanError(f"{path}: general.architecture {arch!r} {ENCODER_REFUSAL}")
     if arch not in DENSE_ARCHS:
         raise KvplanError(
             f"{path}: general.architecture {arch!r} is not an architecture kvplan reads from "

@@ -44,7 +44,7 @@ def check(
         from kvplan.report.check_report import render_check
 
         output = _format(fmt)
-        result = check_file(file, catalog=_catalog(catalog_dirs))
+        result = check_file(file, catalog=_catalog(catalog_dirs), curves=output == "html")
         render_check(result, output, _columns(columns))
     # A failed promise is a result, not an error: rendered above, then exit 1 (STYLE).
     if not result.ok:
@@ -92,7 +92,13 @@ def claim(
             pp=pp,
             rope_scaling=rope_scaling,
         )
-        sheet = claim_report(deployment, sku=catalog.sku(sku), context=context, batch=batch)
+        sheet = claim_report(
+            deployment,
+            sku=catalog.sku(sku),
+            context=context,
+            batch=batch,
+            curves=output == "html",  # the page's requests-against-context chart
+        )
         render_claim(sheet, output)
     if not sheet.fits:
         raise typer.Exit(1)

@@ -31,7 +31,7 @@ from typing import Any
 import typer
 from typer.core import TyperGroup
 
-from kvplan.errors import KvplanError, shown
+from kvplan.errors import KvplanError, SettingError, shown
 
 DEBUG_ENV = "KVPLAN_DEBUG"
 # What a write to a full, failing or closed output says (EPIPE has its own exit, 141).
@@ -72,8 +72,13 @@ def usage_line(error: Exception) -> str:
 def write_error(error: KvplanError) -> None:
     """The `error: …` lines of bad input on stderr, one a problem."""
     # A control character left in a line (a name from a file that did not go through
-    # `shown`) is escaped here, never sent to the terminal.
-    for line in str(error).splitlines() or [""]:
+    # `shown`) is escaped here, never sent to the terminal. A setting is named by its flag.
+    text = str(error)
+    if isinstance(error, SettingError):
+        from kvplan.engine.settings import flag_of  # only on an error: keeps start-up small
+
+        text = error.render(flag_of)
+    for line in text.splitlines() or [""]:
         sys.stderr.write(f"error: {shown(line)}\n")
 
 

@@ -138,8 +138,9 @@ WeightDtypeOpt = Annotated[
         parser=name,
         help="weight type: bf16, fp16, fp32, fp8, fp8_block, int8, int4, awq, gptq (int4, "
         "group 128: 4 bits + an fp16 scale and a 4-bit zero per 128 weights, as AutoAWQ and "
-        "GPTQ store them), nvfp4, mxfp4; default: the checkpoint's own bytes (safetensors "
-        "headers) or the model's released dtype",
+        "GPTQ store them), nvfp4, mxfp4, or a GGUF file type (Q8_0, Q6_K, Q5_K_M, Q4_K_M, "
+        "IQ4_XS, Q4_0, …: llama-quantize's per-tensor mix); default: the checkpoint's own "
+        "bytes (safetensors headers, a GGUF's tensor table) or the model's released dtype",
         show_default=False,
     ),
 ]

@@ -88,13 +88,23 @@ def recommend(
             show_default=False,
         ),
     ] = None,
+    weight_dtypes: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--weight-dtype",
+            help="weight dtypes allowed (repeatable), in place of what the engine offers: "
+            "bf16, fp8, int4, … or a GGUF file type (Q8_0, Q6_K, Q5_K_M, Q4_K_M, IQ4_XS, "
+            "…; llama.cpp and ollama try those five by default)",
+            show_default=False,
+        ),
+    ] = None,
     no_quantization: Annotated[
         bool,
         typer.Option(
             "--no-quantization",
             help="only the released weights (default also tries fp8 weights quantised at load, "
-            "vLLM/SGLang `--quantization fp8`, on GPUs with fp8 tensor cores; llama.cpp and "
-            "ollama load the GGUF's own weight type)",
+            "vLLM/SGLang `--quantization fp8`, on GPUs with fp8 tensor cores, and for llama.cpp "
+            "and ollama the GGUF file types Q8_0, Q6_K, Q5_K_M, Q4_K_M and IQ4_XS)",
         ),
     ] = False,
     tp: Annotated[
@@ -202,6 +212,7 @@ def recommend(
             max_gpus=max_gpus,
             kv_dtypes=kv_dtypes,
             quantization=not no_quantization,
+            weight_dtypes=weight_dtypes,
             tp=tp,
             pp=pp,
             dp=base.dp if _given(ctx, "dp") else None,

@@ -149,6 +149,7 @@ def report(
             batch=batch,
             context=context,
             efficiency=Efficiency(bandwidth_efficiency, compute_efficiency),
+            curves=output == "html",  # the page's requests-against-context chart
         )
         if not rows:
             raise KvplanError(

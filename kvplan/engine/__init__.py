@@ -3,26 +3,40 @@
 Every command (size, report, check, claim, recommend, verify) asks a profile for the KV
 layout, the budget and the pool; none has its own copy of an engine rule. Adding an engine
 adds a module here and never changes `kvmath`.
+
+The names below load on first use: the CLI reads `kvplan.engine.settings` to build its
+options on every start, and must not load every engine for it.
 """
 
 from __future__ import annotations
 
-import difflib
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
-from kvplan.engine.analytic import EXACT, HF, NAIVE
-from kvplan.engine.base import EngineProfile, EngineSettings, Scheduler
-from kvplan.engine.budget import Budget
-from kvplan.engine.llamacpp import LLAMA_CPP
-from kvplan.engine.ollama import OLLAMA
-from kvplan.engine.pool import KvLayout, KvPool
-from kvplan.engine.sglang import SGLANG
-from kvplan.engine.trtllm import TRTLLM
-from kvplan.engine.vllm import VLLM
-from kvplan.errors import KvplanError
+if TYPE_CHECKING:
+    from kvplan.engine.base import EngineProfile, Scheduler
+    from kvplan.engine.budget import Budget
+    from kvplan.engine.pool import KvLayout, KvPool
+    from kvplan.engine.registry import DEFAULT_ENGINE, ENGINE_ALIASES, ENGINES, engine
+    from kvplan.engine.settings import EngineSettings
 
+# name -> the module of kvplan.engine that defines it
+_HOMES = {
+    "Budget": "budget",
+    "EngineProfile": "base",
+    "KvLayout": "pool",
+    "KvPool": "pool",
+    "Scheduler": "base",
+    "DEFAULT_ENGINE": "registry",
+    "ENGINE_ALIASES": "registry",
+    "ENGINES": "registry",
+    "engine": "registry",
+    "EngineSettings": "settings",
+}
 __all__ = [
     "DEFAULT_ENGINE",
     "ENGINES",
+    "ENGINE_ALIASES",
     "Budget",
     "EngineProfile",
     "EngineSettings",
@@ -32,28 +46,9 @@ __all__ = [
     "engine",
 ]
 
-ENGINES: dict[str, EngineProfile] = {
-    e.name: e for e in (VLLM, SGLANG, TRTLLM, LLAMA_CPP, OLLAMA, EXACT, HF, NAIVE)
-}
-# Other spellings of engine names people type.
-ENGINE_ALIASES = {
-    "llamacpp": "llama.cpp",
-    "llama-cpp": "llama.cpp",
-    "llama_cpp": "llama.cpp",
-    "llama-server": "llama.cpp",
-    "tensorrt-llm": "trtllm",
-    "tensorrt_llm": "trtllm",
-    "trt-llm": "trtllm",
-}
-# The engine every command uses unless told otherwise: what most deployments run.
-DEFAULT_ENGINE = "vllm"
 
-
-def engine(name: str) -> EngineProfile:
-    """The engine profile called `name` (any case)."""
-    found = ENGINES.get(ENGINE_ALIASES.get(name.lower(), name.lower()))
-    if found is not None:
-        return found
-    close = difflib.get_close_matches(name.lower(), list(ENGINES), n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
-    raise KvplanError(f"--engine: unknown engine {name!r}{hint} (allowed: {', '.join(ENGINES)})")
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:  # a submodule (`from kvplan.engine import vllm_memory`) is imported
+        raise AttributeError(f"module 'kvplan.engine' has no attribute {name!r}")
+    return getattr(import_module(f"kvplan.engine.{home}"), name)

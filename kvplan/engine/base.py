@@ -1,4 +1,4 @@
-"""The engine model's shared vocabulary: settings, the scheduler limits, the profile.
+"""The engine model's shared vocabulary: the scheduler limits and the profile.
 
 Every command asks one `EngineProfile` about a deployment, and nothing else holds an engine
 rule. A profile implements the two protocols of `profile` — accounting (`layout()`, `budget()`,
@@ -11,11 +11,13 @@ from __future__ import annotations
 import dataclasses
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Generic
+from typing import TYPE_CHECKING, Any, Generic
 
 from kvplan.engine.choices import SearchChoices, default_search_choices
 from kvplan.engine.pool import UNLIMITED_REQUESTS, KvPool, Layout
-from kvplan.errors import KvplanError
+from kvplan.engine.resolved import resolve
+from kvplan.engine.settings import BY_NAME
+from kvplan.errors import KvplanError, SettingError
 from kvplan.specs import KV_DTYPES, kv_dtype_info
 
 if TYPE_CHECKING:
@@ -23,69 +25,6 @@ if TYPE_CHECKING:
     from kvplan.engine.deployment import Deployment
     from kvplan.kvmath import LayerCache
     from kvplan.specs import ModelSpec, SkuSpec
-
-# Settings counted in whole units, and the option that sets each.
-_COUNT_OPTIONS = {
-    "tokens_per_block": "block-size",
-    "max_num_batched_tokens": "max-num-batched-tokens",
-    "max_num_seqs": "max-num-seqs",
-    "max_kv_tokens": "max-kv-tokens",
-    "context_size_tokens": "ctx-size",
-    "parallel": "parallel",
-    "ubatch_tokens": "ubatch-size",
-}
-
-
-@dataclass(frozen=True)
-class EngineSettings:
-    """What a user sets about the engine; None means the engine's (and version's) default.
-
-    Units: tokens for `tokens_per_block` and `max_num_batched_tokens`, bytes for the memory
-    overrides, a fraction in (0, 1] for `utilization` (vLLM gpu_memory_utilization, SGLang
-    mem_fraction_static).
-    """
-
-    version: str | None = None
-    tokens_per_block: int | None = None
-    hybrid_allocator: bool | None = None  # False: windowed layers reserve full length
-    draft_layers: int = 0  # speculative-decoding draft layers sharing the cache (EAGLE: 1)
-    utilization: float | None = None
-    kv_memory_bytes: int | None = None  # a fixed KV budget per GPU (vLLM --kv-cache-memory)
-    activation_bytes: int | None = None
-    non_torch_bytes: int | None = None
-    cudagraph_bytes: int | None = None
-    max_num_batched_tokens: int | None = None
-    max_num_seqs: int | None = None
-    max_kv_tokens: int | None = None  # cap on the pool (SGLang --max-total-tokens, TRT max_tokens)
-    # llama.cpp / ollama: what llama-server allocates (None: the build's default, or planned
-    # from the question asked: one slot per request of --context tokens).
-    context_size_tokens: int | None = None  # -c, cells over all slots
-    parallel: int | None = None  # -np, slots (sequences)
-    v_dtype: str | None = None  # -ctv when it differs from the K type (--kv-dtype)
-    flash_attention: bool | None = None  # -fa
-    kv_unified: bool | None = None  # --kv-unified: one stream for every slot
-    swa_full: bool = False  # --swa-full: sliding layers keep n_ctx cells
-    gpu_layers: int | None = None  # -ngl: layers offloaded to the GPU(s); the rest on the CPU
-    ubatch_tokens: int | None = None  # -ub, tokens per physical batch
-
-    def __post_init__(self) -> None:
-        if self.utilization is not None and not 0 < self.utilization <= 1:
-            raise KvplanError(
-                f"--utilization: {self.utilization} must be in (0, 1]; a fraction, 0.9 = 90 %"
-            )
-        for name in ("kv_memory_bytes", "activation_bytes", "non_torch_bytes", "cudagraph_bytes"):
-            value = getattr(self, name)
-            if value is not None and value < 0:
-                option = name.removesuffix("_bytes").replace("_", "-")
-                raise KvplanError(f"--{option}: {value} must not be negative")
-        for name, option in _COUNT_OPTIONS.items():
-            value = getattr(self, name)
-            if value is not None and value < 1:
-                raise KvplanError(f"--{option}: {value} must be at least 1")
-        if self.gpu_layers is not None and self.gpu_layers < 0:
-            raise KvplanError(f"--gpu-layers: {self.gpu_layers} must not be negative")
-        if self.draft_layers < 0:
-            raise KvplanError(f"--draft-layers: {self.draft_layers} must not be negative")
 
 
 @dataclass(frozen=True)
@@ -123,9 +62,10 @@ class EngineProfile(ABC, Generic[Layout]):
         if reason:
             raise KvplanError(f"--tp: {reason}")
         if deployment.settings.max_kv_tokens is not None and not self.token_cap_setting:
-            raise KvplanError(
-                f"--max-kv-tokens: {self.name} has no cap on its KV pool in tokens "
-                "(SGLang --max-total-tokens and TensorRT-LLM max_tokens do); drop it"
+            raise SettingError(
+                "max_kv_tokens",
+                f"{self.name} has no cap on its KV pool in tokens "
+                "(SGLang --max-total-tokens and TensorRT-LLM max_tokens do); drop it",
             )
 
     def tp_refusal(self, model: ModelSpec, tp: int) -> str | None:
@@ -184,6 +124,13 @@ class EngineProfile(ABC, Generic[Layout]):
         default)."""
         return []
 
+    def startup_figures(
+        self, budget: Budget, pool: KvPool, max_model_len: int, sku: SkuSpec | None = None
+    ) -> dict[str, Any]:
+        """Every number `log_lines` prints, exact and keyed by its meaning (the JSON's
+        `startup` object): blocks, tokens, bytes, the float concurrency (none by default)."""
+        return {}
+
     def search_choices(self, model: ModelSpec, sku: SkuSpec) -> SearchChoices:
         """KV dtypes, weight dtypes and block sizes a search may set for `model` on `sku`."""
         choices = default_search_choices(model, sku, self.default_kv_dtype)
@@ -207,28 +154,30 @@ class EngineProfile(ABC, Generic[Layout]):
         """Refuse a K or V dtype the engine does not store (raise KvplanError)."""
         self.check_kv_dtype(deployment.kv_dtype, deployment, "--kv-dtype")
         v_dtype = deployment.v_dtype
-        if v_dtype == kv_dtype_info(deployment.kv_dtype).name:
+        if v_dtype == resolve(deployment).k_dtype.name:
             return
         if not self.separate_v_dtype:
             setting = f" ({self.kv_dtype_setting})" if self.kv_dtype_setting else ""
-            raise KvplanError(
-                f"--v-dtype: {self.name} stores K and V in one type{setting}, so {v_dtype} "
-                f"cannot differ from --kv-dtype {deployment.kv_dtype}"
+            raise SettingError(
+                "v_dtype",
+                f"{self.name} stores K and V in one type{setting}, so {v_dtype} "
+                f"cannot differ from --kv-dtype {deployment.kv_dtype}",
             )
-        self.check_kv_dtype(v_dtype, deployment, "--v-dtype")
+        self.check_kv_dtype(v_dtype, deployment, "v_dtype")
 
     def check_kv_dtype(self, kv_dtype: str, deployment: Deployment, option: str) -> None:
-        """Refuse a KV dtype the engine does not store, naming `option` and what it accepts."""
+        """Refuse a KV dtype the engine does not store, naming `option` (a flag, or a declared
+        setting) and what it accepts."""
         accepted = self.accepted_kv_dtypes(deployment)
         name = kv_dtype_info(kv_dtype).name
         if name in accepted:
             return
         engine = f"{self.name}{self.version_label(deployment)}"
         setting = f" ({self.kv_dtype_setting})" if self.kv_dtype_setting else ""
-        raise KvplanError(
-            f"{option}: {engine}{setting} does not store KV as {name}; "
-            f"accepted: {', '.join(accepted)}"
-        )
+        problem = f"{engine}{setting} does not store KV as {name}; accepted: {', '.join(accepted)}"
+        if option in BY_NAME:
+            raise SettingError(option, problem)
+        raise KvplanError(f"{option}: {problem}")
 
     def version_label(self, deployment: Deployment) -> str:
         """' <version>' where the engine's accepted values depend on it, else ''."""

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from kvplan.errors import KvplanError
+from kvplan.errors import SettingError
 
 if TYPE_CHECKING:
     from kvplan.specs import SkuSpec
@@ -111,9 +111,9 @@ def subtract_terms(
         fixed = settings.kv_memory_bytes
         if fixed > total_bytes:
             # vLLM's --kv-cache-memory cannot allocate more than the device has.
-            raise KvplanError(
-                f"--kv-memory (kv_memory): {fixed:,} bytes is more than the GPU's "
-                f"{total_bytes:,} bytes of device memory"
+            raise SettingError(
+                "kv_memory_bytes",
+                f"{fixed:,} bytes is more than the GPU's {total_bytes:,} bytes of device memory",
             )
         return Budget(
             total_bytes=total_bytes,

@@ -6,14 +6,16 @@ from dataclasses import dataclass, field
 
 import kvplan.limits as limits
 from kvplan.catalog.checkpoint import CheckpointWeights
-from kvplan.engine.base import EngineProfile, EngineSettings
+from kvplan.engine.base import EngineProfile
+from kvplan.engine.resolved import resolve
+from kvplan.engine.settings import BY_NAME, EngineSettings
 from kvplan.engine.weights import (
     WeightBytes,
     check_checkpoint_total,
     checkpoint_weight_bytes,
     weight_bytes,
 )
-from kvplan.errors import KvplanError
+from kvplan.errors import KvplanError, SettingError
 from kvplan.kvmath import LayerCache, layer_caches, stage_layer_ranges
 from kvplan.specs import ModelSpec, kv_dtype_info
 
@@ -41,13 +43,14 @@ class Deployment:
     checkpoint: CheckpointWeights | None = None  # safetensors headers: exact bytes per tensor
 
     def __post_init__(self) -> None:
-        for name, value in (("--tp", self.tp), ("--pp", self.pp), ("--dp", self.dp)):
+        for name, value in (("--tp", self.tp), ("--pp", self.pp)):
             if value < 1:
                 raise KvplanError(f"{name}: {value} must be at least 1")
             limits.GPUS.check(value, name)
+        BY_NAME["dp"].check(self.dp)
         if self.ep and self.model.moe is None:
-            raise KvplanError(
-                f"--ep: {self.model.name} has no routed experts; expert parallelism needs an MoE"
+            raise SettingError(
+                "ep", f"{self.model.name} has no routed experts; expert parallelism needs an MoE"
             )
         if not self.kv_dtype:
             object.__setattr__(self, "kv_dtype", self.engine.default_kv_dtype)
@@ -79,17 +82,17 @@ class Deployment:
     @property
     def v_dtype(self) -> str:
         """The V cache's dtype: --v-dtype (llama.cpp -ctv) when set, else the K type."""
-        return kv_dtype_info(self.settings.v_dtype or self.kv_dtype).name
+        return resolve(self).v_dtype.name
 
     def exact_caches(self, full_reservation: bool = False) -> tuple[LayerCache, ...]:
         """The physics: one cache per layer on one TP rank (kvmath), no engine rounding; K in
         `kv_dtype`, V in `v_dtype`."""
         return layer_caches(
             self.model,
-            kv_dtype_info(self.kv_dtype),
+            resolve(self).k_dtype,
             self.tp,
             full_reservation,
-            kv_dtype_info(self.v_dtype),
+            resolve(self).v_dtype,
         )
 
     def stage_ranges(self) -> tuple[range, ...]:

@@ -20,17 +20,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kvplan.engine import llamacpp_cells as cells
 from kvplan.engine.base import EngineProfile
 from kvplan.engine.budget import Budget, device_memory, subtract_terms
 from kvplan.engine.choices import SearchChoices
 from kvplan.engine.llamacpp_cells import Allocation, CellRules, LayerRow, allocate
+from kvplan.engine.llamacpp_swa import ignored_window_note, keeps_window
 from kvplan.engine.pages import SlotBytes, Slots
 from kvplan.engine.pool import UNLIMITED_REQUESTS, KvLayout, KvPool, StageLayout
 from kvplan.engine.release import parse_build
-from kvplan.errors import KvplanError
+from kvplan.engine.resolved import resolve
+from kvplan.errors import SettingError
 from kvplan.kvmath import stage_layer_ranges
 from kvplan.specs import DtypeInfo, kv_dtype_info
 
@@ -46,6 +48,12 @@ GGML_NAMES = {"fp32": "f32", "fp16": "f16", "bf16": "bf16"}
 # -ctk/-ctv types: common/arg.cpp kv_cache_types (ggml-org/llama.cpp): F32, F16, BF16, Q8_0,
 # Q4_0, Q4_1, IQ4_NL, Q5_0, Q5_1.
 GGML_KV_TYPES = ("fp32", "fp16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl")
+# What `recommend` tries: the GGUF file types the most downloaded quantisations ship (Q8_0,
+# Q6_K, Q5_K_M, Q4_K_M, IQ4_XS; below 4 bits quality falls off and an importance matrix is
+# needed), and the KV types ollama documents (docs/faq.md: f16; q8_0, "a very small loss in
+# precision"; q4_0, "a small-medium loss").
+SEARCHED_WEIGHT_TYPES = ("q8_0", "q6_k", "q5_k_m", "q4_k_m", "iq4_xs")
+SEARCHED_KV_TYPES = ("fp16", "q8_0", "q4_0")
 
 
 def ggml_name(kv_dtype: str) -> str:
@@ -77,6 +85,8 @@ def layer_rows(
             rows.append(LayerRow("full", k, v, device=device))
         elif kind in ("full", "sliding", "chunked"):
             k, v = heads * _row(k_dtype, head_dim), heads * _row(v_dtype, head_dim)
+            if not keeps_window(model.family, build):  # llamacpp_swa: Phi-3, Mistral v0.1, …
+                kind = "full"
             rows.append(LayerRow(kind, k, v, window if kind != "full" else 0, device=device))
         elif kind == "state" and model.state is not None:
             # llama-memory-recurrent keeps conv (r) and ssm (s) states in f32 per sequence.
@@ -171,16 +181,22 @@ class LlamaCppProfile(EngineProfile[LlamaCppLayout]):
     kv_dtype_setting = "-ctk/-ctv"
     separate_v_dtype = True
 
-    def build_of(self, deployment: Deployment) -> int:
+    def parsed_release(self, deployment: Deployment) -> Any:
+        """The build the version setting names (kvplan.engine.resolved keeps it)."""
         text = deployment.settings.version
         if text is None:
             return DEFAULT_BUILD
         return parse_build(text, "llama.cpp", OLDEST_BUILD, NEWEST_BUILD)
 
+    def build_of(self, deployment: Deployment) -> int:
+        """The llama.cpp build whose rules apply, parsed once."""
+        return resolve(deployment).release  # type: ignore[no-any-return]
+
     def search_choices(self, model: ModelSpec, sku: SkuSpec) -> SearchChoices:
-        """The engine's KV types; only the released weights: a GGUF's weight type is fixed
-        when the file is made (llama-quantize), never chosen at load."""
-        return replace(super().search_choices(model, sku), weight_dtypes=(None,))
+        """f16, q8_0 and q4_0 KV; the released weights and the GGUF file types people run
+        (a file llama-quantize makes, which the launch line names)."""
+        kv_dtypes = tuple(k for k in SEARCHED_KV_TYPES if self.accepts_kv_dtype(k))
+        return SearchChoices(kv_dtypes, (None, *SEARCHED_WEIGHT_TYPES))
 
     def sized_for(self, deployment: Deployment, requests: int, context_tokens: int) -> Deployment:
         """-c requests·L -np requests when --ctx-size is not set: the launch allocates the
@@ -204,17 +220,25 @@ class LlamaCppProfile(EngineProfile[LlamaCppLayout]):
         self.build_of(deployment)
         settings = deployment.settings
         if deployment.dp > 1 or deployment.ep:
-            raise KvplanError(f"--dp/--ep: {self.name} runs one model instance; drop them")
+            raise SettingError(
+                "dp", f"{self.name} runs one model instance; drop them", also=("ep",)
+            )
         v_dtype = deployment.v_dtype
         if kv_dtype_info(v_dtype).is_quantised and not self.flash_attention(deployment):
             # The V type is --v-dtype's when given, else --kv-dtype's (V follows K).
-            given = "--v-dtype" if settings.v_dtype else "--kv-dtype"
-            raise KvplanError(
-                f"{given}: a quantised V cache ({ggml_name(v_dtype)}) needs flash attention "
-                f"({self.flash_attention_rule}); add --flash-attn"
+            raise SettingError(
+                "v_dtype",
+                f"a quantised V cache ({ggml_name(v_dtype)}) needs flash attention "
+                f"({self.flash_attention_rule}); add {{flash_attention}}",
+                mentions=("flash_attention",),
+                lead=None if settings.v_dtype else "--kv-dtype",
             )
         if settings.parallel and settings.context_size_tokens is None:
-            raise KvplanError("--parallel: give --ctx-size with it (the cells the slots share)")
+            raise SettingError(
+                "parallel",
+                "give {context_size_tokens} with it (the cells the slots share)",
+                mentions=("context_size_tokens",),
+            )
 
     # Why a quantised V cache needs flash attention, as the engine says it.
     flash_attention_rule = "llama.cpp: 'V cache quantization requires flash_attn'"
@@ -294,11 +318,24 @@ class LlamaCppProfile(EngineProfile[LlamaCppLayout]):
     ) -> list[str]:
         from kvplan.engine.llamacpp_log import startup_lines
 
-        plan = pool.layout.plan
-        allocation = plan.fixed or launch_allocation(plan, pool, max_model_len)
-        if allocation is None:
+        started = _started(pool, max_model_len)
+        if started is None:
             return []
-        return startup_lines(plan, allocation, gpu_backend_name(sku))
+        return startup_lines(*started, gpu_backend_name(sku))
+
+    def startup_figures(
+        self,
+        budget: Budget,
+        pool: KvPool[LlamaCppLayout],
+        max_model_len: int,
+        sku: SkuSpec | None = None,
+    ) -> dict[str, Any]:
+        from kvplan.engine.llamacpp_log import startup_record
+
+        started = _started(pool, max_model_len)
+        if started is None:
+            return {}
+        return startup_record(*started, gpu_backend_name(sku))
 
     def notes(self, deployment: Deployment, sku: SkuSpec | None) -> list[str]:
         notes = super().notes(deployment, sku)
@@ -314,6 +351,11 @@ class LlamaCppProfile(EngineProfile[LlamaCppLayout]):
             notes.append(
                 f"{self.engine_label} allocates {launch} up front: requests fit only within a slot"
             )
+        model = deployment.model
+        has_window = any(kind in ("sliding", "chunked") for kind in model.layer_kinds)
+        window_note = ignored_window_note(model.family, self.build_of(deployment), has_window)
+        if window_note:
+            notes.append(window_note)
         if deployment.v_dtype != deployment.kv_dtype:
             notes.append(
                 f"K cache {ggml_name(deployment.kv_dtype)} (-ctk), V cache "
@@ -366,6 +408,13 @@ class LlamaCppProfile(EngineProfile[LlamaCppLayout]):
         return server_command(self, deployment, n_ctx, n_seq)
 
 
+def _started(pool: KvPool[LlamaCppLayout], max_model_len: int) -> tuple[Plan, Allocation] | None:
+    """The launch plan and what it allocates (None when no launch fits)."""
+    plan = pool.layout.plan
+    allocation = plan.fixed or launch_allocation(plan, pool, max_model_len)
+    return None if allocation is None else (plan, allocation)
+
+
 def launch_allocation(plan: Plan, pool: KvPool, context_tokens: int) -> Allocation | None:
     """The allocation of `-c S·L -np S` for the slots S of length L the pool holds."""
     slots = pool.requests_at(context_tokens)
@@ -395,7 +444,9 @@ def _plan(profile: LlamaCppProfile, deployment: Deployment) -> Plan:
         profile.flash_attention(deployment),
         bool(settings.kv_unified),
         settings.swa_full,
-        settings.ubatch_tokens or cells.DEFAULT_UBATCH_TOKENS,
+        cells.physical_batch_tokens(
+            settings.context_size_tokens, settings.batch_tokens, settings.ubatch_tokens
+        ),
     )
     devices = devices_of(deployment.model.num_layers, profile.gpu_layers(deployment), deployment.pp)
     k_dtype, v_dtype = (

@@ -10,7 +10,7 @@ maps a PR's merge date to the builds tagged then):
 | (2023) | n_ctx cells exactly, one buffer for all sequences |
 | b1601, PR #4280 (2023-12-02) | n_ctx padded to 32 (256 with flash attention, PR #6374 / #7257) |
 | b5440, PR #13194 (2025-05) | sliding layers keep min(n_ctx, pad(n_swa · n_seq + n_ubatch)) cells |
-| b5940, PR #14363 (2025-07) | a stream per sequence unless --kv-unified (n_ctx / n_seq cells) |
+| b5940, PR #14363 (2025-07) | a stream per slot unless --kv-unified: pad(⌈n_ctx / n_seq⌉) cells |
 | b6860, PR #16812 (2025-10-28) | no padding of the cache size |
 | b6970, PR #17046 (2025-11-07) | cells per stream padded to 256 (-c 1024 -np 3 → 1536 cells) |
 
@@ -40,6 +40,18 @@ MLA_LATENT_BUILD = 5140
 MLA_NO_V_BUILD = 7830
 FLASH_AUTO_BUILD = 6300  # -fa auto (on where the backend supports it), Aug/Sep 2025
 DEFAULT_UBATCH_TOKENS = 512
+DEFAULT_BATCH_TOKENS = 2048  # common/common.h n_batch
+
+
+def physical_batch_tokens(n_ctx: int | None, batch: int | None, ubatch: int | None) -> int:
+    """The n_ubatch a context runs with, in tokens: llama-context.cpp sets n_batch =
+    min(n_ctx, -b) for causal models, then n_ubatch = min(n_batch, -ub). `-b 256` halves the
+    default 512; so does `-c 256`. It sizes the SWA cells (n_swa + n_ubatch) and the graph the
+    compute buffers are reserved for (min(n_ctx, n_ubatch) tokens)."""
+    logical = batch or DEFAULT_BATCH_TOKENS
+    if n_ctx is not None:
+        logical = min(logical, n_ctx)
+    return min(logical, ubatch or DEFAULT_UBATCH_TOKENS)
 
 
 def pad(value: int, multiple: int) -> int:
@@ -78,7 +90,13 @@ class CellRules:
         streams = self.streams(n_seq)
         if self.build >= PAD_256_BUILD:
             return pad(pad(n_ctx, 256) // streams, 256)
-        return pad(n_ctx, multiple) // streams
+        if streams > 1:
+            # b5940 – b6969, llama-model.cpp create_memory: n_ctx_per_stream =
+            # (n_ctx + n_seq_max - 1) / n_seq_max, then GGML_PAD(…, padding): the division
+            # rounds up before the padding. -c 4096 -np 3: ⌈4096 / 3⌉ = 1366 → 1536 cells
+            # with flash attention (pad 256), 1376 without (pad 32); 1366 from b6860 (no pad).
+            return pad(ceil_div(n_ctx, streams), multiple)
+        return pad(n_ctx, multiple)
 
     def swa_cells_per_stream(self, n_ctx: int, n_seq: int, window_tokens: int) -> int:
         """Cells a sliding layer keeps per stream (iSWA cache), or all of them."""

@@ -15,7 +15,7 @@ Formats (`src/llama-kv-cache.cpp` and its predecessors; MiB = 2^20, the 2023 "MB
 from __future__ import annotations
 
 import shlex
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kvplan.engine.base import model_reference
 from kvplan.engine.llamacpp_cells import FLASH_AUTO_BUILD, Allocation, allocate
@@ -58,6 +58,51 @@ def startup_lines(plan: Plan, allocation: Allocation, gpu_backend: str = "CUDA")
     return _new_format(plan, allocation, gpu_backend)
 
 
+def startup_record(plan: Plan, allocation: Allocation, gpu_backend: str = "CUDA") -> dict[str, Any]:
+    """The numbers of the lines above, exact: n_ctx, sequences and streams, K and V bytes,
+    each buffer's bytes by its printed name, and per sub-cache (full, sliding) its cells per
+    stream, layers and bytes (the lines print MiB with two decimals)."""
+    caches = []
+    for kind, cells, layers in (
+        ("full", allocation.cells, allocation.full_layers),
+        ("sliding", allocation.swa_cells, allocation.swa_layers),
+    ):
+        if not layers:
+            continue
+        part = allocate(_rows_of(plan, kind), plan.rules, allocation.n_ctx, allocation.n_seq)
+        caches.append(
+            {
+                "kind": kind,
+                "cells": cells,
+                "layers": layers,
+                "k_bytes": part.k_bytes,
+                "v_bytes": part.v_bytes,
+                "buffer_bytes": _buffer_bytes(part, gpu_backend),
+            }
+        )
+    return {
+        "n_ctx": allocation.n_ctx,
+        "n_seq": allocation.n_seq,
+        "streams": allocation.streams,
+        "type_k": plan.type_k,
+        "type_v": plan.type_v,
+        "kv_bytes": allocation.k_bytes + allocation.v_bytes,
+        "k_bytes": allocation.k_bytes,
+        "v_bytes": allocation.v_bytes,
+        "buffer_bytes": _buffer_bytes(allocation, gpu_backend),
+        "caches": caches,
+    }
+
+
+def _buffer_bytes(allocation: Allocation, gpu_backend: str) -> dict[str, int]:
+    return {_device(b.device, gpu_backend): b.kv_bytes for b in allocation.buffers if b.kv_bytes}
+
+
+def _rows_of(plan: Plan, kind: str) -> tuple:
+    """The plan's layer rows of one sub-cache: windowed layers are the SWA cache's."""
+    return tuple(r for r in plan.rows if r.is_windowed == (kind == "sliding"))
+
+
 def _device(device: str, gpu_backend: str) -> str:
     """A buffer's name as the build prints it: kvplan's CUDA<i> under the GPU backend's name."""
     return gpu_backend + device.removeprefix("CUDA") if device.startswith("CUDA") else device
@@ -76,8 +121,7 @@ def _new_format(plan: Plan, allocation: Allocation, gpu_backend: str) -> list[st
     for kind, cells, layers in sub_caches:
         if not layers:
             continue
-        rows = tuple(r for r in plan.rows if r.is_windowed == (kind == "sliding"))
-        part = allocate(rows, plan.rules, allocation.n_ctx, allocation.n_seq)
+        part = allocate(_rows_of(plan, kind), plan.rules, allocation.n_ctx, allocation.n_seq)
         lines += [
             f"llama_kv_cache: {_device(b.device, gpu_backend):>10} KV buffer size = "
             f"{b.kv_bytes / MIB:8.2f} MiB"
@@ -140,6 +184,8 @@ def server_command(profile: LlamaCppProfile, deployment: Deployment, n_ctx: int,
         parts.append("--kv-unified")
     if settings.swa_full:
         parts.append("--swa-full")
+    if settings.batch_tokens:
+        parts.append(f"-b {settings.batch_tokens}")
     if settings.ubatch_tokens:
         parts.append(f"-ub {settings.ubatch_tokens}")
     return " ".join(parts)

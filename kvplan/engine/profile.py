@@ -4,8 +4,8 @@
   charged (`layout`, no memory involved), the bytes it gives the cache on a SKU, term by term
   (`budget`), the pages that budget buys (`pool`), and the tokens it reports they hold
   (`capacity_tokens`);
-- `Startup`: what a launch as planned prints (`log_lines`) and the command that starts it
-  (`launch_command`).
+- `Startup`: what a launch as planned prints (`log_lines`, and every number in them exact:
+  `startup_figures`) and the command that starts it (`launch_command`).
 
 Both are generic in the engine's own layout (`Layout`): an engine's pool carries the layout
 its `layout()` built, so the facts the startup lines need (vLLM's version, SGLang's row bytes,
@@ -16,7 +16,7 @@ defaults and notes every command shows beside the numbers.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from kvplan.engine.pool import KvPool, Layout
 
@@ -61,6 +61,16 @@ class Startup(Protocol[Layout]):
         sku: SkuSpec | None = None,
     ) -> list[str]:
         """The startup lines the engine prints for this budget and pool, in its wording."""
+        ...
+
+    def startup_figures(
+        self,
+        budget: Budget,
+        pool: KvPool[Layout],
+        max_model_len: int,
+        sku: SkuSpec | None = None,
+    ) -> dict[str, Any]:
+        """Every number those lines print, exact, keyed by its meaning (JSON's `startup`)."""
         ...
 
     def launch_command(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from kvplan.errors import KvplanError
+from kvplan.errors import SettingError
 
 # One grammar for every engine's release: up to four numeric parts, then PEP 440 pre, post
 # and dev tags and a local part, as `pip show` and the engines' --version print them (0.11,
@@ -24,15 +24,15 @@ MAX_RELEASE_CHARS = 40
 Release = tuple[int, int, int]
 
 
-def match_release(text: str, option: str, example: str) -> re.Match[str]:
+def match_release(text: str, example: str, setting: str = "version") -> re.Match[str]:
     """The match of `text` against the one release grammar (groups: major, minor, patch).
 
     Raises:
-        KvplanError: not a release number; naming `option` and an `example` of one.
+        SettingError: not a release number; naming `setting` and an `example` of one.
     """
     match = _DOTTED.fullmatch(text) if len(text) <= MAX_RELEASE_CHARS else None
     if not match:
-        raise KvplanError(f"{option}: {text[:MAX_RELEASE_CHARS]!r} is not {example}")
+        raise SettingError(setting, f"{text[:MAX_RELEASE_CHARS]!r} is not {example}")
     return match
 
 
@@ -43,13 +43,12 @@ def parse_release(text: str, engine: str, oldest: Release, newest: Release) -> R
         KvplanError: not a release number, or outside [oldest, newest] (whose rules kvplan
             has read).
     """
-    match = match_release(text, "--engine-version", f"a {engine} release like 0.5.3")
+    match = match_release(text, f"a {engine} release like 0.5.3")
     release = (int(match.group(1)), int(match.group(2)), int(match.group(3) or 0))
     if not oldest <= release[: len(oldest)] <= newest:
         low, high = (".".join(map(str, v)) for v in (oldest, newest))
-        raise KvplanError(
-            f"--engine-version: {text!r} is outside the {engine} releases kvplan follows "
-            f"({low} – {high})"
+        raise SettingError(
+            "version", f"{text!r} is outside the {engine} releases kvplan follows ({low} – {high})"
         )
     return release
 
@@ -62,11 +61,11 @@ def parse_build(text: str, engine: str, oldest: int, newest: int) -> int:
     """
     match = _BUILD.fullmatch(text)
     if not match:
-        raise KvplanError(f"--engine-version: {text!r} is not a {engine} build like b6100")
+        raise SettingError("version", f"{text!r} is not a {engine} build like b6100")
     build = int(match.group(1))
     if not oldest <= build <= newest:
-        raise KvplanError(
-            f"--engine-version: {text!r} is outside the {engine} builds kvplan follows "
-            f"(b{oldest} – b{newest})"
+        raise SettingError(
+            "version",
+            f"{text!r} is outside the {engine} builds kvplan follows (b{oldest} – b{newest})",
         )
     return build

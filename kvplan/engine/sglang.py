@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kvplan.engine import sglang_memory
 from kvplan.engine.base import EngineProfile, model_reference
@@ -29,6 +29,7 @@ from kvplan.engine.budget import Budget, device_memory, fraction_of_free
 from kvplan.engine.pages import StatePages, TokenPages
 from kvplan.engine.pool import KvLayout, KvPool, StageLayout
 from kvplan.engine.release import Release, parse_release
+from kvplan.engine.resolved import resolve
 from kvplan.kvmath import StateCache, ceil_div
 from kvplan.units import GIB
 
@@ -50,6 +51,12 @@ MLA_PAGE_BY_CAPABILITY = {"10.0": 64, "10.3": 64}
 
 
 def release_of(deployment: Deployment) -> Release:
+    """The SGLang release whose rules apply, parsed once (kvplan.engine.resolved)."""
+    return resolve(deployment).release  # type: ignore[no-any-return]
+
+
+def parse_sglang_release(deployment: Deployment) -> Release:
+    """The version setting parsed, else the default release."""
     return parse_release(
         deployment.settings.version or DEFAULT_RELEASE_TEXT, "SGLang", OLDEST, NEWEST
     )
@@ -125,6 +132,9 @@ class SglangProfile(EngineProfile[SglangLayout]):
     kv_dtype_setting = "--kv-cache-dtype"
     token_cap_setting = "--max-total-tokens"
 
+    def parsed_release(self, deployment: Deployment) -> Release:
+        return parse_sglang_release(deployment)
+
     def check(self, deployment: Deployment) -> None:
         release_of(deployment)  # a bad version fails before anything is sized
         super().check(deployment)
@@ -183,6 +193,11 @@ class SglangProfile(EngineProfile[SglangLayout]):
         sku: SkuSpec | None = None,
     ) -> list[str]:
         return startup_lines(budget, pool, max_model_len)
+
+    def startup_figures(
+        self, budget: Budget, pool: KvPool, max_model_len: int, sku: SkuSpec | None = None
+    ) -> dict[str, Any]:
+        return startup_record(budget, pool, max_model_len)
 
     def page_note(self, deployment: Deployment, sku: SkuSpec | None) -> str | None:
         """MLA pages depend on the GPU's attention backend (`page_tokens`): say which."""
@@ -269,28 +284,22 @@ def buffer_bytes(layout: SglangLayout, tokens: int) -> tuple[int, int]:
     return rows * layout.k_row_bytes, rows * layout.v_row_bytes
 
 
-def startup_lines(budget: Budget, pool: KvPool[SglangLayout], max_model_len: int) -> list[str]:
-    """ "KV Cache is allocated. …" and the lines around it, in that release's wording.
-
-    SGLang's "GB" is GiB (memory_pool.py: GB = 1024 ** 3). The "#tokens" field appeared in
-    2025 (0.4.6 in kvplan's reading), the dtype in 0.5.5; before 0.3 no such line.
-    """
+def startup_record(
+    budget: Budget, pool: KvPool[SglangLayout], max_model_len: int
+) -> dict[str, Any]:
+    """The numbers of SGLang's startup lines, exact: max_total_num_tokens, the K and V
+    buffers' bytes (MLA: one latent buffer, `v_size_bytes` 0) and, when the pool is sized from
+    free memory, the free bytes before the weights load and after the pool is carved."""
     layout = pool.layout
     if budget.kv_bytes <= 0 or pool.num_blocks == 0:
-        return ["RuntimeError: Not enough memory. Please try to increase --mem-fraction-static."]
+        return {}
     tokens = pool.block_capacity_tokens  # max_total_num_tokens
     k_bytes, v_bytes = buffer_bytes(layout, tokens)
-    release = layout.release
-    fields = []
-    if release >= (0, 5, 5):
-        fields.append(f"dtype: {_TORCH_DTYPES.get(layout.kv_dtype, layout.kv_dtype)}")
-    if release >= (0, 4, 6):
-        fields.append(f"#tokens: {tokens}")
-    if layout.v_row_bytes:
-        fields += [f"K size: {k_bytes / GIB:.2f} GB", f"V size: {v_bytes / GIB:.2f} GB"]
-    else:
-        fields.append(f"KV size: {k_bytes / GIB:.2f} GB")
-    lines = [f"KV Cache is allocated. {', '.join(fields)}" + ("" if release >= (0, 4, 6) else ".")]
+    record: dict[str, Any] = {
+        "max_total_num_tokens": tokens,
+        "k_size_bytes": k_bytes,
+        "v_size_bytes": v_bytes,
+    }
     if not budget.fixed and budget.fraction_of_bytes is not None:
         pre_load = budget.fraction_of_bytes
         requests = layout.max_running_requests or sglang_memory.max_running_requests(
@@ -298,8 +307,37 @@ def startup_lines(budget: Budget, pool: KvPool[SglangLayout], max_model_len: int
         )
         left = pre_load - budget.weights_bytes - k_bytes - v_bytes
         left -= sglang_memory.req_to_token_bytes(requests, max_model_len)
-        lines.insert(0, f"Load weight begin. avail mem={pre_load / GIB:.2f} GB")
-        lines.append(f"Memory pool end. avail mem={left / GIB:.2f} GB")
+        record |= {"avail_bytes_before_weights": pre_load, "avail_bytes_after_pool": left}
+    return record
+
+
+def startup_lines(budget: Budget, pool: KvPool[SglangLayout], max_model_len: int) -> list[str]:
+    """ "KV Cache is allocated. …" and the lines around it, in that release's wording.
+
+    SGLang's "GB" is GiB (memory_pool.py: GB = 1024 ** 3). The "#tokens" field appeared in
+    2025 (0.4.6 in kvplan's reading), the dtype in 0.5.5; before 0.3 no such line.
+    """
+    layout = pool.layout
+    record = startup_record(budget, pool, max_model_len)
+    if not record:
+        return ["RuntimeError: Not enough memory. Please try to increase --mem-fraction-static."]
+    k_bytes, v_bytes = record["k_size_bytes"], record["v_size_bytes"]
+    release = layout.release
+    fields = []
+    if release >= (0, 5, 5):
+        fields.append(f"dtype: {_TORCH_DTYPES.get(layout.kv_dtype, layout.kv_dtype)}")
+    if release >= (0, 4, 6):
+        fields.append(f"#tokens: {record['max_total_num_tokens']}")
+    if layout.v_row_bytes:
+        fields += [f"K size: {k_bytes / GIB:.2f} GB", f"V size: {v_bytes / GIB:.2f} GB"]
+    else:
+        fields.append(f"KV size: {k_bytes / GIB:.2f} GB")
+    lines = [f"KV Cache is allocated. {', '.join(fields)}" + ("" if release >= (0, 4, 6) else ".")]
+    if "avail_bytes_before_weights" in record:
+        lines.insert(
+            0, f"Load weight begin. avail mem={record['avail_bytes_before_weights'] / GIB:.2f} GB"
+        )
+        lines.append(f"Memory pool end. avail mem={record['avail_bytes_after_pool'] / GIB:.2f} GB")
     return lines
 
 

@@ -22,13 +22,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kvplan.engine.base import EngineProfile, Scheduler, model_reference
 from kvplan.engine.budget import Budget, device_memory, fraction_of_free
 from kvplan.engine.pages import TokenPages
 from kvplan.engine.pool import UNLIMITED_REQUESTS, KvLayout, KvPool, StageLayout
 from kvplan.engine.release import Release, parse_release
+from kvplan.engine.resolved import resolve
 from kvplan.kvmath import ceil_div
 from kvplan.units import GIB, MIB
 
@@ -55,12 +56,18 @@ MAX_NUM_TOKENS = 8192  # trtllm-build --max_num_tokens and LLM API default
 
 
 def release_of(deployment: Deployment) -> Release:
+    """The TensorRT-LLM release whose rules apply, parsed once (kvplan.engine.resolved)."""
+    return resolve(deployment).release  # type: ignore[no-any-return]
+
+
+def parse_trtllm_release(deployment: Deployment) -> Release:
+    """The version setting parsed, else the default release."""
     return parse_release(
         deployment.settings.version or DEFAULT_RELEASE_TEXT, "TensorRT-LLM", OLDEST, NEWEST
     )
 
 
-def default_fraction(release: Release) -> float:
+def default_utilization(release: Release) -> float:
     """kv_cache_free_gpu_mem_fraction default: 0.85 in the first batch manager (≈ 0.5 – 0.6,
     docs/source/memory.md "85%"), 0.9 from ≈ 0.7 (executor.h kDefaultGpuMemFraction)."""
     return 0.85 if release < (0, 7, 0) else 0.9
@@ -108,6 +115,10 @@ class TrtllmProfile(EngineProfile[TrtLayout]):
     default_utilization_text = "0.9 of free memory (0.85 before 0.7)"
     kv_dtypes = KV_DTYPES
     kv_dtype_setting = "KvCacheConfig.dtype"
+
+    def parsed_release(self, deployment: Deployment) -> Release:
+        return parse_trtllm_release(deployment)
+
     token_cap_setting = "kv_cache_config.max_tokens"
 
     def check(self, deployment: Deployment) -> None:
@@ -130,10 +141,10 @@ class TrtllmProfile(EngineProfile[TrtLayout]):
     def budget(
         self, deployment: Deployment, sku: SkuSpec, max_model_len: int | None = None
     ) -> Budget:
-        """fraction · (total − weights − activations − runtime buffers and context)."""
+        """utilization · (total − weights − activations − runtime buffers and context)."""
         total, basis = device_memory(sku)
         settings = deployment.settings
-        tokens = self.scheduler(deployment, sku).max_num_batched_tokens
+        tokens = resolve(deployment, sku).scheduler().max_num_batched_tokens
         activation = settings.activation_bytes
         if activation is None:
             hidden = deployment.model.hidden_size
@@ -142,19 +153,19 @@ class TrtllmProfile(EngineProfile[TrtLayout]):
             NON_TORCH_BYTES if settings.non_torch_bytes is None else settings.non_torch_bytes
         )
         weights = deployment.weights().per_gpu_bytes
-        fraction = settings.utilization or default_fraction(release_of(deployment))
+        utilization = settings.utilization or default_utilization(release_of(deployment))
         free = total - weights - activation - non_torch
         band = ESTIMATE_BAND_BYTES if settings.activation_bytes is None else 0
         return fraction_of_free(
             total_bytes=total,
             total_basis=basis,
-            utilization=fraction,
+            utilization=utilization,
             weights_bytes=weights,
             free_bytes=free,
             settings=settings,
             activation_bytes=activation,
             non_torch_bytes=non_torch,
-            uncertainty_bytes=int(band * fraction),
+            uncertainty_bytes=int(band * utilization),
         )
 
     def pool(self, layout: TrtLayout, budget: Budget) -> KvPool[TrtLayout]:
@@ -185,6 +196,11 @@ class TrtllmProfile(EngineProfile[TrtLayout]):
     ) -> list[str]:
         return startup_lines(budget, pool, max_model_len)
 
+    def startup_figures(
+        self, budget: Budget, pool: KvPool, max_model_len: int, sku: SkuSpec | None = None
+    ) -> dict[str, Any]:
+        return startup_record(budget, pool, max_model_len)
+
     def notes(self, deployment: Deployment, sku: SkuSpec | None) -> list[str]:
         notes = super().notes(deployment, sku)
         if deployment.model.has_windowed_layers:
@@ -205,7 +221,7 @@ class TrtllmProfile(EngineProfile[TrtLayout]):
     ) -> str:
         """`trtllm-serve` (≥ 1.0) or `trtllm-build` (TensorRT engines) with this plan's flags."""
         settings, release = deployment.settings, release_of(deployment)
-        fraction = settings.utilization or default_fraction(release)
+        utilization = settings.utilization or default_utilization(release)
         config = {}
         if settings.tokens_per_block:
             config["tokens_per_block"] = settings.tokens_per_block
@@ -224,8 +240,8 @@ class TrtllmProfile(EngineProfile[TrtLayout]):
         if release >= (1, 0, 0):
             command = (
                 f"trtllm-serve {model_reference(deployment.model)} {parallel} "
-                f"--max_seq_len {context_tokens} --kv_cache_free_gpu_memory_fraction {fraction:g}"
-                + limits
+                f"--max_seq_len {context_tokens} "
+                f"--kv_cache_free_gpu_memory_fraction {utilization:g}" + limits
             )
             if config:
                 fields = ", ".join(f"{k}: {v}" for k, v in config.items())
@@ -237,7 +253,8 @@ class TrtllmProfile(EngineProfile[TrtLayout]):
         return (
             f"trtllm-build --checkpoint_dir CHECKPOINT --output_dir ENGINE {parallel} "
             f"--max_seq_len {context_tokens} --tokens_per_block {tokens}{limits}  "
-            f"# then kv_cache_free_gpu_mem_fraction={fraction:g} in the executor or Triton config"
+            f"# then kv_cache_free_gpu_mem_fraction={utilization:g} in the executor or Triton "
+            "config"
         )
 
 
@@ -246,19 +263,45 @@ class TrtllmProfile(EngineProfile[TrtLayout]):
 PREFIX = "[TensorRT-LLM][INFO] "
 
 
+def startup_record(budget: Budget, pool: KvPool[TrtLayout], max_model_len: int) -> dict[str, Any]:
+    """The numbers of TensorRT-LLM's KV cache lines, exact: blocks, tokens per block, the
+    tokens and bytes of the primary pool, blocks per sequence; 0.5's token count before the
+    rounding to blocks; the memory the fraction applies to when it is taken from free memory."""
+    layout = pool.layout
+    if budget.kv_bytes <= 0:
+        return {}
+    tokens = pool.block_capacity_tokens
+    unrounded_tokens = budget.kv_bytes // layout.kv_bytes_per_token
+    if layout.max_tokens is not None:
+        unrounded_tokens = min(unrounded_tokens, layout.max_tokens)
+    record: dict[str, Any] = {
+        "primary_blocks": pool.num_blocks,
+        "secondary_blocks": 0,
+        "tokens_per_block": layout.tokens_per_block,
+        "max_tokens": tokens,
+        "max_tokens_before_block_rounding": unrounded_tokens,
+        "allocated_bytes": tokens * layout.kv_bytes_per_token,
+        "max_blocks_per_sequence": ceil_div(max_model_len, layout.tokens_per_block),
+        "max_model_len": max_model_len,
+    }
+    if not budget.fixed and budget.fraction_of_bytes is not None:
+        record |= {"total_bytes": budget.total_bytes, "available_bytes": budget.fraction_of_bytes}
+    return record
+
+
 def startup_lines(budget: Budget, pool: KvPool[TrtLayout], max_model_len: int) -> list[str]:
     """The KV cache lines TensorRT-LLM prints, in that release's wording."""
     layout = pool.layout
     if budget.kv_bytes <= 0:
         return []
-    tpb, blocks, tokens = layout.tokens_per_block, pool.num_blocks, pool.block_capacity_tokens
-    pool_bytes = tokens * layout.kv_bytes_per_token
+    record = startup_record(budget, pool, max_model_len)
+    tpb, blocks, tokens = layout.tokens_per_block, pool.num_blocks, record["max_tokens"]
+    pool_bytes = record["allocated_bytes"]
     release = layout.release
     if release < (0, 8, 0):  # 0.5.0 logged max_tokens before rounding to blocks
-        max_tokens = budget.kv_bytes // layout.kv_bytes_per_token
-        if layout.max_tokens is not None:
-            max_tokens = min(max_tokens, layout.max_tokens)
-        return [f"{PREFIX}Using {max_tokens} tokens in paged KV cache."]
+        return [
+            f"{PREFIX}Using {record['max_tokens_before_block_rounding']} tokens in paged KV cache."
+        ]
     if release < (0, 9, 0):
         return [
             f"{PREFIX}Allocate {pool_bytes} bytes for k/v cache.",
@@ -268,7 +311,7 @@ def startup_lines(budget: Budget, pool: KvPool[TrtLayout], max_model_len: int) -
         f"{PREFIX}[MemUsageChange] Allocated {pool_bytes / GIB:.2f} GiB for max tokens in paged "
         f"KV cache ({tokens})."
     )
-    per_sequence = ceil_div(max_model_len, tpb)
+    per_sequence = record["max_blocks_per_sequence"]
     if release >= (1, 0, 0):
         return [
             f"{PREFIX}Max KV cache blocks per sequence: {per_sequence} "

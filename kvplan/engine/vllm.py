@@ -10,13 +10,15 @@ import json
 import shlex
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kvplan.engine import vllm_memory
-from kvplan.engine.base import EngineProfile, EngineSettings, Scheduler, model_reference
+from kvplan.engine.base import EngineProfile, Scheduler, model_reference
 from kvplan.engine.budget import Budget, device_memory, subtract_terms
 from kvplan.engine.choices import SearchChoices, released_in_16_bit
 from kvplan.engine.pool import KvLayout, KvPool
+from kvplan.engine.resolved import resolve
+from kvplan.engine.settings import EngineSettings
 from kvplan.engine.vllm_pages import (
     VllmStage,
     estimated_max_model_len,
@@ -25,7 +27,6 @@ from kvplan.engine.vllm_pages import (
 )
 from kvplan.engine.vllm_version import DEFAULT_VERSION, VllmVersion, parse_version
 from kvplan.kvmath import LayerCache, MlaIndexerCache
-from kvplan.specs import kv_dtype_info
 from kvplan.units import GIB
 
 if TYPE_CHECKING:
@@ -81,9 +82,9 @@ SEARCHED_BLOCK_KINDS = frozenset({"full", "sliding", "chunked", "cross", "shared
 
 
 def version_of(deployment: Deployment) -> VllmVersion:
-    """The vLLM version whose rules apply (the setting, else kvplan's default)."""
-    text = deployment.settings.version
-    return parse_version(text) if text else DEFAULT_VERSION
+    """The vLLM version whose rules apply (the setting, else kvplan's default), parsed once
+    per deployment (kvplan.engine.resolved)."""
+    return resolve(deployment).release  # type: ignore[no-any-return]
 
 
 def block_tokens(deployment: Deployment, sku: SkuSpec | None) -> int:
@@ -147,7 +148,7 @@ class VllmProfile(EngineProfile[VllmLayout]):
     ) -> tuple[LayerCache, ...]:
         """The physics caches, with sparse MLA's fp8 latent in vLLM's fp8_ds_mla layout."""
         caches = deployment.exact_caches(full_reservation)
-        if kv_dtype_info(deployment.kv_dtype).bits != 8:
+        if resolve(deployment).k_dtype.bits != 8:
             return caches
         return tuple(
             replace(c, token_bytes=FP8_DS_MLA_TOKEN_BYTES + c.indexer_token_bytes)
@@ -165,6 +166,15 @@ class VllmProfile(EngineProfile[VllmLayout]):
         accepted = ", ".join(str(t) for t in range(1, 65) if _tp_rule(model, t) is None)
         return f"vLLM refuses tp {tp} for {model.name}: {reason}; use one of {accepted}"
 
+    def scheduler_reads_length(self, deployment: Deployment) -> bool:
+        """Only V0 sizes its step by the model length (it batches whole prompts)."""
+        return version_of(deployment).era == "v0"
+
+    def parsed_release(self, deployment: Deployment) -> VllmVersion:
+        """The version setting parsed (kvplan.engine.resolved keeps it): else 0.11."""
+        text = deployment.settings.version
+        return parse_version(text) if text else DEFAULT_VERSION
+
     def scheduler(
         self, deployment: Deployment, sku: SkuSpec | None, max_model_len: int | None = None
     ) -> Scheduler:
@@ -179,7 +189,7 @@ class VllmProfile(EngineProfile[VllmLayout]):
         return _layout(
             _layout_key(deployment),
             block_tokens(deployment, sku),
-            self.scheduler(deployment, sku).max_num_batched_tokens,
+            resolve(deployment, sku).scheduler().max_num_batched_tokens,
         )
 
     def budget(
@@ -189,7 +199,7 @@ class VllmProfile(EngineProfile[VllmLayout]):
         length: it batches whole prompts)."""
         version = version_of(deployment)
         total, basis = device_memory(sku)
-        scheduler = self.scheduler(deployment, sku, max_model_len)
+        scheduler = resolve(deployment, sku).scheduler(max_model_len)
 
         def estimate() -> tuple[int, int, int, int]:
             _, vision = vllm_memory.vision_profile(deployment, version, scheduler)
@@ -252,6 +262,12 @@ class VllmProfile(EngineProfile[VllmLayout]):
         sku: SkuSpec | None = None,
     ) -> list[str]:
         return startup_lines(budget, pool, max_model_len)
+
+    def startup_figures(
+        self, budget: Budget, pool: KvPool, max_model_len: int, sku: SkuSpec | None = None
+    ) -> dict[str, Any]:
+        figures = startup(budget, pool, max_model_len)
+        return {} if figures is None else figures.record()
 
     def launch_command(
         self, deployment: Deployment, sku: SkuSpec | None, context_tokens: int
@@ -317,7 +333,7 @@ class VllmProfile(EngineProfile[VllmLayout]):
         model, settings = deployment.model, deployment.settings
         kinds = set(model.layer_kinds)
         if model.has_windowed_layers and uses_hybrid_allocator(deployment):
-            tokens = self.scheduler(deployment, sku).max_num_batched_tokens
+            tokens = resolve(deployment, sku).scheduler().max_num_batched_tokens
             basis = (
                 "set"
                 if settings.max_num_batched_tokens
@@ -349,7 +365,7 @@ class VllmProfile(EngineProfile[VllmLayout]):
                 "estimates it from the layers captured (--cudagraph-memory to set it)"
             )
         if sku is not None and settings.kv_memory_bytes is None and model.vision is not None:
-            scheduler = self.scheduler(deployment, sku)
+            scheduler = resolve(deployment, sku).scheduler()
             images, peak = vllm_memory.vision_profile(deployment, version, scheduler)
             why = (
                 "one per request up to max_num_seqs, V0's encoder-decoder profile run"
@@ -378,9 +394,9 @@ class VllmProfile(EngineProfile[VllmLayout]):
         return notes
 
 
-def _rope(scaling: RopeScalingSpec) -> dict[str, object]:
+def _rope(scaling: RopeScalingSpec) -> dict[str, Any]:
     """The config.json rope_scaling object for `scaling`."""
-    fields: dict[str, object] = {"rope_type": scaling.rope_type, "factor": scaling.factor}
+    fields: dict[str, Any] = {"rope_type": scaling.rope_type, "factor": scaling.factor}
     if scaling.original_max_context is not None:
         fields["original_max_position_embeddings"] = scaling.original_max_context
     return fields
@@ -488,10 +504,28 @@ class VllmStartup:
     needed_bytes: int  # the startup check's KV for one request of max_model_len
     estimated_max_model_len: int | None  # the startup error's estimate; None: it fits
     padding: tuple[tuple[int, int], ...]  # hybrid groups: (padding layers, layers) per spec
+    kv_cache_groups: int  # the binding stage's KV cache groups
 
     @property
     def padding_layers(self) -> int:
         return sum(pad for pad, _ in self.padding)
+
+    def record(self) -> dict[str, Any]:
+        """The figures by the names docs/vllm-log-lines.md gives them, exact (the log rounds
+        GiB and the concurrency to two decimals)."""
+        return {
+            "available_kv_bytes": self.available_bytes,
+            "num_gpu_blocks": self.num_blocks,
+            "tokens_per_block": self.block_tokens,
+            "kv_cache_groups": self.kv_cache_groups,
+            "padding_layers": self.padding_layers,
+            "padding": [{"padding_layers": pad, "layers": layers} for pad, layers in self.padding],
+            "gpu_kv_cache_tokens": self.gpu_kv_cache_tokens,
+            "max_model_len": self.max_model_len,
+            "max_concurrency": self.max_concurrency,
+            "needed_bytes": self.needed_bytes,
+            "estimated_max_model_len": self.estimated_max_model_len,
+        }
 
 
 def startup(budget: Budget, pool: KvPool[VllmLayout], max_model_len: int) -> VllmStartup | None:
@@ -521,6 +555,7 @@ def startup(budget: Budget, pool: KvPool[VllmLayout], max_model_len: int) -> Vll
         needed_bytes=needed,
         estimated_max_model_len=estimate,
         padding=stage.padding,
+        kv_cache_groups=len(stage.groups),
     )
 
 

@@ -286,9 +286,9 @@ def non_torch_bytes(deployment: Deployment, version: VllmVersion, sku: SkuSpec) 
 
 
 def spans_nodes(deployment: Deployment, sku: SkuSpec) -> bool:
-    """Whether the TP group is larger than one node of `sku` (its all-reduces cross the
-    network)."""
-    return deployment.tp > sku.max_gpus_per_node
+    """Whether the TP group is larger than one node (its all-reduces cross the network): the
+    gpus_per_node setting, else the SKU's max_gpus_per_node."""
+    return deployment.tp > (deployment.settings.gpus_per_node or sku.max_gpus_per_node)
 
 
 def cudagraph_bytes(deployment: Deployment, version: VllmVersion) -> int:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvplan.engine.release import match_release
-from kvplan.errors import KvplanError
+from kvplan.errors import SettingError
 
 # The releases whose rules kvplan follows; other versions take the nearest older one's.
 OLDEST_VERSION = (0, 5)
@@ -47,14 +47,18 @@ class VllmVersion:
         return self.major_minor >= (0, 22)
 
 
+# The version setting as vLLM's own messages name it (kvplan.engine.settings.ALIASES).
+VLLM_VERSION = "vllm_version"
+
+
 def parse_version(text: str) -> VllmVersion:
     """A version such as '0.11', '0.10.1.1' or '0.22.0' (refused outside 0.5 – 0.33)."""
-    match = match_release(text, "--vllm-version", "a version like 0.11 or 0.10.1")
+    match = match_release(text, "a version like 0.11 or 0.10.1", VLLM_VERSION)
     major_minor = (int(match.group(1)), int(match.group(2)))
     if not OLDEST_VERSION <= major_minor <= NEWEST_VERSION:
         low, high = (".".join(map(str, v)) for v in (OLDEST_VERSION, NEWEST_VERSION))
-        raise KvplanError(
-            f"--vllm-version: {text!r} is outside the releases kvplan follows ({low} – {high})"
+        raise SettingError(
+            VLLM_VERSION, f"{text!r} is outside the releases kvplan follows ({low} – {high})"
         )
     return VllmVersion(text, major_minor)
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from kvplan.catalog.checkpoint import FIRST, LAST, CheckpointWeights
+from kvplan.engine.gguf_quantised import quantised_checkpoint
 from kvplan.errors import KvplanError
 from kvplan.kvmath import (
     LayerParams,
@@ -16,7 +17,7 @@ from kvplan.kvmath import (
     stage_layer_ranges,
     tensor_bytes,
 )
-from kvplan.specs import DtypeInfo, ModelSpec, weight_dtype_info
+from kvplan.specs import DtypeInfo, ModelSpec, is_gguf_weight_dtype, weight_dtype_info
 
 # Checkpoints keep embeddings, lm_head and norms unquantised (AWQ/GPTQ/FP8/MXFP4 releases).
 _UNQUANTISED = ("fp32", "fp16", "bf16")
@@ -89,7 +90,13 @@ def weight_bytes(
     `exact_total_bytes` (safetensors metadata) rescales the computed figures to match.
     `expert_shards` (default tp) is how many GPUs share the routed experts (expert parallel).
     A vision tower (model.vision) stays 16-bit and is split over TP on the first stage.
+    A GGUF file type (Q4_K_M, …) is summed tensor by tensor over llama-quantize's mix
+    (`engine.gguf_quantised`).
     """
+    if is_gguf_weight_dtype(weight_dtype):
+        file_type = weight_dtype_info(weight_dtype or "").name
+        checkpoint = quantised_checkpoint(model, file_type)
+        return checkpoint_weight_bytes(model, checkpoint, tp, pp, expert_shards)
     linear = weight_dtype_info(weight_dtype or model.weight_dtype)
     expert_name = weight_dtype or (model.moe.expert_weight_dtype if model.moe else None)
     expert = weight_dtype_info(expert_name) if expert_name else linear

@@ -27,7 +27,13 @@ from kvplan.kvmath import (
     layer_caches,
     param_counts,
 )
-from kvplan.specs import ModelSpec, SkuSpec, kv_dtype_info, weight_dtype_info
+from kvplan.specs import (
+    ModelSpec,
+    SkuSpec,
+    is_gguf_weight_dtype,
+    kv_dtype_info,
+    weight_dtype_info,
+)
 
 
 @dataclass(frozen=True)
@@ -206,6 +212,10 @@ COMPUTE_DTYPES: dict[str, tuple[str, ...]] = {
     "nvfp4": ("fp4", "fp8", "bf16"),
     "mxfp4": ("fp4", "fp8", "bf16"),
 }
+# GGUF file types (Q4_K_M, …): llama.cpp's CUDA backend multiplies quantised weights by q8_1
+# activations with int8 tensor-core MMQ kernels on Turing and later (ggml-cuda/mmq.cu
+# ggml_cuda_should_use_mmq), else dequantises to f16.
+GGUF_COMPUTE_DTYPES = ("int8", "fp16", "bf16")
 
 
 @dataclass(frozen=True)
@@ -324,7 +334,12 @@ def _triangle(n: int) -> int:
 
 
 def _compute_dtype(sku: SkuSpec, dtype: str | None, weight_dtype: str) -> str:
-    wanted = (dtype,) if dtype else COMPUTE_DTYPES[weight_dtype]
+    if dtype:
+        wanted: tuple[str, ...] = (dtype,)
+    elif is_gguf_weight_dtype(weight_dtype):
+        wanted = GGUF_COMPUTE_DTYPES
+    else:
+        wanted = COMPUTE_DTYPES[weight_dtype]
     for key in wanted:
         if key in sku.peak_flop_per_s:
             return key

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Literal
+from typing import Any, Literal
 
 import kvplan.limits as limits
 from kvplan.engine import Budget, KvLayout, KvPool, Scheduler
 from kvplan.engine.batch import Batch
 from kvplan.engine.deployment import Deployment
 from kvplan.engine.pool import UNLIMITED_REQUESTS, largest_fitting
+from kvplan.engine.resolved import resolve
 from kvplan.errors import KvplanError
 from kvplan.perf.roofline import DEFAULT_EFFICIENCY, DecodeEstimate, Efficiency, decode_step
 from kvplan.plan.context_limit import beyond_limit
@@ -67,7 +68,7 @@ class Capacity:
         self.efficiency = efficiency
         profile = deployment.engine
         self.budget: Budget = profile.budget(deployment, sku, self.context_tokens)
-        self.scheduler: Scheduler = profile.scheduler(deployment, sku, self.context_tokens)
+        self.scheduler: Scheduler = resolve(deployment, sku).scheduler(self.context_tokens)
 
     # The layout and pool are built when first asked for: a plan whose weights do not fit
     # never needs them, and a search meets thousands of such plans.
@@ -199,6 +200,11 @@ class Capacity:
         engine = self.deployment.engine
         return engine.log_lines(self.budget, self.pool, self.context_tokens, self.sku)
 
+    def startup_figures(self) -> dict[str, Any]:
+        """Every number those lines print, exact (JSON's `startup`)."""
+        engine = self.deployment.engine
+        return engine.startup_figures(self.budget, self.pool, self.context_tokens, self.sku)
+
 
 # Tensor-parallel degrees a report tries when none is given: powers of two up to one node.
 REPORT_TP_DEGREES = (1, 2, 4, 8)
@@ -280,6 +286,24 @@ def capacity_grid(
             for deployment in data_parallel_attention(base, sku) if tps is None else ():
                 rows.append(Capacity(deployment, sku, batch, context_tokens, efficiency))
     return rows
+
+
+def contexts_up_to(limit_tokens: int, asked_tokens: int, lowest_tokens: int = 1024) -> list[int]:
+    """Powers of two from `lowest_tokens` to the limit, plus the limit and the asked context:
+    where a capacity curve is sampled (sorted, each once)."""
+    points = {asked_tokens, limit_tokens}
+    tokens = min(lowest_tokens, asked_tokens, limit_tokens)
+    while tokens < limit_tokens:
+        points.add(tokens)
+        tokens *= 2
+    return sorted(p for p in points if 0 < p <= max(limit_tokens, asked_tokens))
+
+
+def concurrency_curve(capacity: Capacity) -> list[tuple[int, int]]:
+    """(L, requests of L tokens that fit at once) from 1k tokens to the model's limit, with
+    the capacity's own context among the points."""
+    limit = capacity.deployment.model.context_limit
+    return concurrency_by_context(capacity, contexts_up_to(limit, capacity.context_tokens))
 
 
 def concurrency_by_context(capacity: Capacity, contexts: list[int]) -> list[tuple[int, int]]:

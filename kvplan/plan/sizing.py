@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from kvplan.engine import KvLayout
 from kvplan.engine.batch import Batch
 from kvplan.engine.deployment import Deployment
+from kvplan.engine.resolved import resolve
 from kvplan.engine.weights import WeightBytes
 from kvplan.kvmath import (
     naive_kv_bytes_per_token,
@@ -21,7 +22,7 @@ from kvplan.kvmath import (
 )
 from kvplan.plan.capacity import Capacity
 from kvplan.plan.context_limit import beyond_limit_sentence
-from kvplan.specs import ModelSpec, SkuSpec, kv_dtype_info
+from kvplan.specs import ModelSpec, SkuSpec
 
 
 @dataclass(frozen=True)
@@ -131,7 +132,7 @@ def size(
             count * sum(c.bytes_per_seq(tokens) for c in reserved) for tokens, count in batch
         )
     context = batch.longest
-    dtype = kv_dtype_info(deployment.kv_dtype)
+    dtype = resolve(deployment).k_dtype
     capacity = Capacity(deployment, sku, sequences=batch) if sku is not None else None
     return SizeResult(
         deployment=deployment,
@@ -215,7 +216,7 @@ def formula_terms(result: SizeResult) -> list[FormulaTerm]:
     """The exact formula per layer kind with the model's numbers, whole deployment."""
     deployment = result.deployment
     model, tp = deployment.model, deployment.tp
-    dtype = kv_dtype_info(deployment.kv_dtype)
+    dtype = resolve(deployment).k_dtype
     caches = deployment.exact_caches()
     terms = []
     for kind, count in result.layers.items():

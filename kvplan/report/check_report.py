@@ -5,67 +5,78 @@ from __future__ import annotations
 from typing import Any
 
 from kvplan.api.results import CheckReport, ProductResult, dump
-from kvplan.plan.context_limit import beyond_limit_sentence
-from kvplan.plan.guardrail import GuardrailResult, ProductCheck
 from kvplan.report.render import Format, Table, emit, gib, plural
-from kvplan.specs import ModelSpec
+from kvplan.specs import RopeScalingSpec
 
 
-def reason(check: ProductCheck) -> str:
+def reason(product: ProductResult) -> str:
     """Why the promise holds or fails, in one sentence with the numbers that decide it."""
-    capacity, product = check.capacity, check.product
-    context, promised = check.promised_context_tokens, check.promised_concurrency
-    budget = capacity.budget
-    where = f"{capacity.sku.name} tp {product.tp}" + (f"×pp {product.pp}" if product.pp > 1 else "")
+    context, promised = product.promised_context, product.promised_concurrency
+    budget = product.budget
+    where = f"{product.sku} tp {product.tp}" + (f"×pp {product.pp}" if product.pp > 1 else "")
     where += f"×dp {product.dp}" if product.dp > 1 else ""
     longest = (
         f"at {plural(promised, 'request')} at once the longest context is "
-        f"{check.supported_context_tokens:,} tokens"
+        f"{product.supported_context_at_promised_concurrency:,} tokens"
     )
-    if check.failure == "weights" and budget.weights_fit:
+    weights = gib(product.weights_bytes_per_gpu)
+    usable = f"({gib(budget.requested_bytes)} usable of {gib(budget.total_bytes)})"
+    if product.failure == "weights" and product.weights_fit:
         return (
-            f"weights need {gib(capacity.weights_bytes_per_gpu)} per GPU and fit, but the "
-            f"{product.engine} reserve takes the rest: nothing is left for KV on {where} "
-            f"({gib(budget.requested_bytes)} usable of {gib(budget.total_bytes)})"
+            f"weights need {weights} per GPU and fit, but the {product.engine} reserve takes "
+            f"the rest: nothing is left for KV on {where} {usable}"
         )
-    if check.failure == "weights":
+    if product.failure == "weights":
         return (
-            f"weights need {gib(capacity.weights_bytes_per_gpu)} per GPU; with the "
-            f"{product.engine} reserve nothing is left for KV on {where} "
-            f"({gib(budget.requested_bytes)} usable of {gib(budget.total_bytes)})"
+            f"weights need {weights} per GPU; with the {product.engine} reserve nothing is "
+            f"left for KV on {where} {usable}"
         )
-    if check.failure == "memory":
+    if product.failure == "memory":
         return (
-            f"weights ({gib(capacity.weights_bytes_per_gpu)}) and the fixed KV budget "
-            f"({gib(budget.kv_bytes)}) need {gib(capacity.overcommit_bytes)} more than the "
-            f"{gib(budget.total_bytes)} on {where}"
+            f"weights ({weights}) and the fixed KV budget "
+            f"({gib(product.kv_budget_bytes_per_gpu)}) need {gib(product.overcommit_bytes)} "
+            f"more than the {gib(budget.total_bytes)} on {where}"
         )
-    if check.failure == "native_limit":
-        model = capacity.deployment.model
-        return f"promised {beyond_limit_sentence(model, context)}" + _extension_hint(model, context)
-    if check.failure == "one_request":
+    if product.failure == "native_limit":
+        return f"promised {product.beyond_limit}" + _extension_hint(product)
+    if product.failure == "one_request":
         return (
-            f"one request of {context:,} tokens needs {gib(check.kv_bytes_per_request_per_gpu)} "
-            f"of KV per GPU, the budget on {where} is {gib(budget.kv_bytes)}; {longest}"
+            f"one request of {context:,} tokens needs "
+            f"{gib(product.kv_bytes_per_request_per_gpu)} of KV per GPU, the budget on {where} "
+            f"is {gib(product.kv_budget_bytes_per_gpu)}; {longest}"
         )
-    if check.failure == "concurrency":
+    if product.failure == "concurrency":
         return (
-            f"{where} holds {plural(check.supported_concurrency, 'request')} of {context:,} tokens "
-            f"at once, {promised:,} promised; {longest}"
+            f"{where} holds {plural(product.supported_concurrency, 'request')} of "
+            f"{context:,} tokens at once, {promised:,} promised; {longest}"
         )
-    capped = " (the model's native limit)" if capacity.native_limit_binds else ""
-    held = plural(check.supported_concurrency, "request")
+    capped = " (the model's native limit)" if product.native_limit_binds else ""
+    held = plural(product.supported_concurrency, "request")
     return (
         f"{where} holds {held} of {context:,} tokens at once, "
         f"{promised:,} promised; {longest}{capped}"
     )
 
 
+# Fields the JSON gained beside each product (the figures behind its reason): CSV keeps the
+# columns it had.
+NOT_IN_CSV = (
+    "budget",
+    "weights_fit",
+    "overcommit_bytes",
+    "native_limit_binds",
+    "beyond_limit",
+    "extended_context",
+    "rope_scaling",
+    "concurrency_by_context",
+)
+
+
 def check_record(product: ProductResult) -> dict[str, Any]:
     """One product of the JSON contract (docs/commands/check.md): its numbers and the reason."""
     record = dump(product)
     notes = record.pop("notes")
-    return record | {"reason": reason(product.source), "notes": notes}
+    return record | {"reason": reason(product), "notes": notes}
 
 
 def check_payload(report: CheckReport) -> dict[str, Any]:
@@ -73,10 +84,13 @@ def check_payload(report: CheckReport) -> dict[str, Any]:
     return {"ok": report.ok, "products": [check_record(p) for p in report.products]}
 
 
-def _extension_hint(model: ModelSpec, context: int) -> str:
+def _extension_hint(product: ProductResult) -> str:
     """How a context past the native limit could be served: the RoPE extension to declare."""
-    rope, extended = model.rope_scaling, model.extended_context
-    if rope is None or extended is None or rope.applied or context > extended:
+    extended = product.extended_context
+    if product.rope_scaling is None or extended is None:
+        return ""
+    rope = RopeScalingSpec.model_validate(product.rope_scaling)
+    if rope.applied or product.promised_context > extended:
         return ""
     return (
         f"; its RoPE {rope.label()} reaches {extended:,}: declare it with "
@@ -86,11 +100,10 @@ def _extension_hint(model: ModelSpec, context: int) -> str:
 
 def check_table(report: CheckReport) -> Table:
     """Promised vs supported, one row per product; the reasons as notes below."""
-    result: GuardrailResult = report.source
-    failed = sum(not c.ok for c in result.checks)
-    count = len(result.checks)
+    failed = sum(not p.ok for p in report.products)
+    count = len(report.products)
     table = Table(
-        f"{result.path}: {plural(count, 'product')}, "
+        f"{report.path}: {plural(count, 'product')}, "
         + (f"{failed} over what the hardware holds" if failed else "every promise holds"),
         [
             "product",
@@ -123,7 +136,7 @@ def check_table(report: CheckReport) -> Table:
         rows_at="/products",
     )
     for product in report.products:
-        record, check = dump(product), product.source
+        record = dump(product)
         table.add(
             [record[k] for k in table.keys],
             [
@@ -137,7 +150,7 @@ def check_table(report: CheckReport) -> Table:
                 f"{record['supported_context_at_promised_concurrency']:,}",
                 gib(record["kv_bytes_needed_per_gpu"]),
                 gib(record["kv_budget_bytes_per_gpu"]),
-                ("ok*" if record["within_estimate_band"] else "ok") if check.ok else "FAIL",
+                ("ok*" if record["within_estimate_band"] else "ok") if product.ok else "FAIL",
             ],
         )
     if any(product.within_estimate_band for product in report.products):
@@ -145,9 +158,9 @@ def check_table(report: CheckReport) -> Table:
             "ok*: holds with the estimated KV budget, not at the low end of its band (the "
             "engine's activation and non-torch memory are estimates)"
         )
-    for check in result.checks:
-        table.notes.append(f"{'ok' if check.ok else 'FAIL'} {check.product.name}: {reason(check)}")
-        table.notes += [f"  {check.product.name}: {note}" for note in check.notes]
+    for product in report.products:
+        table.notes.append(f"{'ok' if product.ok else 'FAIL'} {product.name}: {reason(product)}")
+        table.notes += [f"  {product.name}: {note}" for note in product.notes]
     return table
 
 
@@ -156,10 +169,13 @@ def render_check(report: CheckReport, fmt: Format, columns: list[str] | None = N
     CLI's job."""
     from kvplan.report.figures import check_figures
 
-    records = [check_record(p) for p in report.products]
+    payload = check_payload(report)
+    records = [
+        {k: v for k, v in record.items() if k not in NOT_IN_CSV} for record in payload["products"]
+    ]
     emit(
         fmt,
-        check_payload(report),
+        payload,
         records,
         lambda: check_table(report),
         figures=lambda: check_figures(report),

@@ -5,8 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from kvplan.api.results import ClaimReport, dump
-from kvplan.plan.guardrail import ClaimSheet
-from kvplan.plan.sizing import formula_terms
 from kvplan.report.render import (
     Format,
     Table,
@@ -16,57 +14,64 @@ from kvplan.report.render import (
     plural,
     quantity_row,
 )
-from kvplan.report.size_report import weights_rows
+from kvplan.report.size_report import WeightsShown, weights_rows
+
+# Fields the JSON gained (the formula's terms, the budget): CSV keeps the columns it had.
+NOT_IN_CSV = (
+    "kv_budget_bytes_per_gpu",
+    "kv_budget_uncertainty_bytes",
+    "budget",
+    "formula_terms",
+    "concurrency_by_context",
+)
 
 
 def claim_record(report: ClaimReport) -> dict[str, Any]:
     """The JSON contract of `kvplan claim` (docs/commands/claim.md): the numbers, the formula
     with them, the questions to ask and the notes."""
-    sheet: ClaimSheet = report.source
     record = dump(report)
     del record["notes"]
     return record | {
-        "formula": formula_lines(sheet),
-        "questions": vendor_questions(sheet),
-        "notes": notes(sheet),
+        "formula": formula_lines(report),
+        "questions": vendor_questions(report),
+        "notes": notes(report),
     }
 
 
-def formula_lines(sheet: ClaimSheet) -> list[str]:
+def formula_lines(sheet: ClaimReport) -> list[str]:
     """The KV formula with the model's numbers, one line per layer kind (whole deployment)."""
-    result = sheet.size
-    d = result.deployment
     lines = []
-    for term in formula_terms(result):
-        factors = " × ".join(f"{value:,} ({label})" for label, value in term.factors)
-        kept = max(tokens for tokens, _ in term.tokens_kept)
+    for term in sheet.formula_terms:
+        factors = " × ".join(f"{f.value:,} ({f.label})" for f in term.factors)
+        kept = max(k.tokens for k in term.tokens_kept)
         tokens = "1 state" if term.kind == "state" else f"{kept:,} tokens kept"
         lines.append(
             f"{term.kind} × {plural(term.layers, 'layer')}: {factors} × {tokens} × "
-            f"{plural(result.batch.size, 'request')} × {plural(d.tp, 'GPU')} = "
-            f"{term.bytes_total:,} B"
+            f"{plural(sheet.batch, 'request')} × {plural(sheet.tp, 'GPU')} = "
+            f"{term.kv_bytes:,} B"
         )
-    exact = sum(t.bytes_total for t in formula_terms(result))
+    exact = sum(t.kv_bytes for t in sheet.formula_terms)
     lines.append(f"KV for the batch (exact) = {exact:,} B = {gib(exact)}")
-    if result.kv_bytes != exact:
+    if sheet.kv_bytes_batch != exact:
         lines.append(
-            f"KV for the batch ({d.engine.name}, paged/engine rounding) = {result.kv_bytes:,} B"
+            f"KV for the batch ({sheet.engine}, paged/engine rounding) = {sheet.kv_bytes_batch:,} B"
         )
     lines.append(
         f"total per GPU = weights {sheet.weights_bytes_per_gpu:,} + KV "
-        f"{result.kv_bytes_per_gpu:,} + engine reserve {sheet.reserve_bytes_per_gpu:,} = "
-        f"{sheet.total_bytes_per_gpu:,} B vs {sheet.memory_bytes:,} B on {sheet.capacity.sku.name}"
+        f"{sheet.kv_bytes_batch_per_gpu:,} + engine reserve "
+        f"{sheet.engine_reserve_bytes_per_gpu:,} = "
+        f"{sheet.total_bytes_per_gpu:,} B vs {sheet.memory_bytes:,} B on {sheet.sku}"
     )
     return lines
 
 
-def _batch_question(sheet: ClaimSheet) -> str:
+def _batch_question(sheet: ClaimReport) -> str:
     """Whether the length holds at the batch, or only for a lone request."""
-    result, capacity = sheet.size, sheet.capacity
-    context, batch = result.context, result.batch.size
+    context, batch = sheet.context, sheet.batch
     fit = (
-        f"{plural(capacity.max_concurrency(), 'request')} of {context:,} tokens fit at once, "
-        f"and the longest context at batch {batch} is {capacity.max_context_tokens:,} tokens"
+        f"{plural(sheet.max_concurrency_at_context, 'request')} of {context:,} tokens fit at "
+        f"once, and the longest context at batch {batch} is "
+        f"{sheet.max_context_tokens_at_batch:,} tokens"
     )
     if batch == 1:
         return f"How many requests of {context:,} tokens are served at once? Here {fit}."
@@ -76,59 +81,54 @@ def _batch_question(sheet: ClaimSheet) -> str:
     )
 
 
-def vendor_questions(sheet: ClaimSheet) -> list[str]:
+def vendor_questions(sheet: ClaimReport) -> list[str]:
     """What to ask instead of accepting "long context": each question carries our figure."""
-    result, capacity = sheet.size, sheet.capacity
-    d = result.deployment
-    context, batch = result.context, result.batch.size
+    context, batch = sheet.context, sheet.batch
     questions = [
         f"At {context:,} tokens and batch {batch}, what KV dtype and how many GPUs (TP × PP)? "
-        f"Here {d.kv_dtype} KV on {d.gpus} × {capacity.sku.name} needs "
-        f"{gib(result.kv_bytes_per_gpu)} of KV per GPU next to {gib(sheet.weights_bytes_per_gpu)} "
-        "of weights.",
+        f"Here {sheet.kv_dtype} KV on {sheet.gpus} × {sheet.sku} needs "
+        f"{gib(sheet.kv_bytes_batch_per_gpu)} of KV per GPU next to "
+        f"{gib(sheet.weights_bytes_per_gpu)} of weights.",
         _batch_question(sheet),
         "Which engine, version and memory settings (gpu_memory_utilization / "
         "mem_fraction_static), and how much memory does it keep for activations and CUDA "
-        f"graphs? Here the {d.engine.name} reserve is {gib(sheet.reserve_bytes_per_gpu)} per GPU.",
-        f"Which weight dtype ({result.weights.weight_dtype} here), and is any KV quantised, "
+        f"graphs? Here the {sheet.engine} reserve is "
+        f"{gib(sheet.engine_reserve_bytes_per_gpu)} per GPU.",
+        f"Which weight dtype ({sheet.weight_dtype} here), and is any KV quantised, "
         "offloaded to CPU or evicted at this length? What accuracy was measured at "
         f"{context:,} tokens with that setup?",
     ]
-    if context > d.model.max_context:
+    if context > sheet.native_context_limit:
         questions.append(
-            f"{d.model.name}'s native limit is {d.model.max_context:,} tokens: how is "
+            f"{sheet.model}'s native limit is {sheet.native_context_limit:,} tokens: how is "
             f"{context:,} reached (RoPE scaling, which factor), and was quality measured there?"
         )
     return questions
 
 
-def notes(sheet: ClaimSheet) -> list[str]:
+def notes(sheet: ClaimReport) -> list[str]:
     """Assumptions and caveats that travel with the sheet in every format."""
-    result, capacity = sheet.size, sheet.capacity
-    lines = list(result.notes)
-    if result.deployment.engine.name in ("exact", "hf", "naive"):
+    lines = list(sheet.notes)
+    if sheet.engine in ("exact", "hf", "naive"):
         lines.append(
             "no engine reserve counted (--engine vllm or sglang adds activations, "
             "non-torch memory and the unused utilization share)"
         )
-    budget = capacity.budget
-    if budget.uncertainty_bytes:
+    if sheet.kv_budget_uncertainty_bytes:
         lines.append(
-            f"the engine reserve is an estimate: KV budget {gib(budget.kv_bytes)} "
-            f"± {gib(budget.uncertainty_bytes)} per GPU"
+            f"the engine reserve is an estimate: KV budget {gib(sheet.kv_budget_bytes_per_gpu)} "
+            f"± {gib(sheet.kv_budget_uncertainty_bytes)} per GPU"
         )
-    lines.append(f"device memory: {budget.total_basis}")
+    lines.append(f"device memory: {sheet.budget.total_basis}")
     return lines
 
 
-def claim_table(sheet: ClaimSheet) -> Table:
+def claim_table(sheet: ClaimReport) -> Table:
     """The sheet as rows of quantities: per GPU and whole deployment."""
-    result, capacity = sheet.size, sheet.capacity
-    d = result.deployment
     table = Table(
-        f"{d.model.name} on {d.gpus} × {capacity.sku.name} (tp {d.tp} × pp {d.pp}) · "
-        f"{result.batch.size} × {result.context:,} tokens · KV {d.kv_dtype} · "
-        f"engine {d.engine.name}",
+        f"{sheet.model} on {sheet.gpus} × {sheet.sku} (tp {sheet.tp} × pp {sheet.pp}) · "
+        f"{sheet.batch} × {sheet.context:,} tokens · KV {sheet.kv_dtype} · "
+        f"engine {sheet.engine}",
         ["quantity", "per GPU", "whole deployment"],
         ["quantity", "per_gpu", "total"],
     )
@@ -141,9 +141,7 @@ def claim_table(sheet: ClaimSheet) -> Table:
         None,
         ("total_bytes_per_gpu", None),
     )
-    quantity_row(
-        table, f"{capacity.sku.name} memory", sheet.memory_bytes, None, ("memory_bytes", None)
-    )
+    quantity_row(table, f"{sheet.sku} memory", sheet.memory_bytes, None, ("memory_bytes", None))
     free = sheet.free_bytes_per_gpu
     if free >= 0:
         quantity_row(table, "free", free, None, ("free_bytes_per_gpu", None))
@@ -152,64 +150,74 @@ def claim_table(sheet: ClaimSheet) -> Table:
     table.add(["fits", sheet.fits, None], ["verdict", sheet.verdict, "—"], [None, "/fits", None])
     table.notes += ["formula: " + line for line in formula_lines(sheet)]
     table.notes.append(
-        f"limits: longest context at batch {result.batch.size}: {capacity.max_context_tokens:,} "
-        f"tokens (native limit {d.model.max_context:,}); requests of {result.context:,} tokens "
-        f"that fit at once: {capacity.max_concurrency():,}"
+        f"limits: longest context at batch {sheet.batch}: "
+        f"{sheet.max_context_tokens_at_batch:,} tokens (native limit "
+        f"{sheet.native_context_limit:,}); requests of {sheet.context:,} tokens that fit at "
+        f"once: {sheet.max_concurrency_at_context:,}"
     )
     table.notes += [f"ask: {q}" for q in vendor_questions(sheet)]
     table.notes += notes(sheet)
     return table
 
 
-def _kv_and_weights_rows(table: Table, sheet: ClaimSheet) -> None:
-    result = sheet.size
+def _kv_and_weights_rows(table: Table, sheet: ClaimReport) -> None:
     rows = [
         (
             "KV per token",
-            result.kv_bytes_per_token_per_gpu,
-            result.kv_bytes_per_token,
+            sheet.kv_bytes_per_token_per_gpu,
+            sheet.kv_bytes_per_token,
             "kv_bytes_per_token",
         ),
         (
-            f"KV per request ({result.context:,} tokens)",
+            f"KV per request ({sheet.context:,} tokens)",
             sheet.kv_bytes_per_request_per_gpu,
-            result.kv_bytes_per_request,
+            sheet.kv_bytes_per_request,
             "kv_bytes_per_request",
         ),
         (
-            f"KV for the batch ({plural(result.batch.size, 'request')})",
-            result.kv_bytes_per_gpu,
-            result.kv_bytes,
+            f"KV for the batch ({plural(sheet.batch, 'request')})",
+            sheet.kv_bytes_batch_per_gpu,
+            sheet.kv_bytes_batch,
             "kv_bytes_batch",
         ),
     ]
     for i, (label, per_gpu, total, key) in enumerate(rows):
         show = human_bytes if i == 0 else gib  # a token's KV is KiB, the rest GiB
         quantity_row(table, label, per_gpu, total, (f"{key}_per_gpu", key), show)
-    weights_rows(table, result)
+    weights_rows(
+        table,
+        WeightsShown(
+            sheet.weight_dtype,
+            sheet.weights_bytes_per_gpu,
+            sheet.checkpoint_weights_bytes_per_gpu,
+            sheet.weights_bytes,
+            sheet.engine,
+            sheet.sku,
+        ),
+    )
 
 
-def _reserve_rows(table: Table, sheet: ClaimSheet) -> None:
+def _reserve_rows(table: Table, sheet: ClaimReport) -> None:
     """The engine's reserve per GPU and, when it has one, its terms."""
-    d, budget = sheet.size.deployment, sheet.capacity.budget
+    reserve = sheet.engine_reserve
     quantity_row(
         table,
-        f"engine reserve ({d.engine.name})",
-        sheet.reserve_bytes_per_gpu,
+        f"engine reserve ({sheet.engine})",
+        sheet.engine_reserve_bytes_per_gpu,
         None,
         ("engine_reserve_bytes_per_gpu", None),
     )
-    if not sheet.reserve_bytes_per_gpu:
+    if not sheet.engine_reserve_bytes_per_gpu:
         return
     terms = [
         (
-            f"  unused share (1 − utilization {budget.utilization:g})",
-            sheet.headroom_bytes_per_gpu,
+            f"  unused share (1 − utilization {reserve.utilization:g})",
+            reserve.headroom_bytes,
             "headroom_bytes",
         ),
-        ("  activation peak", budget.activation_bytes, "activation_bytes"),
-        ("  non-torch (CUDA context, NCCL)", budget.non_torch_bytes, "non_torch_bytes"),
-        ("  CUDA graphs", budget.cudagraph_bytes, "cudagraph_bytes"),
+        ("  activation peak", reserve.activation_bytes, "activation_bytes"),
+        ("  non-torch (CUDA context, NCCL)", reserve.non_torch_bytes, "non_torch_bytes"),
+        ("  CUDA graphs", reserve.cudagraph_bytes, "cudagraph_bytes"),
     ]
     for label, value, key in terms:
         quantity_row(table, label, value, None, (f"engine_reserve/{key}", None))
@@ -220,10 +228,11 @@ def render_claim(report: ClaimReport, fmt: Format) -> None:
     from kvplan.report.figures import claim_figures
 
     record = claim_record(report)
+    flat = {k: v for k, v in record.items() if k not in NOT_IN_CSV}
     emit(
         fmt,
         record,
-        [record],
-        lambda: claim_table(report.source),
+        [flat],
+        lambda: claim_table(report),
         figures=lambda: claim_figures(report),
     )

@@ -2,25 +2,30 @@
 requests each deployment holds against context (kvplan.report.svg draws them).
 
 The bars use the same figures as the table (weights, the KV of the requested batch, what
-is left) and tie each segment the JSON holds to its JSON Pointer; the capacity lines are
-sampled by planning the deployment afresh at each context
-(kvplan.plan.capacity.concurrency_by_context), so their point at the asked context is the
-table's concurrency.
+is left) and tie each segment the JSON holds to its JSON Pointer; the capacity lines draw
+each record's `concurrency_by_context` (the API samples it when asked, planning the
+deployment afresh at each context), so their point at the asked context is the table's
+concurrency.
 """
 
 from __future__ import annotations
 
-from kvplan.api.results import CapacityRow, CheckReport, ClaimReport, RecommendReport
-from kvplan.plan.capacity import Capacity, concurrency_by_context
-from kvplan.report.capacity_report import MemorySplit, memory_split, parallel_label
+from kvplan.api.results import (
+    CapacityRow,
+    CheckReport,
+    ClaimReport,
+    ContextPoint,
+    RecommendReport,
+)
+from kvplan.report.memory_split import MemorySplit, memory_split
 from kvplan.report.render import gib, tokens_label
+from kvplan.report.row_labels import parallel_label
 from kvplan.report.svg import (
     Bar,
     Marker,
     Segment,
     Series,
     bar_chart,
-    contexts_up_to,
     line_chart,
     time_chart,
 )
@@ -68,7 +73,7 @@ def _memory_bar(label: str, split: MemorySplit, at: str, kv_path: str | None = N
 
     Args:
         label: the bar's name.
-        split: its figures (kvplan.report.capacity_report.memory_split).
+        split: its figures (kvplan.report.memory_split.memory_split).
         at: the JSON Pointer of the record the bar draws ("/0", "/products/1").
         kv_path: where the JSON holds the batch's KV, if it does.
     """
@@ -101,10 +106,11 @@ def _memory_bar(label: str, split: MemorySplit, at: str, kv_path: str | None = N
     return Bar(label, segments, markers, split.overflow_bytes)
 
 
-def _capacity_line(label: str, capacity: Capacity, mark: tuple[int, int], ok: bool) -> Series:
-    limit = capacity.deployment.model.context_limit
-    contexts = contexts_up_to(limit, mark[0])
-    return Series(label, concurrency_by_context(capacity, contexts), mark, ok)
+def _capacity_line(
+    label: str, curve: list[ContextPoint], mark: tuple[int, int], ok: bool
+) -> Series:
+    points = [(p.context_tokens, p.max_concurrency) for p in curve]
+    return Series(label, points, mark, ok)
 
 
 def _too_many(what: str, count: int, most: int) -> str:
@@ -134,10 +140,16 @@ def capacity_figures(rows: list[CapacityRow]) -> list[str]:
         )
     else:
         figures.append(_too_many("Memory per GPU", len(rows), MAX_BARS))
-    usable = [r for r in rows if r.max_concurrency > 0]
-    if 0 < len(usable) <= MAX_LINES:
+    # Rows whose curve was sampled (the API's `curves=True`) and that hold a request.
+    drawn = [r for r in rows if r.max_concurrency > 0 and r.concurrency_by_context is not None]
+    if len(drawn) > MAX_LINES:
+        figures.append(_too_many("Requests against context", len(drawn), MAX_LINES))
+    elif drawn:
         lines = [
-            _capacity_line(label(r), r.source, (r.context, r.max_concurrency), True) for r in usable
+            _capacity_line(
+                label(r), r.concurrency_by_context or [], (r.context, r.max_concurrency), True
+            )
+            for r in drawn
         ]
         figures.append(
             line_chart(
@@ -147,8 +159,6 @@ def capacity_figures(rows: list[CapacityRow]) -> list[str]:
                 REQUESTS_AXIS,
             )
         )
-    elif usable:
-        figures.append(_too_many("Requests against context", len(usable), MAX_LINES))
     return figures
 
 
@@ -165,10 +175,10 @@ def check_figures(report: CheckReport) -> list[str]:
             product.kv_budget_bytes_per_gpu,
         )
         bars.append(_memory_bar(product.name, split, at, f"{at}/kv_bytes_needed_per_gpu"))
-        capacity = product.source.capacity
-        if capacity.kv_usable:
+        if product.concurrency_by_context is not None:
             mark = (product.promised_context, product.promised_concurrency)
-            lines.append(_capacity_line(product.name, capacity, mark, product.ok))
+            curve = product.concurrency_by_context
+            lines.append(_capacity_line(product.name, curve, mark, product.ok))
     figures = [bar_chart("Memory per GPU at the promised load", bars[:MAX_BARS], MEMORY_LEGEND)]
     if lines:
         figures.append(
@@ -210,10 +220,9 @@ def claim_figures(report: ClaimReport) -> list[str]:
             legend,
         )
     ]
-    capacity = report.source.capacity
-    if capacity.kv_usable:
+    if report.concurrency_by_context is not None:
         mark = (report.context, report.batch)
-        line = _capacity_line(label, capacity, mark, report.fits)
+        line = _capacity_line(label, report.concurrency_by_context, mark, report.fits)
         figures.append(
             line_chart(
                 "Requests held against context (circle: the claim)",

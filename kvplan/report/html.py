@@ -16,7 +16,7 @@ import json
 from html import escape
 from typing import Any
 
-from kvplan.report.render import Table
+from kvplan.report.table import Table
 
 _MISSING = object()
 

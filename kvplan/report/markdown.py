@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from kvplan.report.render import Table
+from kvplan.report.table import Table
 
 # Characters that start inline markup anywhere in a line: code, emphasis, links and images,
 # raw HTML and autolinks, entities, GFM strikethrough and table cells.

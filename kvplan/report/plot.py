@@ -16,8 +16,9 @@ from typing import Any
 from kvplan.api.results import CapacityRow
 from kvplan.errors import KvplanError
 from kvplan.files import output_target, write_atomically
-from kvplan.report.capacity_report import memory_split, parallel_label
+from kvplan.report.memory_split import memory_split
 from kvplan.report.render import tokens_label
+from kvplan.report.row_labels import parallel_label
 from kvplan.units import GIB
 
 PLOT_SUFFIXES = (".svg", ".png")

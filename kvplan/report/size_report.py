@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from kvplan.api.results import SizeReport, dump
-from kvplan.plan.sizing import SizeResult, formula_terms
-from kvplan.report.capacity_report import MemorySplit, memory_bar
+from kvplan.report.memory_split import MemorySplit, memory_bar
 from kvplan.report.render import (
     Format,
     Table,
@@ -37,72 +38,105 @@ def weights_explain_lines(report: SizeReport) -> list[str]:
     return lines
 
 
-def _title(result: SizeResult) -> str:
-    d, batch = result.deployment, result.batch
-    lengths = (
-        f"{batch.size:,} × {result.context:,} tokens"
-        if batch.is_uniform
-        else f"{batch.size:,} sequences of {batch.shortest:,}–{batch.longest:,} tokens"
+def _title(report: SizeReport) -> str:
+    lengths = {s.tokens for s in report.sequences}
+    lengths_text = (
+        f"{report.batch:,} × {report.context:,} tokens"
+        if len(lengths) == 1
+        else f"{report.batch:,} sequences of {min(lengths):,}–{max(lengths):,} tokens"
     )
-    parallel = f"tp {d.tp} × pp {d.pp}" + (f" × dp {d.dp}" if d.dp > 1 else "")
-    return f"{d.model.name} · engine {d.engine.name} · KV {d.kv_dtype} · {lengths} · {parallel}"
+    parallel = f"tp {report.tp} × pp {report.pp}" + (f" × dp {report.dp}" if report.dp > 1 else "")
+    return (
+        f"{report.model} · engine {report.engine} · KV {report.kv_dtype} · {lengths_text} · "
+        f"{parallel}"
+    )
 
 
-def size_table(result: SizeResult) -> Table:
+def size_table(report: SizeReport) -> Table:
     """Rows a capacity planner reads: per token, per request, batch, weights, comparisons."""
     table = Table(
-        _title(result),
+        _title(report),
         ["quantity", "per GPU", "whole deployment"],
         ["quantity", "per_gpu", "total"],
     )
-    _kv_rows(result, table)
-    weights_rows(table, result)
-    params = result.weights.params
+    _kv_rows(report, table)
+    weights_rows(
+        table,
+        WeightsShown(
+            report.weight_dtype,
+            report.weights_bytes_per_gpu,
+            report.checkpoint_weights_bytes_per_gpu,
+            report.weights_bytes,
+            report.engine,
+            report.sku,
+        ),
+    )
     table.add(
-        ["params", None, params.total],
+        ["params", None, report.params],
         [
             "params (computed)",
             "—",
-            f"{params.total / 1e9:,.2f} B"
-            + (f" (active {params.active / 1e9:,.2f} B)" if params.active != params.total else ""),
+            f"{report.params / 1e9:,.2f} B"
+            + (
+                f" (active {report.active_params / 1e9:,.2f} B)"
+                if report.active_params != report.params
+                else ""
+            ),
         ],
     )
-    if result.capacity is not None:
-        _fit_rows(result, table)
-    _comparison_notes(result, table)
-    table.notes += list(result.notes)
+    if report.sku is not None:
+        _fit_rows(report, table)
+    _comparison_notes(report, table)
+    table.notes += list(report.notes)
     return table
 
 
-def weights_rows(table: Table, result: SizeResult) -> None:
+@dataclass(frozen=True)
+class WeightsShown:
+    """The weight figures a quantity table shows: as the engine loads them on the SKU (None:
+    no SKU) and the checkpoint's, per GPU and whole."""
+
+    weight_dtype: str
+    loaded_bytes_per_gpu: int
+    checkpoint_bytes_per_gpu: int
+    checkpoint_bytes: int
+    engine: str
+    sku: str | None
+
+
+def weights_rows(table: Table, weights: WeightsShown) -> None:
     """Weights as the engine loads them on the SKU and, when that differs, the checkpoint's."""
-    weights, capacity = result.weights, result.capacity
     dtype = weights.weight_dtype
-    if capacity is None or result.weights_bytes_per_gpu == weights.per_gpu_bytes:
+    if weights.sku is None or weights.loaded_bytes_per_gpu == weights.checkpoint_bytes_per_gpu:
         keys = ("weights_bytes_per_gpu", "weights_bytes")
-        quantity_row(table, f"weights ({dtype})", weights.per_gpu_bytes, weights.total_bytes, keys)
+        quantity_row(
+            table,
+            f"weights ({dtype})",
+            weights.checkpoint_bytes_per_gpu,
+            weights.checkpoint_bytes,
+            keys,
+        )
         return
     # vLLM loads more than the checkpoint: its RoPE cos/sin table, padded MXFP4 experts.
-    engine = result.deployment.engine.name
     quantity_row(
         table,
-        f"weights ({dtype}, as {engine} loads them on {capacity.sku.name})",
-        result.weights_bytes_per_gpu,
+        f"weights ({dtype}, as {weights.engine} loads them on {weights.sku})",
+        weights.loaded_bytes_per_gpu,
         None,
         ("weights_bytes_per_gpu", None),
     )
     quantity_row(
         table,
         "  checkpoint weights",
-        weights.per_gpu_bytes,
-        weights.total_bytes,
+        weights.checkpoint_bytes_per_gpu,
+        weights.checkpoint_bytes,
         ("checkpoint_weights_bytes_per_gpu", "weights_bytes"),
     )
 
 
-def _kv_rows(result: SizeResult, table: Table) -> None:
+def _kv_rows(result: SizeReport, table: Table) -> None:
     """KV per token, per request and for the batch: exact, by layer kind, and as charged."""
-    engine = result.deployment.engine.name
+    engine = result.engine
     charged = engine != "exact"
     quantity_row(
         table,
@@ -142,44 +176,41 @@ def _kv_rows(result: SizeResult, table: Table) -> None:
         )
 
 
-def _fit_rows(result: SizeResult, table: Table) -> None:
+def _fit_rows(result: SizeReport, table: Table) -> None:
     """The engine's budget on the SKU, what the batch leaves, and the verdict with a bar."""
-    capacity = result.capacity
-    assert capacity is not None
-    budget, sku = capacity.budget, capacity.sku
-    band = f" ± {gib(budget.uncertainty_bytes)}" if budget.uncertainty_bytes else ""
+    budget, kv_budget = result.budget, result.kv_budget_bytes_per_gpu
+    free, uncertainty = result.free_bytes, result.kv_budget_uncertainty_bytes
+    # Each is set with a SKU (SizeReport).
+    assert budget is not None and kv_budget is not None and free is not None
+    band = f" ± {gib(uncertainty)}" if uncertainty else ""
     quantity_row(
         table,
-        f"KV budget on {sku.name} ({result.deployment.engine.name}){band}",
-        budget.kv_bytes,
+        f"KV budget on {result.sku} ({result.engine}){band}",
+        kv_budget,
         None,
         ("kv_budget_bytes_per_gpu", None),
     )
-    free = result.free_bytes_per_gpu
-    assert free is not None  # a SKU was given
     if free >= 0:
         quantity_row(table, "KV budget left", free, None, ("free_bytes", None))
     else:
         quantity_row(table, "KV budget short by", -free, None)
     # The same split and picture as `report`'s bar column, 40 cells wide.
-    split = MemorySplit.of(
-        budget.total_bytes, budget.weights_bytes, result.kv_bytes_per_gpu, budget.kv_bytes
-    )
+    weights = result.weights_bytes_per_gpu
+    split = MemorySplit.of(budget.total_bytes, weights, result.kv_bytes_per_gpu, kv_budget)
     picture = memory_bar(split, 40)
     beyond = f" (+{gib(split.overflow_bytes)})" if split.overflow_bytes else ""
     table.notes.append(
-        f"{sku.name} per GPU [{picture}] █ weights {gib(budget.weights_bytes)} ▒ KV "
+        f"{result.sku} per GPU [{picture}] █ weights {gib(weights)} ▒ KV "
         f"{gib(result.kv_bytes_per_gpu)} ! KV beyond the budget{beyond} ░ engine reserve and "
         "free — "
-        f"{capacity.verdict} (requests of {result.context:,} tokens that fit: "
-        f"{capacity.max_concurrency():,})"
+        f"{result.verdict} (requests of {result.context:,} tokens that fit: "
+        f"{result.max_concurrency:,})"
     )
     table.notes.append(f"device memory: {budget.total_basis}")
 
 
-def _comparison_notes(result: SizeResult, table: Table) -> None:
+def _comparison_notes(result: SizeReport, table: Table) -> None:
     """The window-honoured vs full-reservation figures, and the textbook formula's error."""
-    d = result.deployment
     if result.full_reservation_kv_bytes is not None:
         table.notes.append(
             f"window-honoured KV (exact) {gib(result.exact_kv_bytes)}; full reservation "
@@ -187,7 +218,7 @@ def _comparison_notes(result: SizeResult, table: Table) -> None:
             f"{gib(result.full_reservation_kv_bytes)}"
         )
     kinds = set(result.layers)
-    if d.model.attention.num_kv_heads < d.model.attention.num_heads or "mla" in kinds:
+    if result.num_kv_heads < result.num_heads or "mla" in kinds:
         ratio = result.naive_kv_bytes / max(result.exact_kv_bytes, 1)
         table.notes.append(
             f"the textbook MHA formula (2·layers·hidden·L·e) would claim "
@@ -197,25 +228,23 @@ def _comparison_notes(result: SizeResult, table: Table) -> None:
 
 def explain_lines(report: SizeReport) -> list[str]:
     """The KV formula with this model's numbers substituted, one line per layer kind."""
-    result: SizeResult = report.source
-    d = result.deployment
     lines = [
         "KV bytes = Σ_layers Σ_sequences bytes_per_token(layer) × tokens_kept(layer, L)"
-        f" × tp {d.tp}"
+        f" × tp {report.tp}"
     ]
-    for term in formula_terms(result):
-        factors = " × ".join(f"{value:,} ({label})" for label, value in term.factors)
+    for term in report.formula_terms:
+        factors = " × ".join(f"{f.value:,} ({f.label})" for f in term.factors)
         if term.kind == "state":
             tokens = "1 state per sequence"
         else:
             tokens = " + ".join(
-                f"{kept:,} tokens kept × {plural(count, 'sequence')}"
-                for kept, count in term.tokens_kept
+                f"{kept.tokens:,} tokens kept × {plural(kept.count, 'sequence')}"
+                for kept in term.tokens_kept
             )
         rule = {
             "full": "all L tokens",
-            "sliding": f"min(L, window {d.model.layers.sliding_window or 0:,})",
-            "chunked": f"((L−1) mod chunk {d.model.layers.chunk_size or 0:,}) + 1",
+            "sliding": f"min(L, window {term.window_tokens or 0:,})",
+            "chunked": f"((L−1) mod chunk {term.window_tokens or 0:,}) + 1",
             "mla": "all L tokens, one latent, no ×2, no heads",
             "state": "constant",
             "shared": "reuses another layer",
@@ -225,23 +254,26 @@ def explain_lines(report: SizeReport) -> list[str]:
         }.get(term.kind, term.kind)
         lines.append(
             f"  {term.kind}: {factors} × ({tokens}; {rule}) × {plural(term.layers, 'layer')} × "
-            f"{plural(d.tp, 'GPU')}"
-            f" = {term.bytes_total:,} B ({gib(term.bytes_total)})"
+            f"{plural(report.tp, 'GPU')}"
+            f" = {term.kv_bytes:,} B ({gib(term.kv_bytes)})"
         )
-    lines.append(f"  exact total = {result.exact_kv_bytes:,} B")
+    lines.append(f"  exact total = {report.exact_kv_bytes:,} B")
     lines += weights_explain_lines(report)
-    if d.engine.name != "exact":
-        layout = result.layout
+    if report.engine != "exact":
         charged = {
-            "page": f"its blocks ({layout.tokens_per_block} tokens each)",
+            "page": f"its blocks ({report.tokens_per_block} tokens each)",
             "byte": "its bytes (a pool of bytes, no pages)",
             "slot": "one of the slots the launch allocates",
-        }[layout.unit]
+        }[report.kv_block_unit]
         lines.append(
-            f"  engine {d.engine.name} ({d.engine.summary}): charges each request {charged} "
-            f"= {result.kv_bytes:,} B"
+            f"  engine {report.engine} ({report.engine_summary}): charges each request {charged} "
+            f"= {report.kv_bytes:,} B"
         )
     return lines
+
+
+# Fields the JSON gained for --explain and the notes: CSV keeps the columns it had.
+NOT_IN_CSV = ("num_heads", "num_kv_heads", "formula_terms", "engine_summary", "kv_block_unit")
 
 
 def render_size(report: SizeReport, fmt: Format, explain: bool = False) -> None:
@@ -251,9 +283,10 @@ def render_size(report: SizeReport, fmt: Format, explain: bool = False) -> None:
         record["explain"] = explain_lines(report)
 
     def table() -> Table:
-        drawn = size_table(report.source)
+        drawn = size_table(report)
         if explain:
             drawn.notes[:0] = explain_lines(report)
         return drawn
 
-    emit(fmt, record, [record], table)
+    flat = {k: v for k, v in record.items() if k not in NOT_IN_CSV}
+    emit(fmt, record, [flat], table)

@@ -281,17 +281,6 @@ def line_chart(title: str, series: list[Series], x_label: str, y_label: str) -> 
     return _figure(title, bottom + 42, body, legend(entries))
 
 
-def contexts_up_to(limit_tokens: int, asked_tokens: int, lowest_tokens: int = 1024) -> list[int]:
-    """Powers of two from `lowest_tokens` to the limit, plus the limit and the asked context:
-    where a capacity line is sampled (sorted, each once)."""
-    points = {asked_tokens, limit_tokens}
-    tokens = min(lowest_tokens, asked_tokens, limit_tokens)
-    while tokens < limit_tokens:
-        points.add(tokens)
-        tokens *= 2
-    return sorted(p for p in points if 0 < p <= max(limit_tokens, asked_tokens))
-
-
 def time_chart(title: str, series: list[tuple[str, list[tuple[float, int]]]], y_label: str) -> str:
     """Bytes (GiB axis) against time in seconds, one line per series, linear axes."""
     left, right, top, bottom = 64, WIDTH - 16, 10, 220

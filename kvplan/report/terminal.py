@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from rich.cells import cell_len
 
-from kvplan.report.render import Table
+from kvplan.report.table import Table
 
 # Below this, even the vertical layout's label and value cannot share a line.
 MIN_WIDTH = 30

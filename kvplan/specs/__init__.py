@@ -5,6 +5,7 @@ Every field carries a description with its unit; the JSON Schema that
 
 One file per job:
     dtypes    number formats (DtypeInfo) for KV caches and weights, and their spellings
+    gguf_types  ggml block sizes and llama-quantize's file types (Q4_K_M, …)
     common    the strict frozen base and the layer kinds
     sections  attention, MLA + indexer, MoE, recurrent state, vision, layer plan
     extensions  RoPE context extension; a vision tower that adds weights only
@@ -21,6 +22,7 @@ from kvplan.specs.dtypes import (
     DtypeInfo,
     KvDtypeName,
     WeightDtypeName,
+    is_gguf_weight_dtype,
     kv_dtype_info,
     weight_dtype_info,
 )
@@ -60,6 +62,7 @@ __all__ = [
     "VisionSpec",
     "VisionTowerSpec",
     "WeightDtypeName",
+    "is_gguf_weight_dtype",
     "kv_dtype_info",
     "weight_dtype_info",
 ]

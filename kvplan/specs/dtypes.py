@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal
 
 from kvplan.errors import KvplanError
+from kvplan.specs.gguf_types import (
+    GGUF_FILE_TYPES,
+    ggml_block,
+    gguf_file_type,
+)
 
 
 @dataclass(frozen=True)
@@ -108,14 +114,19 @@ WEIGHT_DTYPE_ALIASES: dict[str, str] = {
 
 
 def _dtype_info(
-    table: dict[str, DtypeInfo], aliases: dict[str, str], name: str, what: str
+    table: dict[str, DtypeInfo],
+    aliases: dict[str, str],
+    name: str,
+    what: str,
+    more: tuple[str, ...] = (),
 ) -> DtypeInfo:
     canonical = aliases.get(name.lower(), name.lower())
     if canonical in table:
         return table[canonical]
-    close = difflib.get_close_matches(name.lower(), [*table, *aliases], n=1)
+    close = difflib.get_close_matches(name.lower(), [*table, *aliases, *more], n=1)
     hint = f"; did you mean {close[0]!r}?" if close else ""
-    raise KvplanError(f"{what}: unknown dtype {name!r}{hint} (allowed: {', '.join(table)})")
+    allowed = ", ".join([*table, *more])
+    raise KvplanError(f"{what}: unknown dtype {name!r}{hint} (allowed: {allowed})")
 
 
 def kv_dtype_info(name: str) -> DtypeInfo:
@@ -124,8 +135,37 @@ def kv_dtype_info(name: str) -> DtypeInfo:
 
 
 def weight_dtype_info(name: str) -> DtypeInfo:
-    """The weight dtype called `name`."""
-    return _dtype_info(WEIGHT_DTYPES, WEIGHT_DTYPE_ALIASES, name, "weight dtype")
+    """The weight dtype called `name`: one of WEIGHT_DTYPES, or a GGUF file type (Q4_K_M,
+    IQ4_XS, …; any case) described by its default ggml type."""
+    file_type = gguf_file_type(name)
+    if file_type is not None:
+        return gguf_file_type_info(file_type)
+    return _dtype_info(
+        WEIGHT_DTYPES, WEIGHT_DTYPE_ALIASES, name, "weight dtype", tuple(GGUF_FILE_TYPES)
+    )
+
+
+def is_gguf_weight_dtype(name: str | None) -> bool:
+    """Whether `name` is a GGUF file type (weights made by llama-quantize)."""
+    return name is not None and gguf_file_type(name) is not None
+
+
+@lru_cache(maxsize=64)
+def gguf_file_type_info(file_type: str) -> DtypeInfo:
+    """A GGUF file type as a dtype: its default ggml type's block, whole bits per weight and
+    the rest of the block's bits as group metadata (Q4_K: 4 bits + 128 per 256 weights). Its
+    per-tensor mix is `engine.gguf_mix`'s."""
+    ggml_type = GGUF_FILE_TYPES[file_type]
+    block, block_bytes = ggml_block(ggml_type)
+    bits = block_bytes * 8 // block
+    return DtypeInfo(
+        file_type,
+        bits,
+        block,
+        block_bytes * 8 - bits * block,
+        f"GGUF {file_type.upper()}: llama-quantize's mix, mostly {ggml_type} "
+        f"({block_bytes} B per {block} weights)",
+    )
 
 
 KvDtypeName = Literal[

@@ -158,6 +158,7 @@ _LLAMA_CPP = ("size", "gpt2", "-e", "llama.cpp", "-s", "h100-sxm", "-f", "json")
         ("--parallel", limits.BATCH, 1),
         ("--gpu-layers", limits.LAYERS, 0),
         ("--ubatch-size", limits.BATCHED_TOKENS, 1),
+        ("--batch-size", limits.BATCHED_TOKENS, 1),
     ],
 )
 def test_llama_cpp_counts_have_their_stated_range(option, limit, minimum):

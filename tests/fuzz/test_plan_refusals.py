@@ -56,11 +56,17 @@ def test_block_size_0_on_the_command_line(argv):
 
 
 def test_block_size_0_in_the_engine_options():
+    # Below the CLI a setting is named by its declared name; only the CLI prints its flag.
     from kvplan.engine import EngineSettings
-    from kvplan.errors import KvplanError
+    from kvplan.engine.settings import flag_of
+    from kvplan.errors import SettingError
 
-    with pytest.raises(KvplanError, match="--block-size: 0"):
+    with pytest.raises(SettingError, match=r"^tokens_per_block: 0 must be between 1 and 4,096$"):
         EngineSettings(tokens_per_block=0)
+    try:
+        EngineSettings(tokens_per_block=0)
+    except SettingError as error:
+        assert error.render(flag_of) == "--block-size: 0 must be between 1 and 4,096"
 
 
 def test_kv_memory_larger_than_the_gpu():

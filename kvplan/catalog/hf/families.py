@@ -32,6 +32,7 @@ from kvplan.catalog.hf.moe import (
     _llama4,
     _minimax_m2,
     _mixtral,
+    _olmoe,
     _qwen2_moe,
     _qwen3_moe,
 )
@@ -59,6 +60,7 @@ _FAMILIES: dict[str, Callable[[_Config], dict[str, Any]]] = {
     "opt": _opt,
     "olmo2": _olmo2,
     "olmo3": _olmo3,
+    "olmoe": _olmoe,
     "smollm3": _smollm3,
     "seed_oss": _seed_oss,
     "glm4_moe": _glm4_moe,
@@ -89,6 +91,20 @@ _FAMILIES: dict[str, Callable[[_Config], dict[str, Any]]] = {
 }
 
 SUPPORTED_MODEL_TYPES: tuple[str, ...] = tuple(sorted(_FAMILIES))
+
+# Encoder-only families: no engine kvplan models keeps a KV cache for them (llama.cpp's
+# llama-model.cpp create_memory returns no memory for LLM_ARCH_BERT, NOMIC_BERT, JINA_BERT_V2/V3,
+# NEO_BERT, MODERN_BERT), so there is nothing to size. HF model_type and GGUF spellings.
+ENCODER_FAMILIES = frozenset(
+    {
+        "bert", "roberta", "xlm-roberta", "nomic_bert", "nomic-bert", "jina-bert-v2",
+        "jina-bert-v3", "modernbert", "modern-bert", "neobert", "neo-bert",
+    }
+)  # fmt: skip
+ENCODER_REFUSAL = (
+    "is an encoder-only (BERT-family) model: llama.cpp serves it for embeddings with no KV "
+    "cache (llama-model.cpp create_memory allocates none), so there is no cache to size"
+)
 
 # Wrappers whose language model lives in a nested text_config.
 _NESTED_TEXT = ("gemma3", "llama4", "mistral3", "qwen3_5", "qwen3_5_moe", "mllama")

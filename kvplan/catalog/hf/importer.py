@@ -13,6 +13,8 @@ from kvplan.catalog.hf.families import (
     _FAMILIES,
     _NESTED_TEXT,
     _TOP_OR_NESTED_TEXT,
+    ENCODER_FAMILIES,
+    ENCODER_REFUSAL,
     SUPPORTED_MODEL_TYPES,
 )
 from kvplan.catalog.hf.fields import _Config, _weight_dtype
@@ -116,6 +118,8 @@ def _context_and_vision(c: _Config, top: _Config | None, fields: dict[str, Any])
 
 def _unknown_type(where: str, model_type: Any) -> str:
     supported = ", ".join(SUPPORTED_MODEL_TYPES)
+    if model_type in ENCODER_FAMILIES:
+        return f"{where}: model_type {model_type!r} {ENCODER_REFUSAL}"
     if model_type is None:
         return f"{where}: no 'model_type' field; supported: {supported}"
     close = difflib.get_close_matches(str(model_type), SUPPORTED_MODEL_TYPES, n=1)

@@ -4,20 +4,30 @@ from __future__ import annotations
 
 from typing import Any
 
-from kvplan.catalog.hf.dense import _mistral, _qwen2, _qwen3
+from kvplan.catalog.hf.dense import _mistral, _olmo2, _qwen2, _qwen3
 from kvplan.catalog.hf.fields import _attention, _base, _Config
 from kvplan.catalog.hf.layers import _full, _layer_types, _plan, _window_or_full
 from kvplan.errors import KvplanError
 
 
-def _mixtral(c: _Config) -> dict[str, Any]:
-    spec = _mistral(c)
+def _routed_in_every_layer(c: _Config, spec: dict, experts_key: str) -> dict[str, Any]:
+    """`spec` with a routed MoE in every layer, each expert `intermediate_size` wide."""
     spec["moe"] = {
-        "num_experts": c.int("num_local_experts"),
+        "num_experts": c.int(experts_key),
         "experts_per_token": c.int("num_experts_per_tok"),
         "expert_intermediate_size": spec["intermediate_size"],
     }
     return spec
+
+
+def _mixtral(c: _Config) -> dict[str, Any]:
+    return _routed_in_every_layer(c, _mistral(c), "num_local_experts")
+
+
+def _olmoe(c: _Config) -> dict[str, Any]:
+    """OLMoE: OLMo 2's attention (q/k norms) with a routed MoE in every layer; transformers
+    OlmoeSparseMoeBlock gives each of num_experts experts intermediate_size, no shared expert."""
+    return _routed_in_every_layer(c, _olmo2(c), "num_experts")
 
 
 def _qwen_moe(c: _Config, base: dict, shared: bool) -> dict[str, Any]:

@@ -13,8 +13,8 @@ from kvplan.catalog.deployments import LoadedDeployments
 from kvplan.catalog.resolve import ResolvedModel, declare_rope_scaling
 from kvplan.engine import engine as engine_profile
 from kvplan.engine.deployment import Deployment
-from kvplan.engine.engine_options import ENGINE_OPTION_NAMES, engine_settings
-from kvplan.errors import KvplanError
+from kvplan.engine.settings import BY_KEY, key_of, settings_from
+from kvplan.errors import KvplanError, SettingError
 from kvplan.plan.capacity import Capacity, Failure
 from kvplan.plan.guardrail.products import DeploymentFile, ProductSpec
 from kvplan.specs import SkuSpec
@@ -73,9 +73,9 @@ def product_deployment(product: ProductSpec, resolved: ResolvedModel) -> Deploym
     if product.rope_scaling is not None:
         model = declare_rope_scaling(model, product.rope_scaling, "rope_scaling")
     exact = product.weight_dtype is None
-    options = product.model_dump(include=set(ENGINE_OPTION_NAMES))
+    options = product.model_dump(include=set(BY_KEY))
     options["engine_version"] = product.engine_version or product.vllm_version
-    engine_name, settings, dp, ep = engine_settings(options)
+    engine_name, settings, dp, ep = settings_from(options)
     return Deployment(
         model=model,
         engine=engine_profile(engine_name),
@@ -179,8 +179,9 @@ def check_products(loaded: LoadedDeployments[DeploymentFile]) -> GuardrailResult
     for index, product in enumerate(loaded.file.products):
         try:
             checks.append(check_product(product, loaded.models[index], loaded.skus[index]))
-        except KvplanError as error:
-            problems.append(f"{loaded.where(index)}: {error}")  # every product's, at once
+        except KvplanError as error:  # every product's, at once; a setting by its file key
+            shown = error.render(key_of) if isinstance(error, SettingError) else str(error)
+            problems.append(f"{loaded.where(index)}: {shown}")
     if problems:
         raise KvplanError("\n".join(problems))
     return GuardrailResult(loaded.path, tuple(checks))

@@ -1,7 +1,8 @@
 """The `kvplan check` deployment file: products, each a model on a SKU and what it promises.
 
-A product names its engine options as the CLI does (`--block-size` is `block_size:`), and every
-one of them reaches the plan through the same validator (`kvplan.engine.engine_options`).
+A product names its engine settings by their products-file keys (`block_size:`), each declared
+once in kvplan.engine.settings with its type, limits and help; the fields below are built from
+that declaration, and the values reach the plan through the same check as the CLI's.
 """
 
 from __future__ import annotations
@@ -9,13 +10,22 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from fractions import Fraction
-from typing import Annotated, TypeVar
+from typing import Annotated, Any, TypeVar
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    create_model,
+    field_validator,
+    model_validator,
+)
 
 import kvplan.limits as limits
 from kvplan.catalog.resolve import parse_rope_scaling
-from kvplan.engine import DEFAULT_ENGINE, ENGINES
+from kvplan.engine import ENGINES
+from kvplan.engine.settings import BYTES, FRACTION, SETTINGS, SWITCH, Setting
 from kvplan.engine.vllm_version import parse_version
 from kvplan.errors import KvplanError
 from kvplan.specs import kv_dtype_info, weight_dtype_info
@@ -64,8 +74,43 @@ BlockTokens = Annotated[int, Field(gt=0, le=limits.BLOCK.maximum)]
 LayerCount = Annotated[int, Field(ge=0, le=limits.LAYERS.maximum)]
 
 
-class ProductSpec(BaseModel):
-    """One product: a model served on a SKU, and what it promises its users."""
+def _engine_field(setting: Setting) -> tuple[Any, Any]:
+    """(annotation, Field) of the products-file key of `setting`, from its declaration."""
+    bounds: dict[str, Any] = {}
+    if setting.unit == FRACTION:
+        hint: Any = float
+        bounds = {"ge": float(setting.minimum), "le": 1, "allow_inf_nan": False}
+    elif setting.unit == BYTES:
+        hint = ByteCount
+    elif setting.type is int:
+        limit = setting.limit.maximum if setting.limit is not None else None
+        tokens = setting.unit == "tokens" and setting.limit is limits.CONTEXT  # '128k' too
+        hint = Annotated[int, BeforeValidator(_token_count)] if tokens else int
+        low = {"gt": 0} if setting.minimum == 1 else {"ge": setting.minimum}  # pydantic's words
+        bounds = {**low, "le": limit}
+    elif setting.type is str:
+        hint = Name
+    else:
+        hint = bool
+    default = False if setting.unit == SWITCH else setting.default
+    if default is None:
+        hint = hint | None if not bounds else Annotated[hint, Field(**bounds)] | None
+    elif bounds:
+        hint = Annotated[hint, Field(**bounds)]
+    return hint, Field(default, description=setting.help)
+
+
+# Every engine setting, by its products-file key (kvplan.engine.settings declares them).
+EngineFields = create_model(
+    "EngineFields",
+    __config__=ConfigDict(strict=True, frozen=True, extra="forbid"),
+    **{s.key: _engine_field(s) for s in SETTINGS},  # type: ignore[call-overload]
+)
+
+
+class ProductSpec(EngineFields):  # type: ignore[misc, valid-type]
+    """One product: a model served on a SKU, and what it promises its users; its engine
+    settings are the fields of EngineFields."""
 
     model_config = ConfigDict(strict=True, frozen=True, extra="forbid")
 
@@ -74,10 +119,6 @@ class ProductSpec(BaseModel):
     sku: Name = Field(description="catalogue GPU SKU name or alias")
     tp: GpuCount = Field(1, description="tensor-parallel degree (GPUs per stage)")
     pp: GpuCount = Field(1, description="pipeline-parallel degree (stages)")
-    engine: Name = Field(
-        DEFAULT_ENGINE,
-        description="KV accounting: vllm, sglang, trtllm, llama.cpp, ollama, exact, hf or naive",
-    )
     kv_dtype: Name | None = Field(
         None, description="KV element type: bf16, fp8, int8, q8_0, ...; null: the engine's default"
     )
@@ -96,74 +137,10 @@ class ProductSpec(BaseModel):
     duration_s: Duration | None = Field(
         None, description="time one request stays in the engine in seconds (with requests_per_s)"
     )
-    utilization: float | None = Field(
-        None,
-        ge=float(limits.MIN_FRACTION),
-        le=1,
-        allow_inf_nan=False,
-        description="fraction of GPU memory the engine may use (vLLM gpu_memory_utilization, "
-        "SGLang mem_fraction_static); null: the engine's default",
-    )
-    kv_memory: ByteCount | None = Field(
-        None,
-        description="fixed KV budget per GPU in bytes or with a unit (40GiB), like vLLM "
-        "--kv-cache-memory",
-    )
     vllm_version: Name | None = Field(
         None,
         description="vLLM version whose accounting to follow, e.g. 0.11 (engine_version "
         "under its older name); null: 0.11",
-    )
-    max_num_batched_tokens: BatchedTokens | None = Field(
-        None, description="vLLM max_num_batched_tokens in tokens; null: vLLM's default"
-    )
-    max_num_seqs: SequenceCount | None = Field(
-        None, description="vLLM max_num_seqs in requests; null: vLLM's default"
-    )
-    # The rest of the CLI's engine options (`kvplan size --help`), the same names with '_'.
-    dp: GpuCount = Field(1, description="data-parallel replicas, each with its own KV cache")
-    ep: bool = Field(
-        False, description="expert parallelism: routed experts spread over all tp × dp GPUs"
-    )
-    engine_version: Name | None = Field(
-        None,
-        description="engine version whose rules to follow (vLLM 0.11, SGLang 0.5.3, "
-        "TensorRT-LLM 1.0, llama.cpp b7900, ollama 0.13); null: the engine's default",
-    )
-    block_size: BlockTokens | None = Field(
-        None, description="tokens per KV block for paged engines; null: the engine's default"
-    )
-    activation_memory: ByteCount | None = Field(
-        None, description="activation peak in bytes or with a unit; null: the estimate"
-    )
-    non_torch_memory: ByteCount | None = Field(
-        None, description="non-torch memory (CUDA context, NCCL) in bytes; null: the estimate"
-    )
-    cudagraph_memory: ByteCount | None = Field(
-        None, description="CUDA-graph memory the engine subtracts, in bytes; null: its default"
-    )
-    no_hybrid_allocator: bool = Field(
-        False, description="windowed layers reserve the full length (vLLM)"
-    )
-    draft_layers: LayerCount = Field(
-        0, description="speculative-decoding draft layers sharing the KV cache (EAGLE: 1)"
-    )
-    max_kv_tokens: TokenCount | None = Field(
-        None, description="cap on the KV pool in tokens per GPU (SGLang, TensorRT-LLM)"
-    )
-    ctx_size: TokenCount | None = Field(
-        None, description="llama.cpp -c: cells for all slots, in tokens; null: planned"
-    )
-    parallel: SequenceCount | None = Field(None, description="llama.cpp -np: slots")
-    v_dtype: Name | None = Field(None, description="llama.cpp -ctv: the V cache type")
-    flash_attn: bool | None = Field(None, description="llama.cpp -fa; null: the build's default")
-    kv_unified: bool = Field(False, description="llama.cpp --kv-unified")
-    swa_full: bool = Field(False, description="llama.cpp --swa-full")
-    gpu_layers: Annotated[int, Field(ge=0, le=limits.LAYERS.maximum)] | None = Field(
-        None, description="llama.cpp -ngl: layers on the GPU(s); null: all"
-    )
-    ubatch_size: BatchedTokens | None = Field(
-        None, description="llama.cpp -ub: tokens per physical batch; null: 512"
     )
     rope_scaling: str | None = Field(
         None,

@@ -66,6 +66,16 @@ class Candidate:
         return tuple(parts)
 
     @property
+    def bits_kept(self) -> tuple[float, float]:
+        """Bits per KV element (scales included) and per weight (whole model): with cost,
+        parts quantised and KV held equal, the ranking keeps the more precise, KV first."""
+        d = self.deployment
+        kv = kv_dtype_info(d.kv_dtype)
+        kv_bits = kv.bits + (kv.metadata_bits / kv.group_elements if kv.group_elements else 0)
+        weights = d.weights()
+        return kv_bits, weights.total_bytes * 8 / max(weights.params.total, 1)
+
+    @property
     def shape(self) -> tuple[str, int, str | None, str]:
         """What tells alternatives apart: SKU, GPUs, weight and KV dtypes."""
         d = self.deployment
@@ -93,8 +103,8 @@ class Ranked:
 def _rank_key(c: Candidate) -> tuple:
     """Cost, then fewer quantised parts, fewer nodes and stages, more achieved; for a
     throughput target, whose achieved is the share within SLO, then more requests held and
-    a higher goodput (docs/commands/recommend.md: more requests held wins a tie); then a
-    lower fraction."""
+    a higher goodput (docs/commands/recommend.md: more requests held wins a tie); then more
+    bits kept (KV, then weights); then a lower fraction."""
     d = c.deployment
     return (
         c.cost,
@@ -104,6 +114,7 @@ def _rank_key(c: Candidate) -> tuple:
         -c.score.achieved,
         -c.held,
         -c.goodput,
+        tuple(-bits for bits in c.bits_kept),
         c.capacity.budget.utilization,
         c.deployment.settings.tokens_per_block or 0,
         c.sku.name,

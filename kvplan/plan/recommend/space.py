@@ -28,6 +28,7 @@ class SearchSpace:
     max_gpus: int = DEFAULT_MAX_GPUS
     kv_dtypes: tuple[str, ...] | None = None  # allowed KV dtypes; None: what the engine offers
     quantization: bool = True  # offer weights the engine quantises at load
+    weight_dtypes: tuple[str, ...] | None = None  # allowed weight dtypes; None: the engine's
     tp: int | None = None
     pp: int | None = None
     dp: int | None = None
@@ -38,6 +39,10 @@ class SearchSpace:
             raise KvplanError(f"--max-gpus: {self.max_gpus} must be at least 1")
         if not self.skus:
             raise KvplanError("--sku: no SKU to search")
+        if self.weight_dtypes and not self.quantization:
+            raise KvplanError(
+                "--weight-dtype: --no-quantization searches only the released weights; give one"
+            )
 
 
 @dataclass(frozen=True)
@@ -68,7 +73,7 @@ def points_of(
     for sku in space.skus:
         choices = profile.search_choices(model, sku)
         kv_dtypes = space.kv_dtypes or choices.kv_dtypes
-        weights = choices.weight_dtypes if space.quantization else (None,)
+        weights = space.weight_dtypes or (choices.weight_dtypes if space.quantization else (None,))
         blocks: tuple[int | None, ...] = (settings.tokens_per_block,)
         if settings.tokens_per_block is None:
             blocks = choices.tokens_per_block
