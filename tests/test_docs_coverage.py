@@ -10,10 +10,10 @@ from kvplan.cli import app
 
 def test_examples_outside_the_command_pages_are_run():
     # docs/vllm-log-lines.md's two examples and getting-started's went stale unchecked.
-    for page in ("vllm-log-lines.md", "getting-started.md", "formulas.md"):
+    for page, least in (("vllm-log-lines.md", 2), ("getting-started.md", 4), ("formulas.md", 1)):
         assert ROOT / "docs" / page in PAGES, page
-        found = examples(ROOT / "docs" / page)
-        assert found and not any(example.skipped for example in found), page
+        run = [example for example in examples(ROOT / "docs" / page) if not example.skipped]
+        assert len(run) >= least, page
     assert ROOT / "README.md" in PAGES
 
 
