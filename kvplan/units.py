@@ -88,9 +88,19 @@ def _scaled(
     whole, fraction, unit = match.groups()
     fraction = fraction or ""
     scaled = Fraction(int(whole + fraction) * units[unit.lower()], 10 ** len(fraction))
+    _refuse_signed_zero(whole, scaled, text, what, kind, help_text)
     if scaled.denominator != 1 and not floor:
         raise KvplanError(f"{what}: {text!r} is not a whole number ({kind})")
     return math.floor(scaled)
+
+
+def _refuse_signed_zero(
+    whole: str, value: Fraction, text: str, what: str, kind: str, help_text: str
+) -> None:
+    """ "-0" reads as 0 to int(): a sign on a size, count or fraction is a typo, not a zero
+    (a negative value is refused as out of range by the caller)."""
+    if whole.startswith("-") and value == 0:
+        raise KvplanError(f"{what}: {text!r} has a minus sign; {kind} has none ({help_text})")
 
 
 def _bounded(value: int, text: object, what: str, minimum: int, limit: limits.Limit) -> int:
@@ -169,7 +179,9 @@ def _exact(text: str | float, what: str, kind: str, help_text: str) -> Fraction:
     if not match or match.group(3):
         raise KvplanError(f"{what}: {text!r} is not {kind}; {_why_not_a_number(text) or help_text}")
     whole, fraction, _ = match.groups()
-    return Fraction(f"{whole}.{fraction or 0}")
+    value = Fraction(f"{whole}.{fraction or 0}")
+    _refuse_signed_zero(whole, value, text, what, kind, help_text)
+    return value
 
 
 def parse_decimal(

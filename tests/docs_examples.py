@@ -1,4 +1,5 @@
-"""The `$ kvplan …` examples of docs/commands/*.md: found, run in-process, compared, rewritten.
+"""The `$ kvplan …` examples of docs/*.md, docs/commands/*.md and README.md: found, run
+in-process, compared, rewritten.
 
 An example is a fenced block whose first line starts with `$ `. Each `$ ` line is a command;
 the lines after it, up to the next `$ ` line, are what a terminal shows (stdout and stderr).
@@ -16,6 +17,7 @@ Commands run in a scratch folder that links the checkout's `examples/` and `docs
 paths the pages show work as written. A marker, an HTML comment on the line before the fence:
 
 - `<!-- abridged -->`: the lines shown (less `…` lines) appear in the real output, in order;
+  at least one `…` line shows the reader where lines are left out;
 - `<!-- not run: REASON -->`: the block is not run (its output depends on the machine).
 
 `python tests/docs_examples.py` rewrites every block that is neither with real output.
@@ -31,7 +33,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PAGES = sorted((ROOT / "docs" / "commands").glob("*.md"))
+COMMAND_PAGES = sorted((ROOT / "docs" / "commands").glob("*.md"))
+# Every page a user reads: a `$ kvplan` example anywhere runs, not only on the command pages.
+PAGES = [*COMMAND_PAGES, *sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"]
 FENCE = re.compile(r"^(`{3,})[\w+-]*\s*$")  # an opening fence may name a language
 MARKER = re.compile(r"^<!--\s*(abridged|not run:\s*(?P<reason>.+?))\s*-->\s*$")
 ELISION = ("…", "...")
@@ -57,7 +61,8 @@ class Example:
 
     @property
     def name(self) -> str:
-        return f"{self.page.name}:{self.line}"
+        inside = self.page.is_relative_to(ROOT)
+        return f"{self.page.relative_to(ROOT) if inside else self.page.name}:{self.line}"
 
 
 def examples(page: Path) -> list[Example]:
@@ -108,6 +113,9 @@ class Ran:
 
     lines: list[str]
     exit_code: int
+    # Lines the command printed with trailing whitespace (stripped in `lines`): a wrapped
+    # note that keeps the space it broke at, a padded cell; a page shows them stripped.
+    trailing: list[str] = field(default_factory=list)
 
 
 class Session:
@@ -152,18 +160,30 @@ class Session:
         if result.exception is not None and not isinstance(result.exception, SystemExit):
             raise result.exception
         self.exit_code = result.exit_code
-        lines = [line.rstrip() for line in result.output.splitlines()]
+        printed = result.output.splitlines()
+        lines = [line.rstrip() for line in printed]
         while lines and not lines[-1]:
             lines.pop()
-        return Ran(lines[:head] if head is not None else lines, result.exit_code)
+        if head is not None:
+            printed, lines = printed[:head], lines[:head]
+        trailing = [line for line in printed if line != line.rstrip()]
+        return Ran(lines, result.exit_code, trailing)
 
 
 def differences(example: Example, folder: Path) -> list[str]:
     """Why the page and the real output differ (empty when they agree)."""
     session = Session(folder)
     problems = []
+    if example.abridged and not any(
+        line.strip() in ELISION for step in example.steps for line in step.shown
+    ):
+        # The marker is an HTML comment a reader never sees: the `…` line tells them.
+        problems.append(f"{example.name}: abridged, but no `…` line shows where lines are left out")
     for step in example.steps:
-        real = session.run(step).lines
+        ran = session.run(step)
+        real = ran.lines
+        if ran.trailing:
+            problems.append(f"$ {step.command}: a line ends in whitespace: {ran.trailing[0]!r}")
         shown = [line.rstrip() for line in step.shown]
         if example.abridged:
             missing = _missing_in_order([s for s in shown if s.strip() not in ELISION], real)

@@ -273,6 +273,39 @@ def test_user_entry_overrides_shipped(tmp_path):
     assert Catalog((folder,)).model("llama-3.1-8b").num_layers == 16
 
 
+def test_user_entry_takes_a_shipped_alias(tmp_path):
+    # `kvplan import-hf google/gemma-3-4b-it` writes an entry whose alias the shipped
+    # gemma-3-4b also carries; the catalogue refused the whole folder for it.
+    text = (MODELS_DIR / "gemma-3-4b.yaml").read_text().replace("name: gemma-3-4b", "name: mine")
+    text = text.replace(
+        "aliases: [google/gemma-3-4b-pt, google/gemma-3-4b-it]", "aliases: [google/gemma-3-4b-it]"
+    )
+    folder = _write(tmp_path, "mine.yaml", text)
+    catalog = Catalog((folder,))
+    assert catalog.model("google/gemma-3-4b-it").name == "mine"
+    # The shipped entry keeps its name and its other alias.
+    assert catalog.model("gemma-3-4b").name == "gemma-3-4b"
+    assert catalog.model("google/gemma-3-4b-pt").name == "gemma-3-4b"
+    assert {"mine", "gemma-3-4b"} <= {m.name for m in catalog.models()}
+
+
+def test_a_user_alias_naming_a_shipped_model_is_still_refused(tmp_path):
+    text = GOOD_MODEL.replace("name: llama-3.1-8b", "name: mine").replace(
+        "aliases: [", "aliases: [gemma-3-4b, "
+    )
+    assert "gemma-3-4b, " in text
+    (line,) = _errors(_write(tmp_path, "mine.yaml", text))
+    assert "'gemma-3-4b' is already a name or alias of model 'gemma-3-4b'" in line
+
+
+def test_two_user_entries_of_one_alias_are_refused(tmp_path):
+    text = (MODELS_DIR / "gemma-3-4b.yaml").read_text()
+    _write(tmp_path, "a.yaml", text.replace("name: gemma-3-4b", "name: mine-a"))
+    folder = _write(tmp_path, "b.yaml", text.replace("name: gemma-3-4b", "name: mine-b"))
+    lines = _errors(folder)
+    assert any("is already a name or alias of model 'mine-a'" in line for line in lines)
+
+
 def test_user_sku(tmp_path):
     text = (SKUS_DIR / "h100-sxm.yaml").read_text().replace("name: h100-sxm", "name: my-gpu")
     text = text.replace(

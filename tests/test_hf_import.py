@@ -954,3 +954,68 @@ def test_qwen2_5_vl_config_is_a_model_for_size(tmp_path):
     assert record["kv_bytes_per_token"] == 57_344  # as above
     # bf16 weights: (7,615,616,512 + 676,550,144) x 2 B
     assert record["weights_bytes"] == 8_292_166_656 * 2
+
+
+@pytest.mark.parametrize("total_size", [1, 10**30])
+def test_an_implausible_index_total_is_refused_with_both_figures(tmp_path, total_size):
+    # Llama-3.1-8B: 8,030,261,248 parameters in bf16 = 16,060,522,496 B, the total_size of
+    # meta-llama/Llama-3.1-8B's own model.safetensors.index.json. A total of 1 B (or 10^30 B)
+    # is a broken index; taking it as the weights gave a plan with 1 B of weights.
+    import shutil
+
+    from typer.testing import CliRunner
+
+    from kvplan.cli import app
+
+    folder = tmp_path / "model"
+    shutil.copytree(FIXTURES / "llama-3.1-8b", folder)
+    index = {"metadata": {"total_size": total_size}, "weight_map": {}}
+    (folder / "model.safetensors.index.json").write_text(json.dumps(index))
+    result = CliRunner().invoke(app, ["size", str(folder), "--context", "8k"])
+    assert result.exit_code == 2, result.output
+    assert result.stdout == ""
+    [line] = result.stderr.strip().splitlines()
+    assert f"metadata.total_size is {total_size:,} B" in line
+    assert "16,060,522,496 B" in line
+
+
+def test_a_plausible_index_total_is_the_weights(tmp_path):
+    import shutil
+
+    import kvplan
+
+    folder = tmp_path / "model"
+    shutil.copytree(FIXTURES / "llama-3.1-8b", folder)
+    # An fp32 copy of the bf16 weights: twice the computed bytes, still a checkpoint.
+    index = {"metadata": {"total_size": 2 * 16_060_522_496}, "weight_map": {}}
+    (folder / "model.safetensors.index.json").write_text(json.dumps(index))
+    assert kvplan.size(str(folder), context="8k").weights_bytes == 2 * 16_060_522_496
+
+
+def test_import_hf_of_a_shipped_hub_id_writes_an_entry_the_catalogue_takes(tmp_path):
+    # The shipped gemma-3-4b carries google/gemma-3-4b-it as an alias; an import of that
+    # repo's config (its _name_or_path) must still load, and says which entry the id names.
+    import shutil
+
+    from typer.testing import CliRunner
+
+    from kvplan.cli import app
+
+    folder = tmp_path / "gemma"
+    shutil.copytree(FIXTURES / "gemma-3-4b-it", folder)
+    config = json.loads((folder / "config.json").read_text())
+    config["_name_or_path"] = "google/gemma-3-4b-it"
+    (folder / "config.json").write_text(json.dumps(config))
+    catalog = tmp_path / "catalog"
+    catalog.mkdir()
+    runner = CliRunner()
+    imported = runner.invoke(app, ["import-hf", str(folder), "-o", str(catalog / "g.yaml")])
+    assert imported.exit_code == 0, imported.output
+    assert "'google/gemma-3-4b-it' is also an alias of the shipped model 'gemma-3-4b'" in (
+        imported.stderr
+    )
+    listed = runner.invoke(app, ["models", "--catalog", str(catalog), "gemma-3-4b", "-f", "json"])
+    assert listed.exit_code == 0, listed.output
+    assert [m["model"] for m in json.loads(listed.stdout)] == ["gemma-3-4b", "gemma-3-4b-it"]
+    shown = runner.invoke(app, ["show", "google/gemma-3-4b-it", "--catalog", str(catalog)])
+    assert shown.exit_code == 0 and "gemma-3-4b-it" in shown.stdout.splitlines()[0]

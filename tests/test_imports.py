@@ -49,6 +49,7 @@ ALLOWED = {
         "validate",
         "kernels",
     },
+    "__main__": {"cli"},  # `python -m kvplan`: the console script, above every layer
     "kernels": {"kernels"},
     "validate": {"kernels", "engine", "perf", "plan", "specs", "validate", "kvmath", *LEAVES},
 }

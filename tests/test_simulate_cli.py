@@ -54,7 +54,7 @@ def test_simulate_json_contract_at_40_columns():
 def test_simulate_table_shows_the_percentiles():
     result = run("simulate", *SMALL, "--rate", "5")
     assert result.exit_code == 0, result.output
-    for label in ("TTFT p50/p90/p99", "KV mean: token states", "KV utilisation"):
+    for label in ("TTFT p50/p90/p99", "KV mean: token states", "token states ÷ KV taken"):
         assert label in result.stdout
 
 

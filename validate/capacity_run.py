@@ -226,4 +226,19 @@ def _statement(section: dict[str, Any]) -> str:
             f"({section['blocks_difference']:+,} blocks; the measured terms explain "
             f"{section['difference_explained_blocks']:+,.1f})"
         )
+        if section["device"]["name"] == "cpu" and section["difference_terms_bytes"]:
+            text += _cpu_gap(section)
     return text
+
+
+def _cpu_gap(section: dict[str, Any]) -> str:
+    """What the two counts mean on a CPU, where the gap is not a planner error: memory the
+    planner holds back for the engine (CUDA context, NCCL buffers) that a host process does
+    not have, so the larger count is no GPU's."""
+    non_torch = section["difference_terms_bytes"]["non_torch_estimated_minus_measured"]
+    page = section["prediction"]["page_bytes_per_block"]
+    return (
+        f"; on CPU this shows that the planner's pool allocates, not how tight it is: most of "
+        f"the gap is the {non_torch:,} B ({non_torch / page:,.1f} blocks) the planner keeps "
+        "for the engine's non-torch memory, which a CPU run does not have"
+    )

@@ -86,7 +86,8 @@ def numerics_section(result: NumericsResult) -> dict[str, Any]:
 
 
 def verdict(record: dict[str, Any]) -> dict[str, str]:
-    """pass/fail per check; bandwidth is not-measured off-GPU; capacity only when asked."""
+    """pass/fail per check; memory bytes and bandwidth are not-measured off-GPU (the blocks
+    are counted everywhere); capacity only when asked."""
     bandwidth, numerics = record["bandwidth"], record["numerics"]
     fraction = bandwidth.get("achieved_fraction_of_copy") if bandwidth else None
     if not bandwidth or not bandwidth["timings_meaningful"] or fraction is None:
@@ -94,7 +95,8 @@ def verdict(record: dict[str, Any]) -> dict[str, str]:
     else:
         bandwidth_verdict = PASS if fraction >= bandwidth["pass_fraction_of_copy"] else FAIL
     result = {
-        "memory": PASS if record["memory"]["passed"] else FAIL,
+        "blocks": PASS if record["memory"].get("blocks_passed") else FAIL,
+        "memory": _memory_verdict(record["memory"]),
         "numerics": NOT_MEASURED if numerics is None else PASS if numerics["passed"] else FAIL,
         "bandwidth": bandwidth_verdict,
     }
@@ -102,6 +104,15 @@ def verdict(record: dict[str, Any]) -> dict[str, str]:
     if capacity is not None:
         result["capacity"] = PASS if capacity["fits"] else FAIL
     return result
+
+
+def _memory_verdict(memory: dict[str, Any]) -> str:
+    """fail when the blocks or a measured byte term failed; not-measured when the blocks
+    matched but no device allocator counted the bytes (a CPU run): nothing was measured
+    that could have failed."""
+    if not memory["passed"]:
+        return FAIL
+    return PASS if memory.get("device") is not None else NOT_MEASURED
 
 
 def exit_code(record: dict[str, Any]) -> int:

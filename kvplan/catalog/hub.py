@@ -193,6 +193,61 @@ def _within(limit_s: float, call: Callable[[], str]) -> str:
     return value
 
 
+# How long the reachability probe waits for a name lookup and a TCP connection, in seconds:
+# a reachable Hub connects in well under that, and the client's own retries of an unreachable
+# one (1 + 2 + 4 + 8 + 8 s of backoff) took 20 s or more to say so.
+PROBE_TIMEOUT_S = 3.0
+PROXY_VARIABLES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY")
+
+
+def unreachable(endpoint: str, limit_s: float = PROBE_TIMEOUT_S) -> str | None:
+    """Why `endpoint` (a URL) cannot be reached at all, or None when a TCP connection to it
+    opens within `limit_s` seconds (or a proxy stands between: then the client is asked).
+
+    A name that does not resolve, a refused connection or a network that does not route is
+    "no network": no retry of the client's would change it.
+    """
+    import socket
+    from urllib.parse import urlsplit
+
+    if any(os.environ.get(name) for name in PROXY_VARIABLES):
+        return None
+    parts = urlsplit(endpoint)
+    if not parts.hostname:
+        return None
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+
+    def connect() -> str:
+        try:
+            socket.create_connection((parts.hostname, port), timeout=limit_s).close()
+        except socket.gaierror:
+            return f"the name {parts.hostname} does not resolve"
+        except OSError as error:
+            return error.strerror or type(error).__name__
+        return ""
+
+    try:
+        reason = _within(limit_s, connect)
+    except TimeoutError:
+        return f"no connection within {limit_s:g} s"
+    return reason or None
+
+
+def _cached_or_unreachable(ref: HubRef, download: Callable[..., str], reason: str) -> Path:
+    """The cached config.json of `ref`, or the one line that says the Hub is out of reach."""
+    from huggingface_hub import constants
+
+    try:
+        return Path(download(local=True))
+    except Exception as error:
+        if not _is_hub_failure(error):
+            raise
+    raise KvplanError(
+        f"{ref}: cannot reach the Hub at {constants.ENDPOINT} ({reason}) and the model is not "
+        "cached: check the network (or HF_ENDPOINT), then run again"
+    )
+
+
 def fetch_hub_model(ref: HubRef) -> HubModel:
     """config.json of `ref` (downloaded once into the HF cache) and its safetensors headers.
 
@@ -217,10 +272,14 @@ def fetch_hub_model(ref: HubRef) -> HubModel:
             local_files_only=local,
         )
 
+    no_network = None if offline else unreachable(constants.ENDPOINT)
     try:
         try:
-            limit_s = constants.HF_HUB_ETAG_TIMEOUT + constants.HF_HUB_DOWNLOAD_TIMEOUT
-            config_path = Path(_within(limit_s, download))
+            if no_network is not None:  # the cache may still hold it; else say why at once
+                config_path = _cached_or_unreachable(ref, download, no_network)
+            else:
+                limit_s = constants.HF_HUB_ETAG_TIMEOUT + constants.HF_HUB_DOWNLOAD_TIMEOUT
+                config_path = Path(_within(limit_s, download))
         except TimeoutError as late:  # a late or unreachable Hub: a cached copy still serves
             try:
                 config_path = Path(download(local=True))
@@ -241,6 +300,11 @@ def fetch_hub_model(ref: HubRef) -> HubModel:
         warning = (
             f"{ref}: safetensors headers not cached and HF_HUB_OFFLINE is set: weights computed "
             "from the config (run once online for the checkpoint's exact bytes)"
+        )
+    elif tensors is None and no_network is not None:
+        warning = (
+            f"{ref}: safetensors headers not cached and the Hub is out of reach ({no_network}): "
+            "weights computed from the config"
         )
     elif tensors is None:
         tensors, warning = _fetch_tensors(ref, commit)

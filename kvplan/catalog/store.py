@@ -60,7 +60,8 @@ class _Index:
         """Index `spec` by name and aliases.
 
         A user file may replace a shipped spec of the same name (that is how a user corrects
-        one); two shipped files, or two user files, of one name are an error naming both.
+        one), and takes a shipped spec's alias it also gives; two shipped files, or two user
+        files, of one name or alias are an error naming both.
         """
         if spec.name in self.origin and (shipped or spec.name not in self.shipped):
             problems.append(
@@ -75,6 +76,9 @@ class _Index:
             self.shipped.add(spec.name)
         for label in (spec.name, *spec.aliases):
             other = self.by_name.get(_key(label))
+            if other is not None and self._user_takes_alias(other, label, shipped):
+                self.keys[other.name].remove(_key(label))
+                other = None
             if other is not None and other.name != spec.name:
                 problems.append(
                     f"{shown(path)}: {label!r} is already a name or alias of {self.what} "
@@ -85,6 +89,17 @@ class _Index:
                 self.keys.setdefault(spec.name, []).append(_key(label))
             self.by_name[_key(label)] = spec
         self.origin[spec.name] = path
+
+    def _user_takes_alias(self, other: ModelSpec | SkuSpec, label: str, shipped: bool) -> bool:
+        """Whether a user spec's `label` takes over from the shipped spec `other`: a user's
+        entry (`kvplan import-hf` of a Hub id the catalogue already ships) is what they mean
+        by that id. A shipped spec's own name stays its own."""
+        return (
+            not shipped
+            and other.name in self.shipped
+            and _key(label) != _key(other.name)
+            and _key(label) in self.keys.get(other.name, [])
+        )
 
     def specs(self) -> dict[str, ModelSpec | SkuSpec]:
         """Each spec once, by name, in load order (`by_name` holds it under every alias)."""
@@ -199,6 +214,7 @@ class Catalog:
         name nvidia-smi or torch prints ("NVIDIA H100 80GB HBM3"), a unique prefix of one
         ("H100 80GB"), or a family with a single member. A family of several asks which."""
         check_name(name, "sku")
+        _refuse_edge_slash(name)
         fast = self._shipped_file("sku", name)
         if fast is not None:
             return _shipped_spec(fast, "sku")  # type: ignore[return-value]
@@ -224,6 +240,7 @@ class Catalog:
         'h100'), else the one SKU `name` resolves to. A family may share its name with one of
         its SKUs (h200 and h200-nvl are family h200): the exact name means that SKU."""
         check_name(name, "sku")
+        _refuse_edge_slash(name)
         skus = self.skus()
         wanted = _normal(name)
         exact = [s for s in skus if wanted in {_normal(x) for x in (s.name, *s.aliases)}]
@@ -268,6 +285,20 @@ def _by_repo_name(index: _Index, name: str) -> ModelSpec | None:
         ids = ", ".join(f"{alias} ({spec.name})" for alias, spec in sorted(found.items()))
         raise KvplanError(f"model {name!r} is ambiguous: {ids}; give the org/name")
     return next(iter(found.values()), None)  # type: ignore[return-value]
+
+
+def _refuse_edge_slash(name: str) -> None:
+    """A '/' joins the words of a device name; one at either end is a typo (a folder's
+    tab-completion), which `_normal` would otherwise drop and resolve.
+
+    Raises:
+        KvplanError: `name` begins or ends with '/'.
+    """
+    text = name.strip()
+    if text.startswith("/") or text.endswith("/"):
+        bare = text.strip("/").strip()
+        hint = f"; did you mean {bare!r}?" if bare else ""
+        raise KvplanError(f"unknown sku {name!r}: a SKU name does not begin or end with '/'{hint}")
 
 
 def _normal(name: str) -> str:
@@ -361,8 +392,9 @@ def _yaml_files_under(folder: Path, origin: str) -> list[Path]:
     folders are not entered.
 
     Raises:
-        KvplanError: `folder` is missing or not a folder, or holds more than
-            MAX_FOLDER_ENTRIES entries (a catalogue is tens of files).
+        KvplanError: `folder` is missing or not a folder, holds a folder named *.yaml or
+            *.yml, or holds more than MAX_FOLDER_ENTRIES entries (a catalogue is tens of
+            files).
     """
     label = f"{origin} {shown(folder)}"
     try:
@@ -382,5 +414,11 @@ def _yaml_files_under(folder: Path, origin: str) -> list[Path]:
                 "catalogue YAML files"
             )
         dirs.sort()
+        named_like_yaml = [d for d in dirs if d.endswith((".yaml", ".yml"))]
+        if named_like_yaml:  # meant as an entry, it would be skipped without a word
+            raise KvplanError(
+                f"{shown(Path(root) / named_like_yaml[0])}: a folder, not a YAML file; a "
+                "catalogue entry is a .yaml file (rename the folder)"
+            )
         found += [Path(root) / n for n in names if n.endswith((".yaml", ".yml"))]
     return sorted(found)

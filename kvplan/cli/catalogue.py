@@ -8,18 +8,67 @@ from typing import Annotated
 
 import typer
 
-from kvplan.cli.common import _catalog, _format, _model, user_errors, warn
-from kvplan.cli.options import MODEL_HELP, CatalogOpt, FormatOpt
+from kvplan.cli.common import _catalog, _columns, _format, _model, user_errors, warn
+from kvplan.cli.options import MODEL_HELP, CatalogOpt, ColumnsOpt, FormatOpt
 from kvplan.cli.options import name as name_parser
 from kvplan.errors import KvplanError
+from kvplan.specs import ModelSpec
 
 
-def models(fmt: FormatOpt = "table", catalog_dirs: CatalogOpt = None) -> None:
+def models(
+    pattern: Annotated[
+        str | None,
+        typer.Argument(
+            help="only models whose name or an alias matches: a shell pattern (llama-3*), "
+            "or any part of the name (qwen3); any case",
+            show_default=False,
+        ),
+    ] = None,
+    family: Annotated[
+        str | None,
+        typer.Option(
+            help="only models of this family (the `family` field: llama, qwen3_moe, …)",
+            show_default=False,
+        ),
+    ] = None,
+    min_context: Annotated[
+        str | None,
+        typer.Option(
+            "--min-context",
+            help="only models whose native context is at least this many tokens; accepts "
+            "8k, 128k, 1M (k = 1024)",
+            show_default=False,
+        ),
+    ] = None,
+    fmt: FormatOpt = "table",
+    columns: ColumnsOpt = None,
+    catalog_dirs: CatalogOpt = None,
+) -> None:
     """List the catalogue's models with their KV geometry and bytes per token."""
     with user_errors():
+        from kvplan.plan.catalog_facts import models_matching
         from kvplan.report.catalog_report import render_models
+        from kvplan.units import parse_tokens
 
-        render_models(_catalog(catalog_dirs).models(), _format(fmt))
+        least = None if min_context is None else parse_tokens(min_context, "--min-context")
+        output, picked = _format(fmt), _columns(columns)
+        chosen = models_matching(_catalog(catalog_dirs).models(), pattern, family, least)
+        if not chosen:
+            raise KvplanError(_no_model_line(pattern, family, min_context))
+        render_models(chosen, output, picked)
+
+
+def _no_model_line(pattern: str | None, family: str | None, min_context: str | None) -> str:
+    given = [
+        f"{label} {value!r}"
+        for label, value in (
+            ("name", pattern),
+            ("--family", family),
+            ("--min-context", min_context),
+        )
+        if value is not None
+    ]
+    return f"models: no model matches {' and '.join(given)} (`kvplan models` lists them all)"
 
 
 def skus(fmt: FormatOpt = "table", catalog_dirs: CatalogOpt = None) -> None:
@@ -121,7 +170,7 @@ def import_hf_command(
 
             output_target(output, "--output")
         spec, readings = import_model(config, name=name)
-        for line in readings:
+        for line in [*readings, *_shipped_alias_notes(spec)]:
             warn(line)
         text = (spec_json if output_format == "json" else spec_yaml)(spec)
         if output is None:
@@ -129,3 +178,23 @@ def import_hf_command(
             return
         write_atomically(output, text, "--output")
         sys.stderr.write(f"wrote {output}\n")
+
+
+def _shipped_alias_notes(spec: ModelSpec) -> list[str]:
+    """A line for each alias of `spec` that already names a shipped model: in a catalogue
+    folder the user's entry takes it over, which they should hear of once, here."""
+    from kvplan.catalog import Catalog
+
+    shipped = Catalog(())
+    notes = []
+    for alias in spec.aliases:
+        try:
+            owner = shipped.model(alias).name
+        except KvplanError:
+            continue
+        if owner != spec.name:
+            notes.append(
+                f"{alias!r} is also an alias of the shipped model {owner!r}; in a --catalog "
+                f"folder this entry takes it over, so {alias!r} then means {spec.name!r}"
+            )
+    return notes

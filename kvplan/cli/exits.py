@@ -3,7 +3,9 @@
 | how a command ends                                   | stderr                          | exit |
 |------------------------------------------------------|---------------------------------|------|
 | normally                                             | (warnings only)                 | 0    |
-| a check failed (`check`, `verify`)                   | (warnings only)                 | 1    |
+| a check failed, or nothing planned fits (`check`,     | (warnings only)                 | 1    |
+| `verify`, `size --sku`, `claim`, `recommend`,        |                                 |      |
+| `report` with no row that fits)                      |                                 |      |
 | bad input (KvplanError)                              | `error: …`, one line a problem  | 2    |
 | bad usage (unknown option, missing argument, a value | `error: … (see `kvplan CMD      | 2    |
 | an option's parser refused)                          | --help`)`                       |      |

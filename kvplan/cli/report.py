@@ -167,6 +167,10 @@ def report(
 
             plot_report([r for r in rows if isinstance(r, CapacityRow)], plot)
             sys.stderr.write(f"wrote {plot}\n")
+    # The rule `size --sku` follows: exit 1 when nothing planned fits the whole batch. A
+    # report with one row that fits has answered yes somewhere.
+    if not any(getattr(row, "verdict", None) == "fits" for row in rows):
+        raise typer.Exit(1)
 
 
 def _sort_key(value: object, descending: bool) -> tuple[int, object]:

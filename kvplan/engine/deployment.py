@@ -9,7 +9,12 @@ import kvplan.limits as limits
 from kvplan.catalog.checkpoint import CheckpointWeights
 from kvplan.engine.resolved import resolve
 from kvplan.engine.settings import BY_NAME, EngineSettings
-from kvplan.engine.weights import WeightBytes, checkpoint_weight_bytes, weight_bytes
+from kvplan.engine.weights import (
+    WeightBytes,
+    check_checkpoint_total,
+    checkpoint_weight_bytes,
+    weight_bytes,
+)
 from kvplan.errors import KvplanError, SettingError
 from kvplan.kvmath import LayerCache, layer_caches, stage_layer_ranges
 from kvplan.specs import ModelSpec, kv_dtype_info
@@ -69,6 +74,8 @@ class Deployment:
         kv_dtype_info(self.kv_dtype)  # fail early on a typo
         self.engine.check_kv_dtypes(self)
         stage_layer_ranges(self.model.num_layers, self.pp)
+        if self.exact_weights_bytes is not None and self.checkpoint is None:
+            check_checkpoint_total(self.model, self.exact_weights_bytes)
         self.engine.check(self)
 
     @property

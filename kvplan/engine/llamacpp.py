@@ -199,11 +199,13 @@ class LlamaCppProfile(EngineProfile[LlamaCppLayout]):
             )
         v_dtype = deployment.v_dtype
         if kv_dtype_info(v_dtype).is_quantised and not self.flash_attention(deployment):
+            # The V type is --v-dtype's when given, else --kv-dtype's (V follows K).
             raise SettingError(
                 "v_dtype",
                 f"a quantised V cache ({ggml_name(v_dtype)}) needs flash attention "
-                "(llama.cpp: 'V cache quantization requires flash_attn'); add {flash_attention}",
+                f"({self.flash_attention_rule}); add {{flash_attention}}",
                 mentions=("flash_attention",),
+                lead=None if settings.v_dtype else "--kv-dtype",
             )
         if settings.parallel and settings.context_size_tokens is None:
             raise SettingError(
@@ -211,6 +213,9 @@ class LlamaCppProfile(EngineProfile[LlamaCppLayout]):
                 "give {context_size_tokens} with it (the cells the slots share)",
                 mentions=("context_size_tokens",),
             )
+
+    # Why a quantised V cache needs flash attention, as the engine says it.
+    flash_attention_rule = "llama.cpp: 'V cache quantization requires flash_attn'"
 
     def flash_attention(self, deployment: Deployment) -> bool:
         """-fa as set; else on from the -fa auto builds (CUDA supports it), off before."""
@@ -312,12 +317,13 @@ class LlamaCppProfile(EngineProfile[LlamaCppLayout]):
         if settings.context_size_tokens is None:
             notes.append(
                 f"{self.engine_label}: no --ctx-size given, so each request is one slot of the "
-                "cells -c L gives it (B requests = -c B·L -np B); the GPU holds the slots that fit"
+                f"cells {self.slots_text('L', 'B')}; the GPU holds the slots that fit"
             )
         else:
+            parallel = settings.parallel or 1
+            launch = self.launch_text(settings.context_size_tokens, parallel)
             notes.append(
-                f"{self.engine_label} allocates -c {settings.context_size_tokens} "
-                f"-np {settings.parallel or 1} up front: requests fit only within a slot"
+                f"{self.engine_label} allocates {launch} up front: requests fit only within a slot"
             )
         model = deployment.model
         has_window = any(kind in ("sliding", "chunked") for kind in model.layer_kinds)
@@ -332,16 +338,32 @@ class LlamaCppProfile(EngineProfile[LlamaCppLayout]):
         offloaded = self.gpu_layers(deployment)
         if offloaded < deployment.model.num_layers:
             notes.append(
-                f"-ngl {offloaded}: the KV and weights of "
+                f"{self.gpu_layers_setting} {offloaded}: the KV and weights of "
                 f"{deployment.model.num_layers - offloaded} layers stay in host memory "
                 "(weights on the GPU scaled by the layers offloaded)"
             )
         if sku is not None and settings.activation_bytes is None:
+            # The KQ scores are in the estimate only without flash attention
+            # (compute_buffer_bytes): naming them beside --flash-attn read as a contradiction.
+            kq = "" if self.flash_attention(deployment) else ", or the KQ matrix when larger"
             notes.append(
-                "compute buffers are an estimate (logits of one ubatch, plus the KQ matrix "
-                f"without flash attention); the {gpu_backend_name(sku)} context is not counted"
+                f"compute buffers are an estimate (logits of one ubatch{kq}); the "
+                f"{gpu_backend_name(sku)} context is not counted"
             )
         return notes
+
+    # The setting that offloads layers, as this engine's users set it.
+    gpu_layers_setting = "-ngl"
+
+    def slots_text(self, context: str, requests: str) -> str:
+        """How one request's slot is launched, in this engine's own settings: `context`
+        tokens a request, `requests` of them."""
+        launch = f"-c {requests}·{context} -np {requests}"
+        return f"-c {context} gives it ({requests} requests = {launch})"
+
+    def launch_text(self, cells: int, parallel: int) -> str:
+        """The launch that allocates `cells` cells for `parallel` slots, as set."""
+        return f"-c {cells} -np {parallel}"
 
     def launch_command(
         self, deployment: Deployment, sku: SkuSpec | None, context_tokens: int

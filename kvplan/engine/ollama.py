@@ -108,6 +108,22 @@ class OllamaProfile(LlamaCppProfile):
     kv_dtypes = OLLAMA_KV_TYPES
     kv_dtype_setting = "OLLAMA_KV_CACHE_TYPE"
     separate_v_dtype = False  # one OLLAMA_KV_CACHE_TYPE for K and V
+    flash_attention_rule = (
+        "ollama quantises the cache only with OLLAMA_FLASH_ATTENTION=1, else it keeps f16"
+    )
+
+    gpu_layers_setting = "num_gpu"
+
+    def slots_text(self, context: str, requests: str) -> str:
+        """ollama's settings for the same cells: num_ctx a request, OLLAMA_NUM_PARALLEL of
+        them (the runner gets num_ctx × OLLAMA_NUM_PARALLEL cells)."""
+        return (
+            f"num_ctx {context} gives it ({requests} requests = OLLAMA_NUM_PARALLEL {requests}, "
+            f"num_ctx × {requests} cells)"
+        )
+
+    def launch_text(self, cells: int, parallel: int) -> str:
+        return f"num_ctx {cells // parallel:,} × OLLAMA_NUM_PARALLEL {parallel}"
 
     def parsed_release(self, deployment: Deployment) -> tuple[int, int, int]:
         text = deployment.settings.version or DEFAULT_RELEASE_TEXT

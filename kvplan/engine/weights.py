@@ -7,6 +7,7 @@ from functools import lru_cache
 
 from kvplan.catalog.checkpoint import FIRST, LAST, CheckpointWeights
 from kvplan.engine.gguf_quantised import quantised_checkpoint
+from kvplan.errors import KvplanError
 from kvplan.kvmath import (
     LayerParams,
     ParamCounts,
@@ -205,4 +206,33 @@ def checkpoint_weight_bytes(
         stages=stages,
         vision_bytes=checkpoint.role_bytes("vision"),
         checkpoint=checkpoint,
+    )
+
+
+# A checkpoint's stated total is taken when it is within this factor of the computed weights
+# either way: an fp32 copy of a bf16 config is 2×, an int4 checkpoint whose config omits its
+# quantisation ~0.3×; a total of 1 B or 10^30 B is a broken index, not a checkpoint.
+PLAUSIBLE_TOTAL_FACTOR = 4
+
+
+def check_checkpoint_total(model: ModelSpec, total_bytes: int) -> None:
+    """Refuse a checkpoint total (a safetensors index's metadata.total_size) that cannot be
+    the weights of `model`'s computed parameters.
+
+    Raises:
+        KvplanError: `total_bytes` below a quarter or above four times the computed bytes,
+            naming both figures.
+    """
+    computed = weight_bytes(model)
+    low, high = (
+        computed.total_bytes // PLAUSIBLE_TOTAL_FACTOR,
+        computed.total_bytes * PLAUSIBLE_TOTAL_FACTOR,
+    )
+    if low <= total_bytes <= high:
+        return
+    raise KvplanError(
+        f"{model.name}: the checkpoint index's metadata.total_size is {total_bytes:,} B, but "
+        f"the {computed.params.total / 1e9:,.2f} billion parameters in {computed.weight_dtype} are "
+        f"{computed.total_bytes:,} B; a total between {low:,} and {high:,} B is taken as the "
+        "weights: fix or remove model.safetensors.index.json"
     )

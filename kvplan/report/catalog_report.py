@@ -48,6 +48,9 @@ def models_table(models: list[ModelSpec]) -> Table:
             "max_context",
             "params",
         ],
+        # A narrow terminal keeps the name and the KV bytes per token, then what a user
+        # chooses a model by (context, size), then the geometry behind the bytes.
+        priority=[0, 3, 5, 4, 1, 2, 2],
     )
     for model in models:
         facts = model_facts(model)
@@ -80,9 +83,10 @@ def models_table(models: list[ModelSpec]) -> Table:
     return table
 
 
-def render_models(models: list[ModelSpec], fmt: Format) -> None:
-    """Print the model list."""
-    _emit(models_table(models), fmt)
+def render_models(models: list[ModelSpec], fmt: Format, columns: list[str] | None = None) -> None:
+    """Print the model list; `columns` picks the table's columns (--columns; all when None)."""
+    table = models_table(models)
+    emit(fmt, table.records(), table.records(), lambda: table, columns=columns)
 
 
 def skus_table(skus: list[SkuSpec]) -> Table:

@@ -182,7 +182,9 @@ def _memory_rows(result: SimulationResult) -> list[tuple[str, str]]:
         (f"KV mean: {label}", f"{human_bytes(round(value))} ({_share(value, pool)})")
         for label, value in zip(MEMORY_LABELS, result.memory_mean.values(), strict=True)
     ]
-    rows.append(("KV utilisation", _fraction(result.kv_utilization_fraction)))
+    # Of the memory taken, not of the pool (the rows above): a label that says which, beside
+    # "token states 3.3 %", keeps 99.5 % from reading as a contradiction.
+    rows.append(("token states ÷ KV taken", _fraction(result.kv_utilization_fraction)))
     return rows
 
 
@@ -199,6 +201,10 @@ def simulation_table(results: list[SimulationResult]) -> Table:
         f"kvplan simulate · {results[0].workload.description}",
         ["metric", *labels],
         ["metric", *labels],
+        # Each run's column is words (figures joined by · and /): on a narrow terminal they
+        # wrap inside the grid, which keeps the runs side by side, instead of a block per
+        # metric.
+        wrap=tuple(labels),
     )
     columns = [dict(_rows(r)) for r in results]
     labels_in_order: list[str] = []

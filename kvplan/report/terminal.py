@@ -57,8 +57,12 @@ def _min_width(table: Table, i: int) -> int:
     if table.keys[i] not in table.wrap:
         return _column_width(table, i)
     cells = [table.headers[i], *(row[i] for row in table.display_rows)]
-    longest = max(cell_len(word) for cell in cells for word in (cell.split() or [""]))
-    return min(longest, PROSE_MIN_WIDTH)
+    words = [word for cell in cells for word in (cell.split() or [""])]
+    longest = max(cell_len(word) for word in words)
+    # A URL folded mid-word cannot be copied or clicked: it keeps its whole width (a table
+    # too narrow for it goes vertical, where it runs past the edge on a line of its own).
+    url = max((cell_len(word) for word in words if "://" in word), default=0)
+    return max(min(longest, PROSE_MIN_WIDTH), url)
 
 
 def table_width(widths: list[int]) -> int:
@@ -123,16 +127,29 @@ def print_table(table: Table) -> None:
     natural = table_width([_column_width(table, i) for i in fitted.columns])
     console = Console(width=width or max(natural, 80), highlight=False)
     wrap_text = width is not None  # prose wraps at the terminal's width; piped, never
-    console.print(table.title, markup=False, soft_wrap=not wrap_text)
+    _print_prose(console, table.title, wrap_text)
     if fitted.vertical:
         _print_vertical(console, table, fitted.columns, console.width)
     else:
         _print_grid(console, table, fitted.columns)
     shown = [table.keys[i] for i in sorted([*fitted.columns, *fitted.folded])]
     for note in [*fitted.notes, *table.notes_for(shown)]:
-        console.print(f"note: {note}", markup=False, soft_wrap=not wrap_text)
+        _print_prose(console, f"note: {note}", wrap_text)
     for line in table.footer:
         console.print(line, markup=False, soft_wrap=True)
+
+
+def _print_prose(console, text: str, wrap: bool) -> None:
+    """A title or note: wrapped at spaces to the console's width when `wrap`, with no
+    trailing space on a wrapped line (rich keeps the space it broke at), else one line."""
+    from rich.text import Text
+
+    if not wrap:
+        console.print(text, markup=False, soft_wrap=True)
+        return
+    for line in Text(text).wrap(console, console.width):
+        line.rstrip()
+        console.print(line, soft_wrap=True)
 
 
 def _print_grid(console, table: Table, columns: list[int]) -> None:
@@ -177,9 +194,6 @@ def _rich_table(table: Table, columns: list[int]):
 def _print_vertical(console, table: Table, columns: list[int], width: int) -> None:
     """Each row as a heading (its key columns) and one `header  value` line per column; a
     header and value too long to share a line take two (the value indented)."""
-    from rich.padding import Padding
-    from rich.text import Text
-
     heads = [i for i in columns if i < table.key_columns] or columns[:1]
     rest = [i for i in columns if i not in heads]
     label_width = min(max((cell_len(table.headers[i]) for i in rest), default=0), width // 2)
@@ -187,7 +201,7 @@ def _print_vertical(console, table: Table, columns: list[int], width: int) -> No
         console.print("")
         console.print(" · ".join(row[i] for i in heads), markup=False, style="bold")
         if len(rest) == 1:  # a field/value table: the value under its heading, no label
-            console.print(Padding(Text(row[rest[0]]), (0, 0, 0, 2)))
+            _print_indented(console, row[rest[0]], 2, width)
             continue
         for i in rest:
             label, value = table.headers[i], row[i]
@@ -196,4 +210,19 @@ def _print_vertical(console, table: Table, columns: list[int], width: int) -> No
                 console.print(f"  {label}{pad}  {value}", markup=False)
             else:
                 console.print(f"  {label}", markup=False)
-                console.print(Padding(Text(value), (0, 0, 0, 6)))
+                _print_indented(console, value, 6, width)
+
+
+def _print_indented(console, text: str, indent: int, width: int) -> None:
+    """`text` wrapped at spaces within `width`, each line indented; a word longer than the
+    room (a URL) is never broken: it runs past the edge on a line of its own."""
+    room, lines, line = max(width - indent, 1), [], ""
+    for word in text.split():
+        if line and cell_len(line) + 1 + cell_len(word) > room:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}" if line else word
+    lines.append(line)
+    for part in lines:
+        console.print(" " * indent + part, markup=False, soft_wrap=True)

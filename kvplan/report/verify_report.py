@@ -84,7 +84,7 @@ def _memory_rows(rows: _Rows, record: dict[str, Any]) -> None:
             "KV pool, verified layers",
             memory["predicted_pool_bytes"],
             None,
-            f"{verdict['memory']} (bytes not measured on CPU)",
+            f"{verdict['memory']} (CPU)",
             [_bytes(memory["predicted_pool_bytes"]), "— (no device allocator)"],
         )
     else:

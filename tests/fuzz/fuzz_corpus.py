@@ -49,7 +49,9 @@ def _decimal(text: str, suffixes: dict[str, int]) -> Decimal | None:
         return None
     with localcontext() as context:
         context.prec = 200
-        return Decimal(match.group(1)) * suffixes[match.group(2).lower()]
+        value = Decimal(match.group(1)) * suffixes[match.group(2).lower()]
+    # docs/limits.md: a sign is refused, and "-0" (int() reads 0) has one.
+    return None if body.startswith("-") and value == 0 else value
 
 
 def expected_tokens(text: str) -> int | None:
@@ -78,6 +80,8 @@ def expected_count(text: str, limit: limits.Limit, minimum: int = 1) -> int | No
     if len(text) > limits.NUMBER_CHARS or not re.fullmatch(r"[ \t]*-?[0-9]+[ \t]*", text):
         return None
     value = int(text.strip(" \t"))
+    if text.strip(" \t").startswith("-") and value == 0:  # "-0" has a sign
+        return None
     return value if minimum <= value <= limit.maximum else None
 
 
