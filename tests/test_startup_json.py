@@ -26,7 +26,7 @@ GEMMA_HYBRID += ["--vllm-version", "0.13"]
 
 def _row(*args: str) -> dict:
     result = runner.invoke(app, ["report", "--tp", "1", *args, "-f", "json"])
-    assert result.exit_code == 0, result.output
+    assert result.exit_code in (0, 1), result.output  # 1: no row fits (the vLLM error case)
     (row,) = json.loads(result.stdout)
     return row
 
