@@ -59,4 +59,15 @@ class SettingError(KvplanError):
         for name in self.mentions:
             text = text.replace("{" + name + "}", name_of(name))
         lead = self.lead or "/".join(name_of(n) for n in (self.setting, *self.also))
-        return f"{lead}: {text}"
+        return f"{self.context}{lead}: {text}"
+
+    context: str = ""  # what the line says before the setting (a search that wraps it)
+
+    def within(self, context: str) -> SettingError:
+        """The same problem, its line led by `context` (still rendered by each reader)."""
+        wrapped = SettingError(
+            self.setting, self.problem, mentions=self.mentions, also=self.also, lead=self.lead
+        )
+        wrapped.context = context + self.context
+        wrapped.args = (wrapped.render(lambda name: name),)
+        return wrapped

@@ -368,6 +368,8 @@ def test_a_search_the_engine_refuses_entirely_says_why_in_one_line():
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith("error: ollama refuses every point searched (1)")
     assert "flash" in line and "internal error" not in line
+    # The engine's reason keeps naming settings as the CLI spells them, wrapped or not.
+    assert line.endswith("add --flash-attn"), line
     # With flash attention the same search has points to evaluate: a closest miss, exit 1.
     assert run(*args, "--flash-attn").exit_code == 1
 

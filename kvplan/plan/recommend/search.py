@@ -29,7 +29,7 @@ from fractions import Fraction
 
 import kvplan.limits as limits
 from kvplan.engine.deployment import Deployment
-from kvplan.errors import KvplanError
+from kvplan.errors import KvplanError, SettingError
 from kvplan.plan.capacity import Capacity
 from kvplan.plan.context_limit import beyond_limit_sentence
 from kvplan.plan.recommend.candidates import Candidate, Ranked, closer, rank_candidates
@@ -106,7 +106,7 @@ def recommend(
     miss: Candidate | None = None
     plain_miss: Candidate | None = None  # the closest miss without quantisation
     evaluated = refused = visited = simulated = 0
-    refusal: str | None = None  # the engine's reason for the first point it refused
+    refusal: KvplanError | None = None  # the engine's reason for the first point it refused
     while visited < len(points):
         level = groups[visited][0]
         while visited < len(points) and groups[visited][0] == level:
@@ -130,10 +130,10 @@ def recommend(
             break
     if not meeting and miss is None:
         # Not even a miss to show: the engine refused every point, so its reason is the answer.
-        raise KvplanError(
-            f"{base.engine.name} refuses every point searched ({len(points):,}); the first: "
-            f"{refusal or 'no point to search'}"
-        )
+        context = f"{base.engine.name} refuses every point searched ({len(points):,}); the first: "
+        if isinstance(refusal, SettingError):
+            raise refusal.within(context)  # each reader still names the settings its way
+        raise KvplanError(f"{context}{refusal or 'no point to search'}")
     ranked = rank_candidates(meeting, top, cost.name)
     stats = SearchStats(
         len(space.skus),
@@ -164,7 +164,7 @@ def _group(point: Point, model: ModelSpec) -> tuple[float, int, int, int]:
 
 def _evaluate(
     point: Point, base: Deployment, objective: Objective, headroom: Fraction
-) -> tuple[list[Candidate], int, int, str | None]:
+) -> tuple[list[Candidate], int, int, KvplanError | None]:
     """The candidates one point yields, the capacities computed (0: the engine refuses), the
     simulations run and the engine's reason when it refuses the point."""
     settings = replace(base.settings, tokens_per_block=point.tokens_per_block)
@@ -182,7 +182,7 @@ def _evaluate(
             checkpoint=base.checkpoint if point.weight_dtype is None else None,
         )
     except KvplanError as error:
-        return [], 0, 0, str(error)
+        return [], 0, 0, error
     sku, profile = point.sku, deployment.engine
     if settings.max_num_batched_tokens is None:
         # Pin the scheduler's step to the default this plan was sized with: the default
