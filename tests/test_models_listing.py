@@ -92,3 +92,13 @@ def test_models_matching_nothing_says_so():
     assert result.exit_code == 2
     assert result.stdout == ""
     assert "no model matches name 'no-such-model-anywhere'" in result.stderr
+
+
+def test_models_empty_or_overlong_pattern_is_one_error_line():
+    # '' would match every name (a pattern held by any name); a value that went missing in a
+    # script should not list the whole catalogue. Names are at most 128 characters (limits).
+    for pattern, problem in (("", "must not be empty"), ("x" * 300, "at most 128 characters")):
+        result = run("models", pattern)
+        assert (result.exit_code, result.stdout) == (2, ""), result.output
+        (line,) = result.stderr.strip().splitlines()
+        assert line.startswith("error: pattern:") and problem in line

@@ -19,6 +19,7 @@ def models(
     pattern: Annotated[
         str | None,
         typer.Argument(
+            parser=name_parser,
             help="only models whose name or an alias matches: a shell pattern (llama-3*), "
             "or any part of the name (qwen3); any case",
             show_default=False,
