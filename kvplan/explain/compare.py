@@ -1,0 +1,130 @@
+"""Each logged number beside kvplan's, with the difference and the term behind it.
+
+kvplan's figures come from two capacity rows of kvplan's API (kvplan.api.capacity): one
+predicted from the GPU, model and settings (the budget and its terms), and one bought with
+the budget the log printed (the pool: blocks, tokens, concurrency). A printed budget is
+rounded, so the pool is computed at both ends of its rounding and a logged pool figure
+matches when it lies between them.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+from kvplan.api import capacity
+from kvplan.api.results import dump
+from kvplan.explain.reading import GPU, POOL, Compared, Logged, Reading
+from kvplan.explain.rebuild import Rebuilt
+from kvplan.explain.result import ExplainRow
+
+NO_TERM = "a reading the engine model does not take yet"
+MISSING_RULE = "the pool from the logged budget differs: a rule the engine model lacks"
+
+
+def _at(record: dict[str, Any], path: str | None) -> float | None:
+    value: Any = record
+    for part in (path or "").split("/") if path else ():
+        value = value.get(part) if isinstance(value, dict) else None
+    return value if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _row_for(rebuilt: Rebuilt, kv_memory_bytes: int | None = None) -> dict[str, Any]:
+    planned = rebuilt.deployment
+    if kv_memory_bytes is not None:
+        from dataclasses import replace
+
+        settings = replace(planned.settings, kv_memory_bytes=max(kv_memory_bytes, 0))
+        planned = replace(planned, settings=settings)
+    return dump(capacity(planned, rebuilt.sku, context=rebuilt.context_tokens))
+
+
+def pool_records(reading: Reading, rebuilt: Rebuilt, reader: ModuleType) -> list[dict] | None:
+    """Capacity rows at the low end, middle and high end of the logged budget; None when the
+    log prints no budget."""
+    logged = reading.figures.get(reader.BUDGET)
+    if logged is None:
+        return None
+    ends = (logged.value - logged.step / 2, logged.value, logged.value + logged.step / 2)
+    return [_row_for(rebuilt, int(reader.kv_memory_bytes(v, reading))) for v in ends]
+
+
+def _row(logged: Logged, compared: Compared, records: list[dict], basis: str) -> ExplainRow:
+    values = [_at(r, compared.path) for r in records]
+    shown = values[len(values) // 2]
+    found = [v for v in values if v is not None]
+    if shown is None or not found:
+        difference, matches = None, False
+    else:
+        difference = shown - logged.value
+        low, high = min(found) - logged.step / 2, max(found) + logged.step / 2
+        matches = low - 1e-9 <= logged.value <= high + 1e-9
+    return ExplainRow(
+        quantity=compared.quantity,
+        key=compared.key,
+        unit=logged.unit,
+        line=logged.line,
+        logged_text=logged.text,
+        logged=logged.value,
+        step=logged.step,
+        kvplan=shown,
+        difference=difference,
+        matches=matches,
+        basis=basis,
+        term=None if matches else (compared.term if shown is not None else NO_TERM),
+    )
+
+
+def compare(reading: Reading, rebuilt: Rebuilt, reader: ModuleType) -> list[ExplainRow]:
+    """A row per logged figure the reader compares, in the reader's order."""
+    predicted = [_row_for(rebuilt)]
+    pool = pool_records(reading, rebuilt, reader)
+    rows = []
+    for compared in reader.COMPARED:
+        logged = reading.figures.get(compared.key)
+        if logged is None:
+            continue
+        from_pool = compared.basis == POOL and pool is not None
+        rows.append(
+            _row(logged, compared, pool if from_pool else predicted, POOL if from_pool else GPU)
+        )
+    return _budget_terms(rows, reader, predicted[0])
+
+
+def _budget_terms(
+    rows: list[ExplainRow], reader: ModuleType, predicted: dict[str, Any]
+) -> list[ExplainRow]:
+    """Name what accounts for a budget that differs (the terms that differ, largest first),
+    and a pool that differs from the logged budget's (a missing rule)."""
+    terms = {c.key for c in reader.COMPARED if c.in_budget}
+    differing = sorted(
+        (r for r in rows if r.key in terms and not r.matches and r.difference is not None),
+        key=lambda r: -abs(r.difference or 0),
+    )
+    named = ", ".join(r.term or r.quantity for r in differing)
+    stated = [r for r in rows if r.key in terms]
+    budget = next((r for r in rows if r.key == reader.BUDGET and r.basis == GPU), None)
+    if named and budget is not None and budget.difference is not None:
+        rest = budget.difference - sum(r.difference or 0 for r in differing)
+        logged = {r.key for r in stated}
+        unstated = [
+            c.term
+            for c in reader.COMPARED
+            if c.in_budget and c.key not in logged and _at(predicted, c.path)
+        ]
+        if abs(rest) > budget.step and unstated:
+            named += f"; the rest in terms the log does not state ({', '.join(unstated)})"
+    fixed = []
+    for row in rows:
+        if row.key == reader.BUDGET and not row.matches and row.basis == GPU:
+            term = named or (
+                "unknown: the log states no term of the budget (weights, activation peak, "
+                "non-torch memory)"
+                if not stated
+                else "the budget's other terms (each logged term matches)"
+            )
+            row = row.model_copy(update={"term": term})
+        elif row.basis == POOL and not row.matches and row.kvplan is not None:
+            row = row.model_copy(update={"term": MISSING_RULE})
+        fixed.append(row)
+    return fixed

@@ -1,0 +1,97 @@
+"""The question a log raises: what serves N requests of L tokens (`--target 32k×16`).
+
+The answer is kvplan's recommend search (kvplan.api.recommend) started from the logged
+deployment: first on the logged GPU (the smallest change is a setting, a KV dtype or more
+of the same GPUs), then on any GPU of the catalogue. Its launch line is the engine's own
+rendering (the engine model's `launch_command`).
+"""
+
+from __future__ import annotations
+
+import re
+
+from kvplan.api import capacity, recommend
+from kvplan.api.results import RecommendCandidate
+from kvplan.catalog import Catalog
+from kvplan.errors import KvplanError
+from kvplan.explain.rebuild import Rebuilt
+from kvplan.explain.result import TargetAnswer
+from kvplan.limits import BATCH
+from kvplan.units import parse_tokens
+
+_TARGET = re.compile(r"\s*([0-9][0-9.,]*[kKmM]?)\s*[×xX*]\s*([0-9]{1,7})\s*", re.ASCII)
+
+
+def parse_target(text: str) -> tuple[int, int]:
+    """(tokens per request, requests) of '32k×16' or '32kx16'.
+
+    Raises:
+        KvplanError: not LENGTH×COUNT.
+    """
+    match = _TARGET.fullmatch(text) if len(text) <= 40 else None
+    if match is None:
+        raise KvplanError(
+            f"--target: {text[:40]!r} is not LENGTH×REQUESTS; write e.g. 32k×16 or 32kx16"
+        )
+    requests = int(match.group(2))
+    BATCH.check(requests, "--target")
+    if requests < 1:
+        raise KvplanError("--target: at least 1 request")
+    return parse_tokens(match.group(1), "--target"), requests
+
+
+def _change(built: Rebuilt, chosen: RecommendCandidate) -> str:
+    """What differs from the logged deployment, in words."""
+    planned = built.deployment
+    changes = []
+    if chosen.sku != built.sku.name:
+        changes.append(f"GPU {built.sku.name} → {chosen.sku}")
+    for label, old, new in (
+        ("GPUs", planned.gpus, chosen.gpus),
+        ("tp", planned.tp, chosen.tp),
+        ("pp", planned.pp, chosen.pp),
+        ("KV", planned.kv_dtype, chosen.kv_dtype),
+    ):
+        if old != new:
+            changes.append(f"{label} {old} → {new}")
+    if planned.weight_dtype not in (None, chosen.weight_dtype):
+        changes.append(f"weights {planned.weight_dtype} → {chosen.weight_dtype}")
+    return ", ".join(changes) or "the logged settings already serve it"
+
+
+def answer(built: Rebuilt, wanted: tuple[int, int], catalog: Catalog) -> TargetAnswer:
+    """The smallest change of the logged deployment that serves `wanted` (tokens, requests)."""
+    tokens, requests = wanted
+    planned = built.deployment
+    try:
+        holds = capacity(planned, built.sku, context=tokens).max_concurrency
+    except KvplanError:
+        holds = None
+    found = None
+    for skus in ([built.sku], None):
+        found = recommend(planned, context=tokens, concurrency=requests, skus=skus, catalog=catalog)
+        if found.meets:
+            break
+    chosen = found.ranked[0] if found and found.ranked else found.closest_miss if found else None
+    if chosen is None:
+        return TargetAnswer(
+            context_tokens=tokens, concurrency=requests, holds_now=holds, meets=False,
+            change="no deployment kvplan searched holds one request of this length",
+            sku=None, gpus=None, tp=None, pp=None, kv_dtype=None, weight_dtype=None,
+            max_concurrency=None, launch_command=None,
+        )  # fmt: skip
+    return TargetAnswer(
+        context_tokens=tokens,
+        concurrency=requests,
+        holds_now=holds,
+        meets=found.meets,
+        change=_change(built, chosen) if found.meets else "closest miss: " + _change(built, chosen),
+        sku=chosen.sku,
+        gpus=chosen.gpus,
+        tp=chosen.tp,
+        pp=chosen.pp,
+        kv_dtype=chosen.kv_dtype,
+        weight_dtype=chosen.weight_dtype,
+        max_concurrency=chosen.max_concurrency,
+        launch_command=chosen.launch_command,
+    )
