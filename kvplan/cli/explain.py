@@ -8,7 +8,7 @@ import typer
 
 import kvplan.limits as limits
 from kvplan.cli.common import _catalog, _format, user_errors
-from kvplan.cli.options import CatalogOpt, FormatOpt, KvDtypeOpt, count, name
+from kvplan.cli.options import CatalogOpt, FormatOpt, KvDtypeOpt, WeightDtypeOpt, count, name
 from kvplan.errors import KvplanError
 
 LogArg = Annotated[
@@ -89,6 +89,7 @@ def explain(
         ),
     ] = None,
     kv_dtype: KvDtypeOpt = None,
+    weight_dtype: WeightDtypeOpt = None,
     context: Annotated[
         str | None,
         typer.Option(
@@ -136,6 +137,7 @@ def explain(
             tp=tp,
             pp=pp,
             kv_dtype=kv_dtype,
+            weight_dtype=weight_dtype,
             context_tokens=parse_tokens(context, "--context") if context else None,
             settings=_settings(setting),
         )

@@ -25,7 +25,10 @@ MISSING_RULE = "the pool from the logged budget differs: a rule the engine model
 def _at(record: dict[str, Any], path: str | None) -> float | None:
     value: Any = record
     for part in (path or "").split("/") if path else ():
-        value = value.get(part) if isinstance(value, dict) else None
+        if isinstance(value, list) and part.isdigit():
+            value = value[int(part)] if int(part) < len(value) else None
+        else:
+            value = value.get(part) if isinstance(value, dict) else None
     return value if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
@@ -39,14 +42,18 @@ def _row_for(rebuilt: Rebuilt, kv_memory_bytes: int | None = None) -> dict[str, 
     return dump(capacity(planned, rebuilt.sku, context=rebuilt.context_tokens))
 
 
-def pool_records(reading: Reading, rebuilt: Rebuilt, reader: ModuleType) -> list[dict] | None:
-    """Capacity rows at the low end, middle and high end of the logged budget; None when the
-    log prints no budget."""
-    logged = reading.figures.get(reader.BUDGET)
-    if logged is None:
+def pool_records(
+    reading: Reading, rebuilt: Rebuilt, reader: ModuleType, predicted: dict[str, Any]
+) -> list[dict] | None:
+    """Capacity rows at the low end, middle and high end of the logged budget (the first of
+    the reader's BUDGETS the log prints); None when it prints none."""
+    key = next((k for k in reader.BUDGETS if k in reading.figures), None)
+    if key is None:
         return None
+    logged = reading.figures[key]
     ends = (logged.value - logged.step / 2, logged.value, logged.value + logged.step / 2)
-    return [_row_for(rebuilt, int(reader.kv_memory_bytes(v, reading))) for v in ends]
+    budgets = [reader.kv_memory_bytes(key, value, predicted) for value in ends]
+    return [_row_for(rebuilt, int(budget)) for budget in budgets]
 
 
 def _row(logged: Logged, compared: Compared, records: list[dict], basis: str) -> ExplainRow:
@@ -78,7 +85,7 @@ def _row(logged: Logged, compared: Compared, records: list[dict], basis: str) ->
 def compare(reading: Reading, rebuilt: Rebuilt, reader: ModuleType) -> list[ExplainRow]:
     """A row per logged figure the reader compares, in the reader's order."""
     predicted = [_row_for(rebuilt)]
-    pool = pool_records(reading, rebuilt, reader)
+    pool = pool_records(reading, rebuilt, reader, predicted[0])
     rows = []
     for compared in reader.COMPARED:
         logged = reading.figures.get(compared.key)
@@ -103,7 +110,7 @@ def _budget_terms(
     )
     named = ", ".join(r.term or r.quantity for r in differing)
     stated = [r for r in rows if r.key in terms]
-    budget = next((r for r in rows if r.key == reader.BUDGET and r.basis == GPU), None)
+    budget = next((r for r in rows if r.key == _budget_key(reader) and r.basis == GPU), None)
     if named and budget is not None and budget.difference is not None:
         rest = budget.difference - sum(r.difference or 0 for r in differing)
         logged = {r.key for r in stated}
@@ -116,7 +123,7 @@ def _budget_terms(
             named += f"; the rest in terms the log does not state ({', '.join(unstated)})"
     fixed = []
     for row in rows:
-        if row.key == reader.BUDGET and not row.matches and row.basis == GPU:
+        if row.key == _budget_key(reader) and not row.matches and row.basis == GPU:
             term = named or (
                 "unknown: the log states no term of the budget (weights, activation peak, "
                 "non-torch memory)"
@@ -128,3 +135,8 @@ def _budget_terms(
             row = row.model_copy(update={"term": MISSING_RULE})
         fixed.append(row)
     return fixed
+
+
+def _budget_key(reader: ModuleType) -> str:
+    """The reader's first budget figure ('' for an engine that allocates cells)."""
+    return reader.BUDGETS[0] if reader.BUDGETS else ""

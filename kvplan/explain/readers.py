@@ -5,12 +5,14 @@ from __future__ import annotations
 from types import ModuleType
 
 from kvplan.errors import KvplanError
-from kvplan.explain import vllm
+from kvplan.explain import llamacpp, ollama, sglang, trtllm, vllm
 from kvplan.explain.reading import Reading, apply
 
 # Engine -> reader module (ENGINE, RULES, MARKS, COMPARED, BUDGET, kv_memory_bytes,
 # release_by_wording), in the order a tie is broken.
-READERS: dict[str, ModuleType] = {module.ENGINE: module for module in (vllm,)}
+READERS: dict[str, ModuleType] = {
+    module.ENGINE: module for module in (vllm, sglang, trtllm, llamacpp, ollama)
+}
 
 
 def _marked(reader: ModuleType, lines: list[str]) -> int:
@@ -31,6 +33,8 @@ def reader_for(lines: list[str], engine: str | None = None) -> ModuleType:
             )
         return READERS[engine]
     scores = {name: _marked(reader, lines) for name, reader in READERS.items()}
+    if scores["ollama"]:  # ollama's runner prints llama.cpp's lines under its own
+        return READERS["ollama"]
     best = max(scores, key=lambda name: scores[name])
     if scores[best] == 0:
         raise KvplanError(

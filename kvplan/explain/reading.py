@@ -104,12 +104,13 @@ def count(text: str) -> int:
     return int(text.replace(",", ""))
 
 
-def amount(text: str, unit_bytes: int, name: str, line: int, unit: str = "bytes") -> Logged:
-    """A printed amount ('12.13' in units of `unit_bytes`) as bytes with its rounding."""
+def amount(text: str, unit_bytes: int, name: str, line: int, label: str | None = None) -> Logged:
+    """A printed amount ('12.13' in units of `unit_bytes`, printed as `label`) as bytes with
+    its rounding."""
     digits = text.split(".")[1] if "." in text else ""
     step = unit_bytes * 10 ** -len(digits)
-    shown = {GIB: "GiB", MIB: "MiB", GB: "GB"}.get(unit_bytes, "")
-    return Logged(name, float(text) * unit_bytes, unit, step, f"{text} {shown}".strip(), line)
+    shown = label or {GIB: "GiB", MIB: "MiB", GB: "GB"}.get(unit_bytes, "")
+    return Logged(name, float(text) * unit_bytes, "bytes", step, f"{text} {shown}".strip(), line)
 
 
 def number(text: str, name: str, line: int, unit: str) -> Logged:
@@ -119,8 +120,9 @@ def number(text: str, name: str, line: int, unit: str) -> Logged:
     return Logged(name, float(plain), unit, 10.0 ** -len(digits), text, line)
 
 
-def gib(text: str, name: str, line: int) -> Logged:
-    return amount(text, GIB, name, line)
+def gib(text: str, name: str, line: int, label: str = "GiB") -> Logged:
+    """A figure printed in GiB (SGLang labels them "GB": `label`)."""
+    return amount(text, GIB, name, line, label)
 
 
 GPU = "GPU and settings"  # kvplan predicts the figure from the GPU, model and settings

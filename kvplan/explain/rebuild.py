@@ -50,6 +50,7 @@ class Given:
     pp: int | None = None
     dp: int | None = None
     kv_dtype: str | None = None
+    weight_dtype: str | None = None
     context_tokens: int | None = None
     settings: dict[str, Any] = field(default_factory=dict)  # declared name -> value
 
@@ -146,6 +147,7 @@ def rebuild(
         model,
         engine=reading.engine,
         kv_dtype=given.kv_dtype or facts.get("kv_dtype"),
+        weight_dtype=given.weight_dtype,
         tp=given.tp or facts.get("tp") or 1,
         pp=given.pp or facts.get("pp") or 1,
         dp=given.dp or facts.get("dp") or 1,

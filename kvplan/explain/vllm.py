@@ -183,7 +183,7 @@ def _loading(match: re.Match[str], line: int, reading: Reading) -> None:
 @rule("Loading model weights took", r"Loading model weights took ([\d.]+) GB")
 def _loading_v0(match: re.Match[str], line: int, reading: Reading) -> None:
     # 0.6–0.7 print GiB figures labelled "GB" (float(bytes) / 2**30).
-    reading.figure(amount(match.group(1), GIB, "weights_bytes", line))
+    reading.figure(amount(match.group(1), GIB, "weights_bytes", line, "GB"))
 
 
 @rule("max_num_batched_tokens=", r"Chunked prefill is enabled with max_num_batched_tokens=(\d+)")
@@ -252,9 +252,9 @@ COMPARED = (
     Compared("available_kv_bytes", "KV cache memory", "kv_budget_bytes_per_gpu", GPU, "KV budget"),
     *(Compared(key, words, f"startup/{key}", POOL, words) for key, words in _POOL),
 )
-BUDGET = "available_kv_bytes"  # the logged figure the pool is bought with
+BUDGETS = ("available_kv_bytes",)  # the logged figure the pool is bought with
 
 
-def kv_memory_bytes(logged: float, reading: Reading) -> float:
+def kv_memory_bytes(key: str, logged: float, predicted: dict) -> float:
     """The KV budget (--kv-memory) a logged pool budget stands for: vLLM's is the budget."""
     return logged
