@@ -202,5 +202,5 @@ def test_target_answers_with_a_launch_line(tmp_path):
     assert target["context_tokens"] == 32768 and target["concurrency"] == 64
     assert target["holds_now"] < 64
     assert target["meets"] and target["max_concurrency"] >= 64
-    assert target["launch_command"].startswith("vllm serve")
+    assert target["launch_command"].startswith("vllm serve Qwen2-7B-Instruct ")
     assert runner.invoke(app, [*args, "--target", "32k×"]).exit_code == 2

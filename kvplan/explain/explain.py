@@ -83,7 +83,9 @@ def explain_log(
         return report
     from kvplan.explain.target import answer
 
-    return report.model_copy(update={"target": answer(built, target, catalog)})
+    return report.model_copy(
+        update={"target": answer(built, target, catalog, _logged_model(reading))}
+    )
 
 
 def _report(reading: Reading, built: Rebuilt, rows, notes: list[str]) -> ExplainReport:
@@ -107,3 +109,10 @@ def _report(reading: Reading, built: Rebuilt, rows, notes: list[str]) -> Explain
         unknown_terms=unknown,
         notes=[*notes, *built.notes],
     )
+
+
+def _logged_model(reading: Reading) -> str | None:
+    """The model as the log names it (a Hub id or path), for the launch line; None when the
+    name is not one a command line takes."""
+    name = reading.facts.get("model")
+    return name if isinstance(name, str) and name.isprintable() and " " not in name else None

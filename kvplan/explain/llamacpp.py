@@ -100,7 +100,7 @@ def _buffer(match: re.Match[str], line: int, reading: Reading) -> None:
 
 @rule(
     "size",
-    r"(?:KV self size|kv self size|llama_kv_cache: size|llama_kv_cache_unified: size)\s*=\s*([\d.]+) MB?i?B?(.*)",
+    r"(?:KV self size|kv self size|llama_kv_cache(?:_unified)?: size)\s*=\s*([\d.]+) Mi?B(.*)",
 )
 def _self_size(match: re.Match[str], line: int, reading: Reading) -> None:
     total, rest = match.groups()

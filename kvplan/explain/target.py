@@ -13,6 +13,7 @@ import re
 from kvplan.api import capacity, recommend
 from kvplan.api.results import RecommendCandidate
 from kvplan.catalog import Catalog
+from kvplan.engine.base import model_reference
 from kvplan.errors import KvplanError
 from kvplan.explain.rebuild import Rebuilt
 from kvplan.explain.result import TargetAnswer
@@ -59,7 +60,17 @@ def _change(built: Rebuilt, chosen: RecommendCandidate) -> str:
     return ", ".join(changes) or "the logged settings already serve it"
 
 
-def answer(built: Rebuilt, wanted: tuple[int, int], catalog: Catalog) -> TargetAnswer:
+def _as_logged(command: str | None, built: Rebuilt, logged_model: str | None) -> str | None:
+    """The launch line naming the model as the log did (the engine renders the catalogue's
+    reference for the architecture, which may stand in for the logged checkpoint)."""
+    if command is None or not logged_model:
+        return command
+    return command.replace(model_reference(built.deployment.model), logged_model, 1)
+
+
+def answer(
+    built: Rebuilt, wanted: tuple[int, int], catalog: Catalog, logged_model: str | None = None
+) -> TargetAnswer:
     """The smallest change of the logged deployment that serves `wanted` (tokens, requests)."""
     tokens, requests = wanted
     planned = built.deployment
@@ -93,5 +104,5 @@ def answer(built: Rebuilt, wanted: tuple[int, int], catalog: Catalog) -> TargetA
         kv_dtype=chosen.kv_dtype,
         weight_dtype=chosen.weight_dtype,
         max_concurrency=chosen.max_concurrency,
-        launch_command=chosen.launch_command,
+        launch_command=_as_logged(chosen.launch_command, built, logged_model),
     )
