@@ -23,6 +23,10 @@ MISSING_RULE = "the pool from the logged budget differs: a rule the engine model
 
 
 def _at(record: dict[str, Any], path: str | None) -> float | None:
+    """The number at `path` ('a/b', or 'a+b/c' for a sum) in a record; None if absent."""
+    if path and "+" in path:
+        parts = [_at(record, part) for part in path.split("+")]
+        return None if None in parts else sum(p for p in parts if p is not None)
     value: Any = record
     for part in (path or "").split("/") if path else ():
         if isinstance(value, list) and part.isdigit():
@@ -44,28 +48,36 @@ def _row_for(rebuilt: Rebuilt, kv_memory_bytes: int | None = None) -> dict[str, 
 
 def pool_records(
     reading: Reading, rebuilt: Rebuilt, reader: ModuleType, predicted: dict[str, Any]
-) -> list[dict] | None:
-    """Capacity rows at the low end, middle and high end of the logged budget (the first of
-    the reader's BUDGETS the log prints); None when it prints none."""
+) -> list[list[dict]] | None:
+    """Per logged budget (each rank's, when they differ), capacity rows at the low end, middle
+    and high end of its rounding; None when the log prints no budget (the first of the
+    reader's BUDGETS it prints)."""
     key = next((k for k in reader.BUDGETS if k in reading.figures), None)
     if key is None:
         return None
-    logged = reading.figures[key]
-    ends = (logged.value - logged.step / 2, logged.value, logged.value + logged.step / 2)
-    budgets = [reader.kv_memory_bytes(key, value, predicted) for value in ends]
-    return [_row_for(rebuilt, int(budget)) for budget in budgets]
+    groups = []
+    for logged in reading.ranks.get(key, [reading.figures[key]]):
+        ends = (logged.value - logged.step / 2, logged.value, logged.value + logged.step / 2)
+        budgets = [reader.kv_memory_bytes(key, value, predicted) for value in ends]
+        groups.append([_row_for(rebuilt, int(budget)) for budget in budgets])
+    return groups
 
 
-def _row(logged: Logged, compared: Compared, records: list[dict], basis: str) -> ExplainRow:
-    values = [_at(r, compared.path) for r in records]
-    shown = values[len(values) // 2]
+def _within(logged: Logged, values: list[float | None]) -> bool:
     found = [v for v in values if v is not None]
-    if shown is None or not found:
-        difference, matches = None, False
-    else:
-        difference = shown - logged.value
-        low, high = min(found) - logged.step / 2, max(found) + logged.step / 2
-        matches = low - 1e-9 <= logged.value <= high + 1e-9
+    if not found:
+        return False
+    low, high = min(found) - logged.step / 2, max(found) + logged.step / 2
+    return low - 1e-9 <= logged.value <= high + 1e-9
+
+
+def _row(logged: Logged, compared: Compared, groups: list[list[dict]], basis: str) -> ExplainRow:
+    """The row of `logged`: kvplan's figure from the group (a budget's rounding ends) it lies
+    within, else from the first."""
+    values = [[_at(r, compared.path) for r in group] for group in groups]
+    chosen = next((v for v in values if _within(logged, v)), values[0])
+    shown = chosen[len(chosen) // 2]
+    matches = shown is not None and _within(logged, chosen)
     return ExplainRow(
         quantity=compared.quantity,
         key=compared.key,
@@ -75,7 +87,7 @@ def _row(logged: Logged, compared: Compared, records: list[dict], basis: str) ->
         logged=logged.value,
         step=logged.step,
         kvplan=shown,
-        difference=difference,
+        difference=None if shown is None else shown - logged.value,
         matches=matches,
         basis=basis,
         term=None if matches else (compared.term if shown is not None else NO_TERM),
@@ -84,18 +96,17 @@ def _row(logged: Logged, compared: Compared, records: list[dict], basis: str) ->
 
 def compare(reading: Reading, rebuilt: Rebuilt, reader: ModuleType) -> list[ExplainRow]:
     """A row per logged figure the reader compares, in the reader's order."""
-    predicted = [_row_for(rebuilt)]
-    pool = pool_records(reading, rebuilt, reader, predicted[0])
+    predicted = [[_row_for(rebuilt)]]
+    pool = pool_records(reading, rebuilt, reader, predicted[0][0])
     rows = []
     for compared in reader.COMPARED:
         logged = reading.figures.get(compared.key)
         if logged is None:
             continue
         from_pool = compared.basis == POOL and pool is not None
-        rows.append(
-            _row(logged, compared, pool if from_pool else predicted, POOL if from_pool else GPU)
-        )
-    return _budget_terms(rows, reader, predicted[0])
+        groups = pool if from_pool and pool is not None else predicted
+        rows.append(_row(logged, compared, groups, POOL if from_pool else GPU))
+    return _budget_terms(rows, reader, predicted[0][0])
 
 
 def _budget_terms(

@@ -13,6 +13,17 @@ from kvplan.explain.rebuild import Given, Rebuilt, rebuild
 from kvplan.explain.result import ExplainReport
 
 VERSION_SETTINGS = ("version", "vllm_version")
+# Facts readers keep for themselves (wording that dates a log, a table's header).
+INTERNAL_FACTS = (
+    "era",
+    "era_since",
+    "prefix",
+    "ranks_differ",
+    "table_columns",
+    "printed_dtype",
+    "release_since",
+    "release_until",
+)
 
 
 def read_log(lines: list[str], engine: str | None = None) -> tuple[Reading, ModuleType]:
@@ -91,6 +102,14 @@ def explain_log(
 def _report(reading: Reading, built: Rebuilt, rows, notes: list[str]) -> ExplainReport:
     planned = built.deployment
     unknown = [r.quantity for r in rows if r.term == NO_TERM]
+    differ = sorted(reading.facts.get("ranks_differ", ()))
+    if differ:  # a budget per rank: the engine model takes one for all of them
+        unknown.append("a budget per rank (" + ", ".join(differ) + ")")
+        notes = [
+            *notes,
+            "ranks print different " + ", ".join(differ) + ": kvplan's engine "
+            "model takes one budget for every rank, so the largest is given",
+        ]
     return ExplainReport(
         engine=reading.engine,
         version=built.version,
@@ -103,7 +122,7 @@ def _report(reading: Reading, built: Rebuilt, rows, notes: list[str]) -> Explain
         kv_dtype=planned.kv_dtype,
         context_tokens=built.context_tokens,
         lines_read=reading.lines_read,
-        facts={k: v for k, v in reading.facts.items() if not k.startswith("era")},
+        facts={k: v for k, v in reading.facts.items() if k not in INTERNAL_FACTS},
         arguments=reading.arguments,
         rows=rows,
         unknown_terms=unknown,

@@ -78,10 +78,14 @@ def _device(match: re.Match[str], line: int, reading: Reading) -> None:
 
 @rule(
     " = ",
-    r"(?:llama_context|llama_new_context_with_model|llama_init_from_model):\s+(\w+)\s+= (\S+)",
+    r"(llama_context|llama_new_context_with_model|llama_init_from_model):\s+(\w+)\s+= (\S+)",
 )
 def _context(match: re.Match[str], line: int, reading: Reading) -> None:
-    key, value = match.groups()
+    prefix, key, value = match.groups()
+    reading.fact("prefix", prefix, line)  # the function's name dates the build
+    per_seq, total = as_int(value), reading.facts.get("context_size_tokens")
+    if key == "n_ctx_per_seq" and per_seq and total and total % per_seq == 0:
+        reading.fact("parallel", total // per_seq, line)  # n_ctx_per_seq = n_ctx / n_seq_max
     if key in CONTEXT:
         fact, convert = CONTEXT[key]
         reading.fact(fact, convert(value), line)
@@ -104,6 +108,10 @@ def _buffer(match: re.Match[str], line: int, reading: Reading) -> None:
 )
 def _self_size(match: re.Match[str], line: int, reading: Reading) -> None:
     total, rest = match.groups()
+    named = re.search(r"(llama_new_context_with_model|llama_init_from_model|llama_init_from_file)",
+                      match.string)  # fmt: skip
+    if named:
+        reading.fact("prefix", named.group(1), line)
     reading.figure(amount(total, MIB, "kv_bytes", line))
     cells = re.search(r"\(\s*(\d+) cells,\s*(\d+) layers,\s*(\d+)/\s*(\d+) seqs\)", rest)
     if cells:
@@ -114,6 +122,17 @@ def _self_size(match: re.Match[str], line: int, reading: Reading) -> None:
         reading.fact("v_dtype", parts.group(3), line)
         reading.figure(amount(parts.group(2), MIB, "k_bytes", line))
         reading.figure(amount(parts.group(4), MIB, "v_bytes", line))
+
+
+@rule(
+    "kv_size =",
+    r"kv_size = (\d+), offload = \d, type_k = '(\w+)', type_v = '(\w+)', n_layer = (\d+)",
+)
+def _kv_size(match: re.Match[str], line: int, reading: Reading) -> None:
+    cells, type_k, type_v, _ = match.groups()
+    reading.figure(Logged("cells", float(cells), "tokens", 1.0, cells, line))
+    reading.fact("kv_dtype", type_k, line)
+    reading.fact("v_dtype", type_v, line)
 
 
 @rule("layers to GPU", r"offloaded (\d+)/(\d+) layers to GPU")
@@ -127,7 +146,7 @@ def _command(match: re.Match[str], line: int, reading: Reading) -> None:
 
 
 RULES: tuple[Rule, ...] = (
-    _build, _name, _device, _context, _buffer, _self_size, _offload, _command,
+    _build, _name, _device, _context, _buffer, _self_size, _kv_size, _offload, _command,
 )  # fmt: skip
 MARKS = (
     "llama_kv_cache", "llama_new_context_with_model", "llama_context:", "llm_load_print_meta",
@@ -141,6 +160,8 @@ COMPARED = (
              "layers on the GPU (-ngl)"),
     Compared("buffer_CPU_bytes", "CPU KV buffer", "startup/buffer_bytes/CPU", GPU,
              "layers in host memory (-ngl)"),
+    Compared("buffer_CUDA_Host_bytes", "host KV buffer (pinned)", "startup/buffer_bytes/CPU",
+             GPU, "layers in host memory (-ngl)"),
     Compared("buffer_Metal_bytes", "Metal KV buffer", "startup/buffer_bytes/Metal", GPU,
              "layers on the GPU (-ngl)"),
     Compared("cells", "cells", "startup/caches/0/cells", GPU, "cells per stream"),
@@ -152,9 +173,21 @@ def kv_memory_bytes(key: str, logged: float, predicted: dict) -> float:
     return logged
 
 
+# The function that prints the context lines dates a build: llama_init_from_file (2023),
+# llama_new_context_with_model (to b4500), llama_init_from_model (b4500 – b5600),
+# llama_context (b5600 on).
+_BY_PREFIX = {
+    "llama_init_from_file": "b1000",
+    "llama_new_context_with_model": "b4000",
+    "llama_init_from_model": "b4600",
+    "llama_context": "b6000",
+}
+
+
 def release_by_wording(reading: Reading) -> tuple[str, str] | None:
+    prefix = reading.facts.get("prefix")
+    if prefix in _BY_PREFIX:
+        return _BY_PREFIX[prefix], f"wording: the '{prefix}' lines date the build"
     if "cells" in reading.figures:
         return "b6000", "wording: 'llama_kv_cache: size = … (N cells, …)' (b5700 on)"
-    if "kv_bytes" in reading.figures:
-        return "b4500", "wording: 'KV self size' (to b5700)"
     return None

@@ -42,9 +42,16 @@ def _command(match: re.Match[str], line: int, reading: Reading) -> None:
     take(command_line(match.group(1)), ARGUMENTS, reading, line)
 
 
-@rule("inference compute", r'msg="inference compute".*?name="([^"]+)"')
+@rule(
+    "inference compute",
+    r'msg="inference compute".*?name="([^"]+)"(?: total="([\d.]+) GiB" available="([\d.]+) GiB")?',
+)
 def _compute(match: re.Match[str], line: int, reading: Reading) -> None:
-    reading.fact("gpu", match.group(1), line)
+    name, total, available = match.groups()
+    reading.fact("gpu", name, line)
+    if total is not None:
+        reading.figure(amount(total, GIB, "total_bytes", line))
+        reading.figure(amount(available, GIB, "available_at_start_bytes", line))
 
 
 @rule("memory.required.kv", r'memory\.required\.kv="([\d.]+) (GiB|MiB|KiB|B)"')
@@ -58,10 +65,28 @@ RULES: tuple[Rule, ...] = (
 )  # fmt: skip
 MARKS = ("ollama", "OLLAMA_", 'msg="starting llama server"', "msg=offload")
 COMPARED = (
+    Compared("total_bytes", "GPU memory", "budget/total_bytes", GPU,
+             "GPU memory the runtime reports"),
+    Compared("available_at_start_bytes", "free memory at startup", None, GPU,
+             "free memory at startup"),
     *llamacpp.COMPARED,
     Compared("required_kv_bytes", "KV ollama plans for", "startup/kv_bytes", GPU,
              "ollama's estimate of the cache (its own formula)"),
 )  # fmt: skip
 BUDGETS: tuple[str, ...] = ()
 kv_memory_bytes = llamacpp.kv_memory_bytes
-release_by_wording = lambda reading: None  # noqa: E731  (ollama prints its version)
+# The vendored llama.cpp's function names date an ollama log without its version line
+# (kvplan.engine.ollama's VENDORED_BUILDS): llama_new_context_with_model to 0.5 (b4000 era),
+# llama_init_from_model in 0.6 (b4400), llama_context from 0.7 (b5500).
+_BY_PREFIX = {
+    "llama_new_context_with_model": "0.5.0",
+    "llama_init_from_model": "0.6.0",
+    "llama_context": "0.9.0",
+}
+
+
+def release_by_wording(reading: Reading) -> tuple[str, str] | None:
+    prefix = reading.facts.get("prefix")
+    if prefix not in _BY_PREFIX:
+        return None
+    return _BY_PREFIX[prefix], f"wording: the runner's '{prefix}' lines (vendored llama.cpp)"

@@ -44,6 +44,7 @@ class Reading:
     facts: dict[str, Any] = field(default_factory=dict)
     fact_lines: dict[str, int] = field(default_factory=dict)
     figures: dict[str, Logged] = field(default_factory=dict)
+    ranks: dict[str, list[Logged]] = field(default_factory=dict)  # each rank's, when they differ
     arguments: dict[str, str] = field(default_factory=dict)  # the engine's echo of its args
     lines_read: int = 0  # lines some rule matched
 
@@ -55,9 +56,15 @@ class Reading:
         self.fact_lines[name] = line
 
     def figure(self, logged: Logged, keep: str = "first") -> None:
-        """Record a figure; `keep` 'min' keeps the smallest of several ranks' lines."""
+        """Record a figure; of several ranks' lines `keep` 'max' keeps the largest (and notes
+        that the ranks differ), 'last' the last, 'first' the first."""
         old = self.figures.get(logged.name)
-        if old is None or (keep == "min" and logged.value < old.value) or keep == "last":
+        if old is not None and keep == "max" and old.value != logged.value:
+            self.facts.setdefault("ranks_differ", set()).add(logged.name)
+            seen = self.ranks.setdefault(logged.name, [old])
+            if all(other.value != logged.value for other in seen):
+                seen.append(logged)
+        if old is None or (keep == "max" and logged.value > old.value) or keep == "last":
             self.figures[logged.name] = logged
 
 

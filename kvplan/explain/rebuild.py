@@ -96,12 +96,21 @@ def model_of(reading: Reading, given: Given, catalog: Catalog):
     )
 
 
+# Checkpoint suffixes that name a quantisation or tuning, not another architecture.
+_SUFFIXES = (
+    "-FP8-dynamic", "-FP8-Dynamic", "-FP8", "-fp8", "-AWQ", "-awq", "-GPTQ", "-Int4", "-Int8",
+    "-w8a8", "-W8A8", "-bnb-4bit", "-unsloth-bnb-4bit", "-GGUF", "-Instruct", "-instruct",
+    "-Chat", "-chat", "-it", "-Base",
+)  # fmt: skip
+
+
 def _model_candidates(name: str) -> list[str]:
-    """The name as logged, then a path's last part, then without a quant suffix."""
-    bare = name.rstrip("/").rsplit("/", 1)[-1]
-    names = [name, bare, bare.removesuffix(".gguf")]
-    for suffix in ("-Instruct", "-instruct", "-Chat", "-chat", "-it"):
-        names.append(bare.removesuffix(suffix))
+    """The name as logged, then a path's last part, then without each suffix in turn."""
+    bare = name.rstrip("/").rsplit("/", 1)[-1].removesuffix(".gguf")
+    names = [name, bare]
+    for _ in range(3):  # Qwen3-Coder-480B-A35B-Instruct-FP8: -FP8, then -Instruct
+        bare = next((bare.removesuffix(s) for s in _SUFFIXES if bare.endswith(s)), bare)
+        names.append(bare)
     return list(dict.fromkeys(n for n in names if n))
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 
+from kvplan.explain import vllm_v0
 from kvplan.explain.arguments import as_bool, as_fraction, as_int, command_line, dict_literal, take
 from kvplan.explain.reading import (
     GIB,
@@ -94,25 +95,36 @@ def _command(match: re.Match[str], line: int, reading: Reading) -> None:
     take(arguments, ARGUMENTS, reading, line)
 
 
-@rule("Available KV cache memory", r"Available KV cache memory: ([\d.]+) GiB")
+@rule("Available KV cache memory", r"Available KV cache memory:\**\s*(-?[\d.]+) GiB")
 def _available(match: re.Match[str], line: int, reading: Reading) -> None:
-    # Every rank prints its own; the engine takes the smallest pool (kv_cache_utils).
-    reading.figure(gib(match.group(1), "available_kv_bytes", line), keep="min")
+    # Every rank prints its own and the engine takes the smallest pool (kv_cache_utils); the
+    # engine model takes one budget for every pipeline stage, so the largest is given.
+    reading.figure(gib(match.group(1), "available_kv_bytes", line), keep="max")
     reading.fact("era", "v1", line)
 
 
-@rule("GPU KV cache size", r"GPU KV cache size: ([\d,]+) tokens")
+@rule(
+    "GPU KV cache size",
+    r"GPU KV cache size:\**\s*([\d,]+) tokens(?: \(([\d,]+) blocks x (\d+) tokens/block\))?",
+)
 def _tokens(match: re.Match[str], line: int, reading: Reading) -> None:
-    reading.figure(number(match.group(1), "gpu_kv_cache_tokens", line, "tokens"))
+    tokens, blocks, tokens_per_block = match.groups()
+    reading.figure(number(tokens, "gpu_kv_cache_tokens", line, "tokens"))
+    if blocks is not None:  # llm-d's summaries add the blocks behind the tokens
+        reading.figure(number(blocks, "num_gpu_blocks", line, "blocks"))
+        reading.fact("tokens_per_block", int(tokens_per_block), line)
 
 
-@rule("Maximum concurrency for", r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x")
+@rule(
+    "Maximum concurrency for",
+    r"Maximum concurrency for ([\d,]+) tokens per request:\**\s*([\d.]+)x",
+)
 def _concurrency(match: re.Match[str], line: int, reading: Reading) -> None:
     reading.fact("max_model_len", count(match.group(1)), line)
     reading.figure(number(match.group(2), "max_concurrency", line, "requests"))
 
 
-@rule("blocks", r"# (?:GPU|cuda) blocks: (\d+)|num_gpu_blocks is: (\d+)")
+@rule("blocks", r"(?:# )?(?:GPU|cuda) blocks: (\d+)|num_gpu_blocks is: (\d+)")
 def _blocks(match: re.Match[str], line: int, reading: Reading) -> None:
     reading.figure(number(match.group(1) or match.group(2), "num_gpu_blocks", line, "blocks"))
 
@@ -137,11 +149,14 @@ def _v0_terms(match: re.Match[str], line: int, reading: Reading) -> None:
     names = ("weights_bytes", "non_torch_bytes", "activation_bytes", "available_kv_bytes")
     for name, text in zip(names, match.groups(), strict=True):
         reading.figure(
-            gib(text, name, line), keep="min" if name == "available_kv_bytes" else "first"
+            gib(text, name, line), keep="max" if name == "available_kv_bytes" else "first"
         )
 
 
-@rule("Free memory on device", r"Free memory on device \(([\d.]+)/([\d.]+) GiB\) on startup")
+@rule(
+    "Free memory on device",
+    r"Free memory on device(?: \(|:\**\s*)([\d.]+)/([\d.]+) GiB\)? on startup",
+)
 def _free(match: re.Match[str], line: int, reading: Reading) -> None:
     reading.figure(gib(match.group(1), "free_at_start_bytes", line))
     reading.figure(gib(match.group(2), "total_bytes", line))
@@ -150,8 +165,8 @@ def _free(match: re.Match[str], line: int, reading: Reading) -> None:
 
 
 @rule(
-    "Desired GPU memory utilization",
-    r"Desired GPU memory utilization is \(([\d.]+), ([\d.]+) GiB\)",
+    "Desired GPU",
+    r"Desired GPU (?:memory )?utilization(?: is \(|:\**\s*)([\d.]+)[, ]+\(?([\d.]+) GiB\)",
 )
 def _desired(match: re.Match[str], line: int, reading: Reading) -> None:
     reading.fact("utilization", as_fraction(match.group(1)), line)
@@ -172,7 +187,7 @@ def _actual(match: re.Match[str], line: int, reading: Reading) -> None:
 
 @rule("kv cache memory in use", r"Current kv cache memory in use is ([\d.]+) GiB")
 def _in_use(match: re.Match[str], line: int, reading: Reading) -> None:
-    reading.figure(gib(match.group(1), "available_kv_bytes", line), keep="min")
+    reading.figure(gib(match.group(1), "available_kv_bytes", line), keep="max")
 
 
 @rule("Model loading took", r"Model loading took ([\d.]+) GiB")
@@ -209,16 +224,21 @@ def _device(match: re.Match[str], line: int, reading: Reading) -> None:
 RULES: tuple[Rule, ...] = (
     _version, _engine_config, _non_default, _command, _available, _tokens, _concurrency,
     _blocks, _v0_request, _v0_terms, _free, _desired, _actual, _in_use, _loading, _loading_v0,
-    _chunked, _too_long, _estimate, _device,
+    _chunked, _too_long, _estimate, _device, *vllm_v0.RULES,
 )  # fmt: skip
 # Lines only vLLM prints: a log with one of them is a vLLM log.
-MARKS = ("vLLM", "vllm", "gpu_worker.py", "kv_cache_utils.py", "Available KV cache memory")
+MARKS = (
+    "vLLM", "vllm", "gpu_worker.py", "kv_cache_utils.py", "Available KV cache memory",
+    "Memory profiling results", "worker.py", "Available KV Cache (GiB)", "KV cache is needed",
+)  # fmt: skip
 
 
 def release_by_wording(reading: Reading) -> tuple[str, str] | None:
     """(release, basis) when no version line was read: the era its wording dates it to."""
     if reading.facts.get("era_since") == "0.19":
         return "0.19.0", "wording: 'Free memory on device … on startup' is printed from 0.19"
+    if reading.facts.get("era_since") == "0.11":
+        return "0.11.0", "wording: llm-d's benchmark table of vLLM 0.11 figures"
     if reading.facts.get("era") == "v0":
         return "0.6.4", "wording: V0's 'total_gpu_memory … x gpu_memory_utilization' (≤ 0.7)"
     if reading.facts.get("era") == "v1":
@@ -249,7 +269,18 @@ COMPARED = (
         Compared(k, words, path, GPU, term, in_budget=True)
         for k, words, path, term in _BUDGET_TERMS
     ),
+    Compared(
+        "peak_torch_bytes",
+        "peak torch memory",
+        "weights_bytes_per_gpu+budget/activation_bytes",
+        GPU,
+        "weights and activation peak (0.6.4 prints their sum)",
+        in_budget=True,
+    ),
     Compared("available_kv_bytes", "KV cache memory", "kv_budget_bytes_per_gpu", GPU, "KV budget"),
+    Compared(
+        "needed_bytes", "KV one request needs", "startup/needed_bytes", POOL, "KV per request"
+    ),
     *(Compared(key, words, f"startup/{key}", POOL, words) for key, words in _POOL),
 )
 BUDGETS = ("available_kv_bytes",)  # the logged figure the pool is bought with
