@@ -61,7 +61,7 @@ def capacity_table(rows: list[Row]) -> Table:
             "max_context_tokens",
             "max_concurrency",
             "decode_tokens_per_s",
-            "kv_bytes_per_token_per_gpu",
+            "engine_kv_bytes_per_token_per_gpu",
             "verdict",
             "bar",
         ],
@@ -92,7 +92,7 @@ def _cells(row: Row, keys: list[str]) -> tuple[list[object], list[str]]:
     picture += f" +{gib(split.overflow_bytes)}" if split.overflow_bytes else ""
     cap_mark = "*" if record["native_limit_binds"] else ""
     tokens_per_s = record["decode_tokens_per_s"]
-    per_token = record["kv_bytes_per_token_per_gpu"]
+    per_token = record["engine_kv_bytes_per_token_per_gpu"]
     shown = [
         row.model,
         row.sku,
