@@ -130,6 +130,7 @@ def size_report(result: SizeResult) -> SizeReport:
         "kv_bytes_per_gpu": result.kv_bytes_per_gpu,
         "kv_bytes_per_token": result.kv_bytes_per_token,
         "kv_bytes_per_token_per_gpu": result.kv_bytes_per_token_per_gpu,
+        "engine_kv_bytes_per_token_per_gpu": result.layout.kv_bytes_per_token,
         "kv_bytes_per_request": result.kv_bytes_per_request,
         "kv_bytes_per_request_per_gpu": result.kv_bytes_per_request_per_gpu,
         "kv_bytes_by_kind": result.kv_bytes_by_kind,
@@ -207,7 +208,8 @@ def capacity_row(row: Capacity, curves: bool = False) -> CapacityRow:
         native_limit_binds=row.native_limit_binds,
         max_concurrency=row.max_concurrency(),
         fitting_batch=row.fitting_batch,
-        kv_bytes_per_token_per_gpu=row.layout.kv_bytes_per_token,
+        kv_bytes_per_token_per_gpu=d.kv_bytes_per_token_per_gpu,
+        engine_kv_bytes_per_token_per_gpu=row.layout.kv_bytes_per_token,
         decode_batch=decode.batch if decode else 0,
         # The decode estimate is one replica's; dp replicas decode side by side.
         decode_tokens_per_s=decode.tokens_per_s * d.dp if decode else None,

@@ -434,6 +434,7 @@ def _tp_rule(model: ModelSpec, tp: int) -> str | None:
     return None
 
 
+@lru_cache(maxsize=4096)  # asked once per row of a report; one answer per deployment
 def _layout_key(deployment: Deployment) -> Deployment:
     """The deployment stripped to what its layout depends on (model, KV dtype, tp, pp, the
     version and cache settings), so plans that differ only in memory settings, weights or
@@ -528,8 +529,25 @@ class VllmStartup:
         }
 
 
+# The last plan's figures: its log lines and its JSON figures are asked one after the other.
+_last_startup: tuple[Budget, KvPool, int, VllmStartup | None] | None = None
+
+
 def startup(budget: Budget, pool: KvPool[VllmLayout], max_model_len: int) -> VllmStartup | None:
-    """What vLLM prints for a pool at `max_model_len`; None when no memory is left."""
+    """What vLLM prints for a pool at `max_model_len`; None when no memory is left.
+
+    Worked out once per plan: the budget and pool are frozen, so the same two objects at the
+    same length have the same figures."""
+    global _last_startup
+    last = _last_startup
+    if last is not None and last[0] is budget and last[1] is pool and last[2] == max_model_len:
+        return last[3]
+    figures = _startup(budget, pool, max_model_len)
+    _last_startup = (budget, pool, max_model_len, figures)
+    return figures
+
+
+def _startup(budget: Budget, pool: KvPool[VllmLayout], max_model_len: int) -> VllmStartup | None:
     if budget.kv_bytes <= 0:
         return None
     layout = pool.layout

@@ -131,6 +131,10 @@ class Capacity:
         """Longest context every one of `batch` requests can have, capped at the model's
         limit (the extended one when its RoPE scaling is applied)."""
         limit = self.deployment.model.context_limit
+        if not self.kv_usable:
+            return 0
+        if self.max_concurrency(limit) >= self.batch:
+            return limit  # the limit binds in most plans of a report: one question, not 17
         return largest_fitting(lambda n: n > 0 and self.max_concurrency(n) >= self.batch, limit)
 
     @property
