@@ -35,10 +35,13 @@ CASE_REQUIRED = {
     "id", "split", "model", "sku", "gpus", "tp", "weight_dtype", "kv_dtype",
     "workload", "measured", "quote",
 }  # fmt: skip
-CASE_OPTIONAL = {"hf_id", "pp", "ep", "dp", "notes"}
+# engine / engine_version on a case: the file's engine is "mixed" and each case names its own.
+CASE_OPTIONAL = {"hf_id", "pp", "ep", "dp", "notes", "engine", "engine_version"}
 WORKLOAD_KINDS = {"offline", "concurrency", "rate", "latency"}
+# total_*_tokens: a run's stated totals (vllm bench serve prints them) where lengths vary.
 WORKLOAD_KEYS = {
     "kind", "input_tokens", "output_tokens", "requests", "concurrency", "rate", "batch", "dataset",
+    "total_input_tokens", "total_output_tokens",
 }  # fmt: skip
 # "auto": the engine's default for the checkpoint, where the source does not state the KV dtype.
 KV_DTYPES = {"bf16", "fp16", "fp8", "nvfp4", "auto"}
@@ -84,7 +87,11 @@ def test_file_header(name):
     assert set(doc) == FILE_KEYS, f"{name}: keys {sorted(set(doc) ^ FILE_KEYS)}"
     assert doc["source"].startswith("https://"), name
     assert doc["source_kind"] in SOURCE_KINDS, name
-    assert doc["engine"] in ENGINES, name
+    assert doc["engine"] in ENGINES | {"mixed"}, name
+    for case in doc["cases"]:
+        own = case.get("engine", doc["engine"])
+        assert own in ENGINES, f"{name} {case['id']}: engine {own}"
+        assert doc["engine"] != "mixed" or case.get("engine_version"), f"{case['id']}: version"
     assert str(doc["published"]).strip() and str(doc["engine_version"]).strip(), name
     assert isinstance(doc["cases"], list) and doc["cases"], name
 
@@ -131,14 +138,16 @@ def test_case_workload(name, case):
     assert set(work) <= WORKLOAD_KEYS and work["kind"] in WORKLOAD_KINDS, case["id"]
     needs = {"concurrency": "concurrency", "rate": "rate", "latency": "batch"}.get(work["kind"])
     assert needs is None or work.get(needs, 0) > 0, f"{case['id']}: {work['kind']} needs {needs}"
-    for key in ("input_tokens", "output_tokens", "requests", "concurrency", "batch"):
+    counts = ("input_tokens", "output_tokens", "requests", "concurrency", "batch")
+    for key in (*counts, "total_input_tokens", "total_output_tokens"):
         value = work.get(key, 1)
         assert isinstance(value, int) and value > 0, f"{case['id']}: {key}"
     lengths = "input_tokens" in work and "output_tokens" in work
     noted = "lengths not stated" in str(case.get("notes", ""))
-    assert lengths or noted, (
-        f"{case['id']}: input/output lengths, or a note that they are not stated"
-    )
+    assert lengths or noted, f"{case['id']}: input/output lengths, or a note they are not stated"
+    printed = _numbers(case["quote"])
+    for key in ("total_input_tokens", "total_output_tokens"):
+        assert key not in work or _printed(work[key], printed), f"{case['id']}: {key} not quoted"
 
 
 @pytest.mark.parametrize("name,case", CASES, ids=[case["id"] for _, case in CASES])
