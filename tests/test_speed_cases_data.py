@@ -67,8 +67,11 @@ SKUS = {sku.name: sku for sku in CATALOG.skus()}
 
 
 def _numbers(text: str) -> set[Decimal]:
-    """Every number printed in a quote, thousands separators dropped."""
-    return {Decimal(m.replace(",", "")) for m in re.findall(r"\d[\d,]*(?:\.\d+)?", text)}
+    """Every number printed in a quote: with thousands separators (1,620) and, for CSV rows, each
+    comma-separated field on its own."""
+    grouped = re.findall(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?(?!\d)", text)
+    plain = re.findall(r"\d+(?:\.\d+)?", text)
+    return {Decimal(m.replace(",", "")) for m in grouped + plain}
 
 
 def _printed(value: float, printed: set[Decimal]) -> bool:
