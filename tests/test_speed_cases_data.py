@@ -213,6 +213,13 @@ def test_each_source_kind_is_split_about_evenly(kind):
         assert 0.3 <= fit / len(splits) <= 0.7, f"{kind}: {fit} of {len(splits)} in fit"
 
 
+@pytest.mark.parametrize("name", sorted(SOURCES))
+def test_split_follows_the_stated_rule(name):
+    """Fit, test, fit, ... down each file (README.md), so no case was placed by its error."""
+    splits = [case["split"] for case in SOURCES[name]["cases"]]
+    assert splits == [("fit", "test")[i % 2] for i in range(len(splits))], name
+
+
 # ---- serving papers -------------------------------------------------------------------------
 
 
