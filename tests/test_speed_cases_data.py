@@ -187,6 +187,9 @@ def test_coverage_the_step_model_needs():
     families = {SKUS[c["sku"]].family for c in cases if c["sku"] in SKUS}
     assert len(families) >= 3, families
     assert len({c["model"] for c in cases}) >= 3
+    assert len({c["model"] for c in cases if _is_moe(c)}) >= 3
+    engines = {case.get("engine", SOURCES[name]["engine"]) for name, case in CASES}
+    assert {"vllm", "sglang", "trtllm"} <= engines, engines
     assert {1, 2, 4, 8} <= {c["tp"] for c in cases}
     assert {"bf16", "fp8"} <= {c["weight_dtype"] for c in cases}
     kinds = {c["workload"]["kind"] for c in cases}
