@@ -29,6 +29,7 @@ from kvplan.api.results import (
     WeightsPerGpu,
 )
 from kvplan.engine import Budget
+from kvplan.engine.nodes import gpus_per_node
 from kvplan.plan.capacity import Capacity, Refusal, concurrency_curve
 from kvplan.plan.context_limit import beyond_limit_sentence
 from kvplan.plan.guardrail import ClaimSheet, GuardrailResult, ProductCheck
@@ -196,7 +197,7 @@ def capacity_row(row: Capacity, curves: bool = False) -> CapacityRow:
         dp=d.dp,
         ep=d.ep,
         gpus=d.gpus,
-        nodes=d.nodes_per_replica(row.sku.max_gpus_per_node),
+        nodes=d.nodes_per_replica(gpus_per_node(d.settings, row.sku)),
         kv_dtype=d.kv_dtype,
         batch=row.batch,
         context=row.context_tokens,
