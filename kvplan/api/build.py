@@ -24,6 +24,7 @@ from kvplan.api.results import (
     WeightsBreakdown,
     WeightsPerGpu,
 )
+from kvplan.engine.nodes import gpus_per_node
 from kvplan.plan.capacity import concurrency_curve
 from kvplan.plan.sizing import formula_terms
 
@@ -188,7 +189,7 @@ def capacity_row(row: Capacity, curves: bool = False) -> CapacityRow:
         dp=d.dp,
         ep=d.ep,
         gpus=d.gpus,
-        nodes=d.nodes_per_replica(row.sku.max_gpus_per_node),
+        nodes=d.nodes_per_replica(gpus_per_node(d.settings, row.sku)),
         kv_dtype=d.kv_dtype,
         batch=row.batch,
         context=row.context_tokens,

@@ -198,7 +198,7 @@ class VllmProfile(EngineProfile[VllmLayout]):
         """vLLM's "Available KV cache memory" on one rank (the V0 profile depends on the
         length: it batches whole prompts)."""
         version = version_of(deployment)
-        total, basis = device_memory(sku)
+        total, basis = device_memory(sku, deployment.settings.total_gpu_memory_bytes)
         scheduler = resolve(deployment, sku).scheduler(max_model_len)
 
         def estimate() -> tuple[int, int, int, int]:
@@ -231,7 +231,7 @@ class VllmProfile(EngineProfile[VllmLayout]):
         """The version's default, then 0.92 and 0.95 where the rest of the GPU holds the CUDA
         graphs that versions before 0.20 capture outside the budget."""
         version = version_of(deployment)
-        total, _ = device_memory(sku)
+        total, _ = device_memory(sku, deployment.settings.total_gpu_memory_bytes)
         outside = 0
         if not version.subtracts_cudagraph_estimate:
             outside = vllm_memory.cudagraph_estimate_bytes(deployment)
