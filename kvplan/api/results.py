@@ -21,7 +21,7 @@ BlockUnit = Literal["page", "byte", "slot"]
 class Result(BaseModel):
     """A frozen result."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 class WithCurve(Result):
@@ -133,8 +133,11 @@ class SizeReport(Result):
     exact_kv_bytes_per_gpu: int
     kv_bytes: int
     kv_bytes_per_gpu: int
-    kv_bytes_per_token: int
-    kv_bytes_per_token_per_gpu: int
+    kv_bytes_per_token: int  # the physics: one token in every layer that keeps tokens
+    kv_bytes_per_token_per_gpu: int  # the physics, binding GPU
+    # What the engine's pool stores for one token, binding GPU (hf: MLA decompressed; naive:
+    # the textbook 2·layers·hidden; SGLang: a slot in every layer, cross-attention included).
+    engine_kv_bytes_per_token_per_gpu: int
     kv_bytes_per_request: int
     kv_bytes_per_request_per_gpu: int
     kv_bytes_by_kind: dict[str, int]
@@ -204,7 +207,8 @@ class CapacityRow(WithCurve):
     native_limit_binds: bool
     max_concurrency: int
     fitting_batch: int
-    kv_bytes_per_token_per_gpu: int
+    kv_bytes_per_token_per_gpu: int  # the physics, binding GPU
+    engine_kv_bytes_per_token_per_gpu: int  # what the engine's pool stores per token
     decode_batch: int
     decode_tokens_per_s: float | None
     decode_step_s: float | None
@@ -306,8 +310,11 @@ class ClaimReport(WithCurve):
     context: int
     batch: int
     native_context_limit: int
-    kv_bytes_per_token: int
-    kv_bytes_per_token_per_gpu: int
+    kv_bytes_per_token: int  # the physics: one token in every layer that keeps tokens
+    kv_bytes_per_token_per_gpu: int  # the physics, binding GPU
+    # What the engine's pool stores for one token, binding GPU (hf: MLA decompressed; naive:
+    # the textbook 2·layers·hidden; SGLang: a slot in every layer, cross-attention included).
+    engine_kv_bytes_per_token_per_gpu: int
     kv_bytes_per_request: int
     kv_bytes_per_request_per_gpu: int
     kv_bytes_batch: int
