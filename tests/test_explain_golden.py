@@ -27,6 +27,7 @@ GOLDEN_LOGS = sorted(p for folder in FOLDERS for p in (GOLDEN / folder).glob("*.
 # cells and buffers do not depend on the GPU's memory: its files take rtx-4090 as a placeholder.
 SKU_OF = {
     "NVIDIA L4": "l4",
+    "NVIDIA H200": "h200",
     "NVIDIA A100 80GB": "a100-80gb",
     "NVIDIA A100 (80 GB)": "a100-80gb",
     "NVIDIA L40S": "l40s",

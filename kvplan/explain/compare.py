@@ -9,12 +9,14 @@ matches when it lies between them.
 
 from __future__ import annotations
 
+from dataclasses import replace
+from itertools import product
 from types import ModuleType
 from typing import Any
 
 from kvplan.api import capacity
 from kvplan.api.results import dump
-from kvplan.explain.reading import GPU, POOL, Compared, Logged, Reading
+from kvplan.explain.reading import GPU, POOL, READINGS, Compared, Logged, Reading
 from kvplan.explain.rebuild import Rebuilt
 from kvplan.explain.result import ExplainRow
 
@@ -36,13 +38,13 @@ def _at(record: dict[str, Any], path: str | None) -> float | None:
     return value if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def _row_for(rebuilt: Rebuilt, kv_memory_bytes: int | None = None) -> dict[str, Any]:
+def row_for(rebuilt: Rebuilt, **settings: int) -> dict[str, Any]:
+    """The capacity row (JSON) of the rebuilt deployment, with engine `settings` replaced
+    (declared names: kv_memory_bytes, avail_mem_before_load_bytes, …)."""
     planned = rebuilt.deployment
-    if kv_memory_bytes is not None:
-        from dataclasses import replace
-
-        settings = replace(planned.settings, kv_memory_bytes=max(kv_memory_bytes, 0))
-        planned = replace(planned, settings=settings)
+    if settings:
+        fixed = {name: max(value, 0) for name, value in settings.items()}
+        planned = replace(planned, settings=replace(planned.settings, **fixed))
     return dump(capacity(planned, rebuilt.sku, context=rebuilt.context_tokens))
 
 
@@ -59,7 +61,7 @@ def pool_records(
     for logged in reading.ranks.get(key, [reading.figures[key]]):
         ends = (logged.value - logged.step / 2, logged.value, logged.value + logged.step / 2)
         budgets = [reader.kv_memory_bytes(key, value, predicted) for value in ends]
-        groups.append([_row_for(rebuilt, int(budget)) for budget in budgets])
+        groups.append([row_for(rebuilt, kv_memory_bytes=int(budget)) for budget in budgets])
     return groups
 
 
@@ -96,7 +98,7 @@ def _row(logged: Logged, compared: Compared, groups: list[list[dict]], basis: st
 
 def compare(reading: Reading, rebuilt: Rebuilt, reader: ModuleType) -> list[ExplainRow]:
     """A row per logged figure the reader compares, in the reader's order."""
-    predicted = [[_row_for(rebuilt)]]
+    predicted = [[row_for(rebuilt)]]
     pool = pool_records(reading, rebuilt, reader, predicted[0][0])
     rows = []
     for compared in reader.COMPARED:
@@ -106,7 +108,48 @@ def compare(reading: Reading, rebuilt: Rebuilt, reader: ModuleType) -> list[Expl
         from_pool = compared.basis == POOL and pool is not None
         groups = pool if from_pool and pool is not None else predicted
         rows.append(_row(logged, compared, groups, POOL if from_pool else GPU))
+        if compared.key == _budget_key(reader):
+            rows += _with_readings(reading, rebuilt, reader, compared)
     return _budget_terms(rows, reader, predicted[0][0])
+
+
+def _with_readings(
+    reading: Reading, rebuilt: Rebuilt, reader: ModuleType, compared: Compared
+) -> list[ExplainRow]:
+    """The budget again, with the free-memory readings the log printed given to the engine
+    model as settings (each at both ends of its rounding): [] when it printed none."""
+    records = reading_records(reading, rebuilt, reader.READINGS)
+    if not records:
+        return []
+    row = _row(reading.figures[compared.key], compared, [records], READINGS)
+    term = row.term and "a term beside the logged readings (the engine model's estimate)"
+    return [
+        row.model_copy(
+            update={
+                "quantity": f"{compared.quantity} (logged readings)",
+                "term": None if row.matches else term,
+            }
+        )
+    ]
+
+
+def reading_records(
+    reading: Reading, rebuilt: Rebuilt, settings: dict[str, str]
+) -> list[dict[str, Any]]:
+    """Capacity rows with each logged reading of `settings` ({figure: setting}) given, at
+    every combination of the ends of their rounding; [] when none is logged."""
+    logged = [
+        (name, reading.figures[key]) for key, name in settings.items() if key in reading.figures
+    ]
+    if not logged:
+        return []
+    records = []
+    for ends in product((-0.5, 0.5), repeat=len(logged)):
+        given = {
+            name: int(f.value + end * f.step) for (name, f), end in zip(logged, ends, strict=True)
+        }
+        records.append(row_for(rebuilt, **given))
+    return records
 
 
 def _budget_terms(

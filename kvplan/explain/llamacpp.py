@@ -166,6 +166,8 @@ COMPARED = (
              "layers on the GPU (-ngl)"),
     Compared("cells", "cells", "startup/caches/0/cells", GPU, "cells per stream"),
 )  # fmt: skip
+# Logged free-memory readings the engine model takes as settings (figure -> declared name).
+READINGS: dict[str, str] = {}
 BUDGETS: tuple[str, ...] = ()  # llama.cpp allocates cells, not a memory budget
 
 

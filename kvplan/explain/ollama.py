@@ -73,6 +73,8 @@ COMPARED = (
     Compared("required_kv_bytes", "KV ollama plans for", "startup/kv_bytes", GPU,
              "ollama's estimate of the cache (its own formula)"),
 )  # fmt: skip
+# Logged free-memory readings the engine model takes as settings (figure -> declared name).
+READINGS: dict[str, str] = {}
 BUDGETS: tuple[str, ...] = ()
 kv_memory_bytes = llamacpp.kv_memory_bytes
 # The vendored llama.cpp's function names date an ollama log without its version line

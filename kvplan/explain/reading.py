@@ -134,6 +134,7 @@ def gib(text: str, name: str, line: int, label: str = "GiB") -> Logged:
 
 GPU = "GPU and settings"  # kvplan predicts the figure from the GPU, model and settings
 POOL = "logged budget"  # kvplan computes the figure from the budget the log printed
+READINGS = "logged free memory"  # kvplan's budget with the log's free-memory readings given
 
 
 @dataclass(frozen=True)

@@ -104,8 +104,9 @@ COMPARED = (
     Compared("avail_bytes_before_weights", "free memory before loading",
              "startup/avail_bytes_before_weights", GPU, "free memory before loading (CUDA "
              "context, NCCL)", in_budget=True),
-    Compared("avail_bytes_after_weights", "free memory after loading", None, GPU,
-             "free memory after loading"),
+    Compared("avail_bytes_after_weights", "free memory after loading",
+             "startup/avail_bytes_after_weights", GPU, "free memory after loading (weights, "
+             "the loader's overhead)", in_budget=True),
     Compared("weights_bytes", "weights", "weights_bytes_per_gpu", GPU, "weights", in_budget=True),
     Compared("kv_size_bytes", "KV pool", "kv_budget_bytes_per_gpu", GPU, "KV budget"),
     Compared("k_size_bytes", "K pool", "startup/k_size_bytes", POOL, "K pool"),
@@ -114,6 +115,11 @@ COMPARED = (
     Compared("avail_bytes_after_pool", "free memory after the pool",
              "startup/avail_bytes_after_pool", GPU, "free memory after the pool"),
 )  # fmt: skip
+# Logged free-memory readings the engine model takes as settings (figure -> declared name).
+READINGS: dict[str, str] = {
+    "avail_bytes_before_weights": "avail_mem_before_load_bytes",
+    "avail_bytes_after_weights": "avail_mem_after_load_bytes",
+}
 BUDGETS = ("kv_size_bytes",)  # the logged figure the pool is bought with
 
 

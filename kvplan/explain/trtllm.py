@@ -134,6 +134,11 @@ COMPARED = (
     Compared("allocated_bytes", "pool bytes", "startup/allocated_bytes", POOL, "pool bytes"),
 )  # fmt: skip
 # The logged figure the pool is bought with: free memory (× the fraction), else the pool.
+# Logged free-memory readings the engine model takes as settings (figure -> declared name).
+READINGS: dict[str, str] = {
+    "total_bytes": "total_gpu_memory_bytes",
+    "available_bytes": "available_memory_bytes",
+}
 BUDGETS = ("available_bytes", "kv_budget_bytes", "allocated_bytes")
 
 

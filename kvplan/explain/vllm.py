@@ -283,6 +283,8 @@ COMPARED = (
     ),
     *(Compared(key, words, f"startup/{key}", POOL, words) for key, words in _POOL),
 )
+# Logged free-memory readings the engine model takes as settings (figure -> declared name).
+READINGS: dict[str, str] = {"total_bytes": "total_gpu_memory_bytes"}
 BUDGETS = ("available_kv_bytes",)  # the logged figure the pool is bought with
 
 
