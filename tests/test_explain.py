@@ -154,3 +154,17 @@ def test_target_answers_with_a_launch_line(tmp_path):
     assert target["meets"] and target["max_concurrency"] >= 64
     assert target["launch_command"].startswith("vllm serve Qwen2-7B-Instruct ")
     assert runner.invoke(app, [*args, "--target", "32k×"]).exit_code == 2
+
+
+def test_llamacpp_target_sizes_the_slots(tmp_path):
+    # The LLamaSharp log allocates -c 4096 for one sequence: 4 requests of 32,768 tokens need
+    # 4 slots of 32,768 cells, -c 131072 -np 4 (llama.cpp divides -c among -np slots).
+    log = _quote(tmp_path, "llamacpp_logs/qwen2.5-3b-class-f16-llamasharp-1099.yaml")
+    args = ["explain", str(log), "--model", "qwen2.5-3b", "--sku", "rtx-4090"]
+    args += ["--set", "ctx_size=4096", "--set", "parallel=1", "--target", "32k×4", "-f", "json"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    target = json.loads(result.stdout)["target"]
+    assert target["holds_now"] == 0 and target["meets"]
+    assert " -c 131072 -np 4" in target["launch_command"]
+    assert target["launch_command"].startswith("llama-server ")

@@ -9,11 +9,13 @@ rendering (the engine model's `launch_command`).
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from kvplan.api import capacity, recommend
 from kvplan.api.results import RecommendCandidate
 from kvplan.catalog import Catalog
 from kvplan.engine.base import model_reference
+from kvplan.engine.deployment import Deployment
 from kvplan.errors import KvplanError
 from kvplan.explain.rebuild import Rebuilt
 from kvplan.explain.result import TargetAnswer
@@ -41,7 +43,7 @@ def parse_target(text: str) -> tuple[int, int]:
     return parse_tokens(match.group(1), "--target"), requests
 
 
-def _change(built: Rebuilt, chosen: RecommendCandidate) -> str:
+def _change(built: Rebuilt, chosen: RecommendCandidate, holds: int | None, wanted: int) -> str:
     """What differs from the logged deployment, in words."""
     planned = built.deployment
     changes = []
@@ -57,7 +59,11 @@ def _change(built: Rebuilt, chosen: RecommendCandidate) -> str:
             changes.append(f"{label} {old} → {new}")
     if planned.weight_dtype not in (None, chosen.weight_dtype):
         changes.append(f"weights {planned.weight_dtype} → {chosen.weight_dtype}")
-    return ", ".join(changes) or "the logged settings already serve it"
+    if changes:
+        return ", ".join(changes)
+    if holds is not None and holds >= wanted:
+        return "the logged settings already serve it"
+    return "the same GPUs and split, with the settings of the launch line"
 
 
 def _as_logged(command: str | None, built: Rebuilt, logged_model: str | None) -> str | None:
@@ -68,14 +74,26 @@ def _as_logged(command: str | None, built: Rebuilt, logged_model: str | None) ->
     return command.replace(model_reference(built.deployment.model), logged_model, 1)
 
 
+# Settings that fix the request length or count the log was launched for: the answer sizes
+# them afresh (llama.cpp's -c and -np, a fixed KV budget or token cap, the running limit).
+SIZED_BY_TARGET = (
+    "context_size_tokens", "parallel", "kv_memory_bytes", "max_kv_tokens", "max_num_seqs",
+)  # fmt: skip
+
+
+def _free_of_launch_sizes(planned: Deployment) -> Deployment:
+    settings = replace(planned.settings, **dict.fromkeys(SIZED_BY_TARGET))
+    return replace(planned, settings=settings)
+
+
 def answer(
     built: Rebuilt, wanted: tuple[int, int], catalog: Catalog, logged_model: str | None = None
 ) -> TargetAnswer:
     """The smallest change of the logged deployment that serves `wanted` (tokens, requests)."""
     tokens, requests = wanted
-    planned = built.deployment
+    planned = _free_of_launch_sizes(built.deployment)
     try:
-        holds = capacity(planned, built.sku, context=tokens).max_concurrency
+        holds = capacity(built.deployment, built.sku, context=tokens).max_concurrency
     except KvplanError:
         holds = None
     found = None
@@ -96,7 +114,7 @@ def answer(
         concurrency=requests,
         holds_now=holds,
         meets=found.meets,
-        change=_change(built, chosen) if found.meets else "closest miss: " + _change(built, chosen),
+        change=("" if found.meets else "closest miss: ") + _change(built, chosen, holds, requests),
         sku=chosen.sku,
         gpus=chosen.gpus,
         tp=chosen.tp,
