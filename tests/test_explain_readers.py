@@ -67,7 +67,7 @@ def test_llama_server_command_line_gpu_and_build():
 
 
 def test_ollama_runner_command_line():
-    # ollama issue 5913: "starting llama server" cmd="… --ctx-size 2048 --batch-size 512
+    # ollama/ollama#5913: "starting llama server" cmd="… --ctx-size 2048 --batch-size 512
     # --embedding --log-disable --n-gpu-layers 48 --parallel 1 --port 36639"
     reading = _read(_quote("ollama_logs/qwen2-class-rocm-args-ollama-5913.yaml"))
     assert reading.engine == "ollama"
