@@ -171,7 +171,11 @@ def _budget_terms(
         unstated = [
             c.term
             for c in reader.COMPARED
-            if c.in_budget and c.key not in logged and _at(predicted, c.path)
+            # a sum of other terms (0.6.4's peak torch memory) is not a term of its own
+            if c.in_budget
+            and c.key not in logged
+            and "+" not in (c.path or "")
+            and _at(predicted, c.path)
         ]
         if abs(rest) > budget.step and unstated:
             named += f"; the rest in terms the log does not state ({', '.join(unstated)})"
