@@ -182,9 +182,9 @@ def _budget_terms(
     fixed = []
     for row in rows:
         if row.key == _budget_key(reader) and not row.matches and row.basis == GPU:
+            every = ", ".join(c.term for c in reader.COMPARED if c.in_budget)
             term = named or (
-                "unknown: the log states no term of the budget (weights, activation peak, "
-                "non-torch memory)"
+                f"unknown: the log states no term of the budget ({every})"
                 if not stated
                 else "the budget's other terms (each logged term matches)"
             )

@@ -58,6 +58,12 @@ def _version(match: re.Match[str], line: int, reading: Reading) -> None:
     reading.version_basis = reading.version_basis or f"line {line}: {match.group(0)}"
 
 
+@rule("Init torch distributed ends", r"Init torch distributed ends\. mem usage=([\d.]+) GB")
+def _distributed(match: re.Match[str], line: int, reading: Reading) -> None:
+    # memory in use once NCCL is up: the CUDA context and NCCL's buffers
+    reading.figure(gib(match.group(1), "distributed_bytes", line, "GB"))
+
+
 @rule("Load weight begin", r"Load weight begin\. avail mem=([\d.]+) GB")
 def _before(match: re.Match[str], line: int, reading: Reading) -> None:
     reading.figure(gib(match.group(1), "avail_bytes_before_weights", line, "GB"))
@@ -96,11 +102,19 @@ def _pool_end(match: re.Match[str], line: int, reading: Reading) -> None:
 
 
 RULES: tuple[Rule, ...] = (
-    _server_args, _command, _version, _before, _after, _pool, _pool_end,
+    _server_args, _command, _version, _distributed, _before, _after, _pool, _pool_end,
 )  # fmt: skip
 MARKS = ("sglang", "SGLang", "ServerArgs(", "KV Cache is allocated", "Memory pool end")
 
 COMPARED = (
+    Compared(
+        "distributed_bytes",
+        "memory in use after NCCL init",
+        "budget/non_torch_bytes",
+        GPU,
+        "CUDA context and NCCL",
+        in_budget=True,
+    ),
     Compared("avail_bytes_before_weights", "free memory before loading",
              "startup/avail_bytes_before_weights", GPU, "free memory before loading (CUDA "
              "context, NCCL)", in_budget=True),
