@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from types import ModuleType
 
 from kvplan.errors import KvplanError
@@ -16,8 +17,10 @@ READERS: dict[str, ModuleType] = {
 
 
 def _marked(reader: ModuleType, lines: list[str]) -> int:
-    """Lines carrying one of the engine's own marks."""
-    return sum(any(mark in line for mark in reader.MARKS) for line in lines)
+    """Lines carrying one of the engine's own marks (one alternation: a log of 100k lines
+    is scanned in C, not line by line in Python)."""
+    marks = re.compile("|".join(re.escape(mark) for mark in reader.MARKS))
+    return len(marks.findall("\n".join(lines)))
 
 
 def reader_for(lines: list[str], engine: str | None = None) -> ModuleType:

@@ -94,7 +94,10 @@ def rule(needle: str, pattern: str) -> Callable[[Reader], Rule]:
 def apply(rules: Iterable[Rule], lines: list[str], reading: Reading) -> Reading:
     """Run every rule over every line; a line may feed several rules."""
     table = tuple(rules)
+    any_needle = re.compile("|".join(re.escape(one.needle) for one in table))
     for number, line in enumerate(lines, start=1):
+        if not any_needle.search(line):
+            continue
         matched = False
         for one in table:
             if one.needle in line:
