@@ -29,7 +29,9 @@ def test_vllm_log_end_to_end(tmp_path):
     # "Maximum concurrency for 16,384 tokens per request: 28.37x", "num_gpu_blocks is: 29053".
     log = _quote(tmp_path, "vllm_memory/qwen2-7b-a100-80gb-tp1-v0.10-util050.yaml")
     result = runner.invoke(
-        app, ["explain", str(log), "--sku", "a100-80gb", "--model", "qwen2.5-7b", "-f", "json"]
+        app,
+        ["explain", str(log), "--sku", "a100-80gb", "--model", "qwen2.5-7b", "-f", "json"],
+        env={"COLUMNS": "40"},  # JSON never wraps
     )
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
@@ -45,6 +47,7 @@ def test_vllm_log_end_to_end(tmp_path):
     assert rows["max_concurrency"]["logged"] == 28.37
     for key in ("num_gpu_blocks", "gpu_kv_cache_tokens", "max_concurrency"):
         assert rows[key]["matches"], rows[key]
+    assert isinstance(rows["num_gpu_blocks"]["kvplan"], int)  # counts are exact integers
         assert rows[key]["basis"] == "logged budget"
     # The budget is predicted: where it differs, the term behind it is named.
     budget = rows["available_kv_bytes"]

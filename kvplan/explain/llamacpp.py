@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 
 from kvplan.explain.arguments import as_bool, as_int, command_line, take
-from kvplan.explain.reading import GPU, MIB, Compared, Logged, Reading, Rule, amount, rule
+from kvplan.explain.reading import GPU, MIB, Compared, Logged, Reading, Rule, amount, number, rule
 
 ENGINE = "llama.cpp"
 
@@ -115,7 +115,7 @@ def _self_size(match: re.Match[str], line: int, reading: Reading) -> None:
     reading.figure(amount(total, MIB, "kv_bytes", line))
     cells = re.search(r"\(\s*(\d+) cells,\s*(\d+) layers,\s*(\d+)/\s*(\d+) seqs\)", rest)
     if cells:
-        reading.figure(Logged("cells", float(cells.group(1)), "tokens", 1.0, cells.group(1), line))
+        reading.figure(number(cells.group(1), "cells", line, "tokens"))
     parts = re.search(r"K \((\w+)\):\s+([\d.]+) MiB, V \((\w+)\):\s+([\d.]+) MiB", rest)
     if parts:
         reading.fact("kv_dtype", parts.group(1), line)
@@ -130,7 +130,7 @@ def _self_size(match: re.Match[str], line: int, reading: Reading) -> None:
 )
 def _kv_size(match: re.Match[str], line: int, reading: Reading) -> None:
     cells, type_k, type_v, _ = match.groups()
-    reading.figure(Logged("cells", float(cells), "tokens", 1.0, cells, line))
+    reading.figure(number(cells, "cells", line, "tokens"))
     reading.fact("kv_dtype", type_k, line)
     reading.fact("v_dtype", type_v, line)
 

@@ -127,7 +127,8 @@ def number(text: str, name: str, line: int, unit: str) -> Logged:
     """A printed count or ratio ('807,792', '788.86') with the step of its last digit."""
     plain = text.replace(",", "")
     digits = plain.split(".")[1] if "." in plain else ""
-    return Logged(name, float(plain), unit, 10.0 ** -len(digits), text, line)
+    value: float = int(plain) if not digits else float(plain)  # counts stay exact integers
+    return Logged(name, value, unit, 10.0 ** -len(digits), text, line)
 
 
 def gib(text: str, name: str, line: int, label: str = "GiB") -> Logged:

@@ -18,10 +18,10 @@ class ExplainRow(Result):
     unit: str  # bytes, tokens, requests, blocks
     line: int  # where the log printed it (1-based)
     logged_text: str  # as printed
-    logged: float  # in `unit`
+    logged: int | float  # in `unit` (a count as an integer)
     step: float  # one unit of the printed figure's last digit, in `unit`
-    kvplan: float | None  # kvplan's figure; None where the engine model has no such term
-    difference: float | None  # kvplan − logged
+    kvplan: int | float | None  # kvplan's figure; None where the engine model has no such term
+    difference: int | float | None  # kvplan − logged
     matches: bool  # equal within the printed rounding
     basis: str  # "GPU and settings" (predicted) or "logged budget" (the pool it buys)
     term: str | None  # what accounts for the difference; None when it matches

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 from kvplan.explain.arguments import as_fraction, as_int, command_line, repr_fields, take
-from kvplan.explain.reading import GPU, POOL, Compared, Logged, Reading, Rule, gib, rule
+from kvplan.explain.reading import GPU, POOL, Compared, Logged, Reading, Rule, gib, number, rule
 
 ENGINE = "sglang"
 
@@ -84,7 +84,7 @@ def _pool(match: re.Match[str], line: int, reading: Reading) -> None:
     dtype, tokens, k_size, v_size, kv_size = match.groups()
     if "max_total_num_tokens" in reading.figures:
         return  # a draft model's pool follows the target's: the first is the target's
-    reading.figure(Logged("max_total_num_tokens", float(tokens), "tokens", 1.0, tokens, line))
+    reading.figure(number(tokens, "max_total_num_tokens", line, "tokens"))
     if kv_size is not None:
         reading.figure(gib(kv_size, "kv_size_bytes", line, "GB"))
     else:

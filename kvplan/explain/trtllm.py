@@ -94,7 +94,7 @@ def _tokens_05(match: re.Match[str], line: int, reading: Reading) -> None:
 
 @rule("bytes for k/v cache", r"Allocate (\d+) bytes for k/v cache")
 def _bytes_08(match: re.Match[str], line: int, reading: Reading) -> None:
-    reading.figure(Logged("kv_budget_bytes", float(match.group(1)), "bytes", 1.0,
+    reading.figure(Logged("kv_budget_bytes", int(match.group(1)), "bytes", 1.0,
                           f"{match.group(1)} bytes", line))  # fmt: skip
 
 
