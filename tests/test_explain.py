@@ -47,8 +47,8 @@ def test_vllm_log_end_to_end(tmp_path):
     assert rows["max_concurrency"]["logged"] == 28.37
     for key in ("num_gpu_blocks", "gpu_kv_cache_tokens", "max_concurrency"):
         assert rows[key]["matches"], rows[key]
-    assert isinstance(rows["num_gpu_blocks"]["kvplan"], int)  # counts are exact integers
         assert rows[key]["basis"] == "logged budget"
+    assert isinstance(rows["num_gpu_blocks"]["kvplan"], int)  # counts are exact integers
     # The budget is predicted: where it differs, the term behind it is named.
     budget = rows["available_kv_bytes"]
     assert budget["logged"] == 24.83 * 2**30
