@@ -19,23 +19,7 @@ from kvplan.api.results import dump
 from kvplan.explain.reading import GPU, POOL, READINGS, Compared, Logged, Reading
 from kvplan.explain.rebuild import Rebuilt
 from kvplan.explain.result import ExplainRow
-
-NO_TERM = "a reading the engine model does not take yet"
-MISSING_RULE = "the pool from the logged budget differs: a rule the engine model lacks"
-
-
-def _at(record: dict[str, Any], path: str | None) -> float | None:
-    """The number at `path` ('a/b', or 'a+b/c' for a sum) in a record; None if absent."""
-    if path and "+" in path:
-        parts = [_at(record, part) for part in path.split("+")]
-        return None if None in parts else sum(p for p in parts if p is not None)
-    value: Any = record
-    for part in (path or "").split("/") if path else ():
-        if isinstance(value, list) and part.isdigit():
-            value = value[int(part)] if int(part) < len(value) else None
-        else:
-            value = value.get(part) if isinstance(value, dict) else None
-    return value if isinstance(value, int | float) and not isinstance(value, bool) else None
+from kvplan.explain.terms import NO_TERM, budget_key, name_terms, value_at
 
 
 def row_for(rebuilt: Rebuilt, **settings: int) -> dict[str, Any]:
@@ -76,7 +60,7 @@ def _within(logged: Logged, values: list[float | None]) -> bool:
 def _row(logged: Logged, compared: Compared, groups: list[list[dict]], basis: str) -> ExplainRow:
     """The row of `logged`: kvplan's figure from the group (a budget's rounding ends) it lies
     within, else from the first."""
-    values = [[_at(r, compared.path) for r in group] for group in groups]
+    values = [[value_at(r, compared.path) for r in group] for group in groups]
     chosen = next((v for v in values if _within(logged, v)), values[0])
     shown = chosen[len(chosen) // 2]
     matches = shown is not None and _within(logged, chosen)
@@ -108,9 +92,9 @@ def compare(reading: Reading, rebuilt: Rebuilt, reader: ModuleType) -> list[Expl
         from_pool = compared.basis == POOL and pool is not None
         groups = pool if from_pool and pool is not None else predicted
         rows.append(_row(logged, compared, groups, POOL if from_pool else GPU))
-        if compared.key == _budget_key(reader):
+        if compared.key == budget_key(reader):
             rows += _with_readings(reading, rebuilt, reader, compared)
-    return _budget_terms(rows, reader, predicted[0][0])
+    return name_terms(rows, reader, predicted[0][0])
 
 
 def _with_readings(
@@ -122,15 +106,7 @@ def _with_readings(
     if not records:
         return []
     row = _row(reading.figures[compared.key], compared, [records], READINGS)
-    term = row.term and "a term beside the logged readings (the engine model's estimate)"
-    return [
-        row.model_copy(
-            update={
-                "quantity": f"{compared.quantity} (logged readings)",
-                "term": None if row.matches else term,
-            }
-        )
-    ]
+    return [row.model_copy(update={"quantity": f"{compared.quantity} (logged readings)"})]
 
 
 def reading_records(
@@ -150,51 +126,3 @@ def reading_records(
         }
         records.append(row_for(rebuilt, **given))
     return records
-
-
-def _budget_terms(
-    rows: list[ExplainRow], reader: ModuleType, predicted: dict[str, Any]
-) -> list[ExplainRow]:
-    """Name what accounts for a budget that differs (the terms that differ, largest first),
-    and a pool that differs from the logged budget's (a missing rule)."""
-    terms = {c.key for c in reader.COMPARED if c.in_budget}
-    differing = sorted(
-        (r for r in rows if r.key in terms and not r.matches and r.difference is not None),
-        key=lambda r: -abs(r.difference or 0),
-    )
-    named = ", ".join(r.term or r.quantity for r in differing)
-    stated = [r for r in rows if r.key in terms]
-    budget = next((r for r in rows if r.key == _budget_key(reader) and r.basis == GPU), None)
-    if named and budget is not None and budget.difference is not None:
-        rest = budget.difference - sum(r.difference or 0 for r in differing)
-        logged = {r.key for r in stated}
-        unstated = [
-            c.term
-            for c in reader.COMPARED
-            # a sum of other terms (0.6.4's peak torch memory) is not a term of its own
-            if c.in_budget
-            and c.key not in logged
-            and "+" not in (c.path or "")
-            and _at(predicted, c.path)
-        ]
-        if abs(rest) > budget.step and unstated:
-            named += f"; the rest in terms the log does not state ({', '.join(unstated)})"
-    fixed = []
-    for row in rows:
-        if row.key == _budget_key(reader) and not row.matches and row.basis == GPU:
-            every = ", ".join(c.term for c in reader.COMPARED if c.in_budget)
-            term = named or (
-                f"unknown: the log states no term of the budget ({every})"
-                if not stated
-                else "the budget's other terms (each logged term matches)"
-            )
-            row = row.model_copy(update={"term": term})
-        elif row.basis == POOL and not row.matches and row.kvplan is not None:
-            row = row.model_copy(update={"term": MISSING_RULE})
-        fixed.append(row)
-    return fixed
-
-
-def _budget_key(reader: ModuleType) -> str:
-    """The reader's first budget figure ('' for an engine that allocates cells)."""
-    return reader.BUDGETS[0] if reader.BUDGETS else ""

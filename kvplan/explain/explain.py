@@ -6,11 +6,12 @@ from types import ModuleType
 
 from kvplan.catalog import Catalog
 from kvplan.errors import KvplanError, SettingError
-from kvplan.explain.compare import NO_TERM, compare
+from kvplan.explain.compare import compare
 from kvplan.explain.readers import read_lines, reader_for
 from kvplan.explain.reading import Reading
 from kvplan.explain.rebuild import Given, Rebuilt, rebuild
 from kvplan.explain.result import ExplainReport
+from kvplan.explain.terms import NO_TERM
 
 VERSION_SETTINGS = ("version", "vllm_version")
 # Facts readers keep for themselves (wording that dates a log, a table's header).

@@ -263,7 +263,12 @@ _POOL = (
 COMPARED = (
     Compared("free_at_start_bytes", "free memory at startup", None, GPU, "free memory at startup"),
     Compared(
-        "requested_bytes", "utilization × memory", "budget/requested_bytes", GPU, "utilization"
+        "requested_bytes",
+        "utilization × memory",
+        "budget/requested_bytes",
+        GPU,
+        "utilization × memory",
+        in_budget=True,
     ),
     *(
         Compared(k, words, path, GPU, term, in_budget=True)
@@ -285,6 +290,9 @@ COMPARED = (
 )
 # Logged free-memory readings the engine model takes as settings (figure -> declared name).
 READINGS: dict[str, str] = {"total_bytes": "total_gpu_memory_bytes"}
+# The terms vLLM subtracts from the requested memory, and those that add to the budget.
+SUBTRACTED = ("weights_bytes", "activation_bytes", "non_torch_bytes", "cudagraph_bytes")
+ADDED = ("requested_bytes", "total_bytes")
 BUDGETS = ("available_kv_bytes",)  # the logged figure the pool is bought with
 
 
