@@ -57,14 +57,24 @@ class Reading:
 
     def figure(self, logged: Logged, keep: str = "first") -> None:
         """Record a figure; of several ranks' lines `keep` 'max' keeps the largest (and notes
-        that the ranks differ), 'last' the last, 'first' the first."""
+        that the ranks differ), 'min' the smallest, 'last' the last, 'first' the first."""
         old = self.figures.get(logged.name)
         if old is not None and keep == "max" and old.value != logged.value:
             self.facts.setdefault("ranks_differ", set()).add(logged.name)
             seen = self.ranks.setdefault(logged.name, [old])
             if all(other.value != logged.value for other in seen):
                 seen.append(logged)
-        if old is None or (keep == "max" and logged.value > old.value) or keep == "last":
+        larger = old is not None and logged.value > old.value
+        smaller = old is not None and logged.value < old.value
+        if (
+            old is None
+            or keep == "last"
+            or (keep, larger, smaller)
+            in (
+                ("max", True, False),
+                ("min", False, True),
+            )
+        ):
             self.figures[logged.name] = logged
 
 

@@ -66,12 +66,13 @@ def _distributed(match: re.Match[str], line: int, reading: Reading) -> None:
 
 @rule("Load weight begin", r"Load weight begin\. avail mem=([\d.]+) GB")
 def _before(match: re.Match[str], line: int, reading: Reading) -> None:
-    reading.figure(gib(match.group(1), "avail_bytes_before_weights", line, "GB"))
+    # SGLang reduces the ranks' readings with a distributed MIN (sgl-project/sglang#34053)
+    reading.figure(gib(match.group(1), "avail_bytes_before_weights", line, "GB"), keep="min")
 
 
 @rule("Load weight end", r"Load weight end\..*avail mem=([\d.]+) GB, mem usage=([\d.]+) GB")
 def _after(match: re.Match[str], line: int, reading: Reading) -> None:
-    reading.figure(gib(match.group(1), "avail_bytes_after_weights", line, "GB"))
+    reading.figure(gib(match.group(1), "avail_bytes_after_weights", line, "GB"), keep="min")
     reading.figure(gib(match.group(2), "weights_bytes", line, "GB"))
 
 
