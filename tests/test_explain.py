@@ -189,3 +189,18 @@ def test_a_term_the_logged_budget_leaves_in_is_not_named():
     budget = rows["available_kv_bytes"]
     assert budget.logged == 58.11 * 2**30
     assert budget.matches or "CUDA graphs" not in (budget.term or "")
+
+
+def test_standard_input_and_the_log_naming_its_model():
+    # The vLLM 0.19 log names meta-llama/Llama-3.1-8B-Instruct in its non-default args (an
+    # alias of the catalogue's llama-3.1-8b) and dates itself by its wording.
+    case = yaml.safe_load(
+        (GOLDEN / "vllm_memory/llama31-8b-h100-tp1-v0.19-mml16k.yaml").read_text()
+    )
+    result = runner.invoke(
+        app, ["explain", "-", "--sku", "h100-sxm", "-f", "json"], input=case["quote"]
+    )
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert (report["model"], report["version"]) == ("llama-3.1-8b", "0.19.0")
+    assert "Free memory on device" in report["version_basis"]
