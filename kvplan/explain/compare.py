@@ -1,10 +1,11 @@
 """Each logged number beside kvplan's, with the difference and the term behind it.
 
-kvplan's figures come from two capacity rows of kvplan's API (kvplan.api.capacity): one
-predicted from the GPU, model and settings (the budget and its terms), and one bought with
-the budget the log printed (the pool: blocks, tokens, concurrency). A printed budget is
-rounded, so the pool is computed at both ends of its rounding and a logged pool figure
-matches when it lies between them.
+kvplan's figures come from capacity rows of kvplan's API (kvplan.api.capacity): one
+predicted from the GPU, model and settings (the budget and its terms); one with the log's
+free-memory readings given to the engine model as settings (the budget again); and one bought
+with the budget the log printed (the pool: blocks, tokens, concurrency). A printed figure is
+rounded, so each is computed at the ends of its rounding and a logged figure matches when it
+lies between them. kvplan.explain.terms names what accounts for a difference.
 """
 
 from __future__ import annotations
