@@ -116,3 +116,19 @@ def test_llm_d_table_row():
         16000,
     )
     assert reading.figures["available_kv_bytes"].value == 34.49 * 2**30
+
+
+def test_weight_dtype_from_the_quantization_argument_or_the_checkpoint_name():
+    from kvplan.explain.rebuild import logged_weight_dtype
+
+    # vllm PR 14447's engine-config line: "quantization=awq_marlin"
+    awq, _ = read_log(_quote("vllm_memory/deepseek-v3-awq-rtx3090-tp16-v0.8.3.yaml"))
+    assert logged_weight_dtype(awq) == "awq"
+    # "non-default args: {'model': '/tmp/model/Qwen3-Coder-480B-A35B-Instruct-FP8', …}"
+    named, _ = read_log(_quote("vllm_logs/qwen3-coder-480b-fp8-h20-dp8-util090-error.yaml"))
+    assert logged_weight_dtype(named) == "fp8"
+    # trtllm-bench's summary: "Quantization:           FP8"
+    bench, _ = read_log(
+        _quote("trtllm_logs/llama-2-7b-fp8-h100-v0.12-perf-benchmarking-inconsistent.yaml")
+    )
+    assert logged_weight_dtype(bench) == "fp8"

@@ -139,6 +139,33 @@ def _setting_values(reading: Reading, given: Given, version: str | None) -> dict
     return values
 
 
+# The engines' quantization names (vLLM --quantization, SGLang quantization=, TensorRT-LLM's
+# "Quantization:") and checkpoint-name suffixes, as kvplan's weight dtypes.
+_QUANTIZATION = {
+    "fp8": "fp8", "FP8": "fp8", "awq": "awq", "awq_marlin": "awq", "gptq": "gptq",
+    "gptq_marlin": "gptq",
+}  # fmt: skip
+_NAME_SUFFIX = {"-FP8": "fp8", "-fp8": "fp8", "-AWQ": "awq", "-awq": "awq", "-GPTQ": "gptq"}
+
+
+def _suffix_dtype(name: str) -> str | None:
+    bare = name.rstrip("/").rsplit("/", 1)[-1]
+    return next((dtype for end, dtype in _NAME_SUFFIX.items() if end in bare), None)
+
+
+def logged_weight_dtype(reading: Reading) -> str | None:
+    """The weight dtype the log states (its quantization argument, else the checkpoint's
+    name: Qwen3-235B-A22B-FP8); None when it states none."""
+    stated = _QUANTIZATION.get(str(reading.facts.get("quantization")))
+    return stated or _suffix_dtype(str(reading.facts.get("model") or ""))
+
+
+def weights_basis(reading: Reading) -> str:
+    if str(reading.facts.get("quantization")) in _QUANTIZATION:
+        return f"line {reading.fact_lines['quantization']}: quantization"
+    return f"the checkpoint's name, line {reading.fact_lines.get('model')}"
+
+
 def rebuild(
     reading: Reading, given: Given, catalog: Catalog, version: tuple[str | None, str]
 ) -> Rebuilt:
@@ -148,6 +175,9 @@ def rebuild(
     sku = sku_of(reading, given, catalog)
     facts = reading.facts
     notes = []
+    weights = None if given.weight_dtype else logged_weight_dtype(reading)
+    if weights is not None:
+        notes.append(f"weights read as {weights} from the log ({weights_basis(reading)})")
     context = given.context_tokens or facts.get("max_model_len")
     if context is None:
         context = model.max_context
@@ -156,7 +186,7 @@ def rebuild(
         model,
         engine=reading.engine,
         kv_dtype=given.kv_dtype or facts.get("kv_dtype"),
-        weight_dtype=given.weight_dtype,
+        weight_dtype=given.weight_dtype or weights,
         tp=given.tp or facts.get("tp") or 1,
         pp=given.pp or facts.get("pp") or 1,
         dp=given.dp or facts.get("dp") or 1,

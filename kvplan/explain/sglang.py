@@ -39,6 +39,7 @@ ARGUMENTS = {
     "kv_cache_dtype": ("kv_dtype", _kv_dtype),
     "max_total_tokens": ("max_kv_tokens", as_int),
     "max_running_requests": ("max_num_seqs", as_int),
+    "quantization": ("quantization", _text),
 }
 
 
@@ -74,6 +75,9 @@ def _before(match: re.Match[str], line: int, reading: Reading) -> None:
 def _after(match: re.Match[str], line: int, reading: Reading) -> None:
     reading.figure(gib(match.group(1), "avail_bytes_after_weights", line, "GB"), keep="min")
     reading.figure(gib(match.group(2), "weights_bytes", line, "GB"))
+    quant = re.search(r"quant=(\w+)", match.string)  # "Load weight end. quant=fp8, …"
+    if quant:
+        reading.fact("quantization", quant.group(1), line)
 
 
 @rule(

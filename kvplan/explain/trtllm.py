@@ -98,13 +98,18 @@ def _bytes_08(match: re.Match[str], line: int, reading: Reading) -> None:
                           f"{match.group(1)} bytes", line))  # fmt: skip
 
 
-@rule(":", r"^\s*(Model|Max Sequence Length|KV Cache Dtype|KV Memory Percentage):\s+(\S+)")
+@rule(
+    ":",
+    r"^\s*(Model|Max Sequence Length|KV Cache Dtype|KV Memory Percentage|Quantization):\s+(\S+)",
+)
 def _bench(match: re.Match[str], line: int, reading: Reading) -> None:
     key, value = match.groups()
     if key == "Model":
         reading.fact("model", value, line)
     elif key == "Max Sequence Length":
         reading.fact("max_model_len", as_int(value), line)
+    elif key == "Quantization":
+        reading.fact("quantization", value, line)
     elif key == "KV Cache Dtype":
         reading.fact("kv_dtype", {"FP8": "fp8"}.get(value), line)
     elif value.endswith("%"):
