@@ -77,6 +77,7 @@ def simulate(
     """
     with user_errors():
         from kvplan.api.build_simulate import simulation_run
+        from kvplan.cli.flags import with_flags
         from kvplan.report.simulate_report import render_simulation
 
         output = _format(fmt)
@@ -105,7 +106,7 @@ def simulate(
             _simulate(catalog, values, engine_keys, workload_options, workload, label)
             for label, values in runs
         ]
-        runs = [simulation_run(result) for result in results]
+        runs = [with_flags(simulation_run(result)) for result in results]
         render_simulation(runs, output)
         if plot is not None:
             from kvplan.report.simulate_plot import plot_simulation
@@ -276,6 +277,7 @@ def pools(
     """
     with user_errors():
         from kvplan.api.build_simulate import pools_run
+        from kvplan.cli.flags import with_flags
         from kvplan.plan.capacity import tp_degrees
         from kvplan.report.pools_report import render_pools
         from kvplan.units import parse_bytes
@@ -317,7 +319,7 @@ def pools(
         )
         for note in notes:
             warn(note)
-        render_pools([pools_run(label, result) for label, result in results], output)
+        render_pools([with_flags(pools_run(label, r)) for label, r in results], output)
 
 
 def _pools_results(deployment, sku, workload, config, degrees, surge, percentile, link, limit):
