@@ -237,7 +237,7 @@ class SglangProfile(EngineProfile[SglangLayout]):
             notes.append(
                 "SGLang sizes its pool from free memory before weights load: kvplan takes the "
                 "runtime total less the CUDA context (0.32 GiB) and, at TP > 1, NCCL (1.96 GiB) "
-                "from one public H200 log (--non-torch-memory sets that)"
+                "from one public H200 log (`non_torch_bytes` sets that)"
             )
         if not deployment.settings.utilization:
             fraction = self.utilization(deployment, sku)

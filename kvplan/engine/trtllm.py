@@ -233,7 +233,7 @@ class TrtllmProfile(EngineProfile[TrtLayout]):
             notes.append(
                 "activations (scaled from 1.11 GiB at 8192 tokens × hidden 4096) and runtime "
                 "buffers + CUDA context (0.98 GiB) are estimates from TensorRT-LLM's memory.md "
-                "log; --activation-memory and --non-torch-memory set them"
+                "log; `activation_bytes` and `non_torch_bytes` set them"
             )
         return notes
 

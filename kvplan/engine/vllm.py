@@ -348,7 +348,7 @@ class VllmProfile(EngineProfile[VllmLayout]):
         elif model.has_windowed_layers:
             notes.append(
                 "vLLM's hybrid KV-cache manager is off (chunked local attention or "
-                "--no-hybrid-allocator): windowed layers reserve the full length"
+                "`hybrid_allocator`): windowed layers reserve the full length"
             )
         if "cross" in kinds and version_of(deployment).major_minor > (0, 10):
             notes.append(
@@ -362,7 +362,7 @@ class VllmProfile(EngineProfile[VllmLayout]):
         if sku is not None and version.subtracts_cudagraph_estimate:
             notes.append(
                 f"vLLM {version.text} subtracts its CUDA-graph estimate from the budget; kvplan "
-                "estimates it from the layers captured (--cudagraph-memory to set it)"
+                "estimates it from the layers captured (`cudagraph_bytes` to set it)"
             )
         if sku is not None and settings.kv_memory_bytes is None and model.vision is not None:
             scheduler = resolve(deployment, sku).scheduler()
