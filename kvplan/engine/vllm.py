@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from kvplan.engine import vllm_memory
+from kvplan.engine import sparse_mla, vllm_memory
 from kvplan.engine.base import EngineProfile, Scheduler, model_reference
 from kvplan.engine.budget import Budget, device_memory, subtract_terms
 from kvplan.engine.choices import SearchChoices, released_in_16_bit
@@ -26,17 +26,13 @@ from kvplan.engine.vllm_pages import (
     stage_layout,
 )
 from kvplan.engine.vllm_version import DEFAULT_VERSION, VllmVersion, parse_version
-from kvplan.kvmath import LayerCache, MlaIndexerCache
+from kvplan.kvmath import LayerCache
 from kvplan.units import GIB
 
 if TYPE_CHECKING:
     from kvplan.engine.deployment import Deployment
     from kvplan.specs import ModelSpec, RopeScalingSpec, SkuSpec
 
-# v1/kv_cache_interface.py MLAAttentionSpec: with --kv-cache-dtype fp8, sparse MLA
-# (DeepSeek-V3.2) stores "fp8_ds_mla": 512 fp8 latent values, 4 fp32 scales and the 64 rope
-# values in bf16, 656 bytes per token where dense fp8 MLA takes 576.
-FP8_DS_MLA_TOKEN_BYTES = 656
 # platforms/cuda.py (0.11): 16 tokens per block; MLA backends need their own page size:
 # FlashMLA (the default on Hopper, compute capability 9.0) 64, CUTLASS MLA (Blackwell
 # SM100) 128; other GPUs run Triton MLA with the default 16.
@@ -148,14 +144,7 @@ class VllmProfile(EngineProfile[VllmLayout]):
     ) -> tuple[LayerCache, ...]:
         """The physics caches, with sparse MLA's fp8 latent in vLLM's fp8_ds_mla layout."""
         caches = deployment.exact_caches(full_reservation)
-        if resolve(deployment).k_dtype.bits != 8:
-            return caches
-        return tuple(
-            replace(c, token_bytes=FP8_DS_MLA_TOKEN_BYTES + c.indexer_token_bytes)
-            if isinstance(c, MlaIndexerCache)
-            else c
-            for c in caches
-        )
+        return sparse_mla.stored_caches(caches, resolve(deployment).k_dtype)
 
     def tp_refusal(self, model: ModelSpec, tp: int) -> str | None:
         """Why vLLM refuses `tp` for `model` (config/model.py, QKVParallelLinear), or None;
