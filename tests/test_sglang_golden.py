@@ -3,7 +3,9 @@
 None of these logs quotes both free-memory readings SGLang sizes its pool from, so #tokens
 itself cannot be reproduced from logged inputs: the tests pin #tokens with --max-total-tokens
 (kvplan --max-kv-tokens) and check that the K/V sizes SGLang printed follow, then check the
-budget rule against the one log that quotes the memory before weights load.
+budget rule against the one log that quotes the memory before weights load, and the rule
+with both readings given (--avail-mem-before-load / --avail-mem-after-load) against SGLang's
+own `profile_max_num_token`.
 """
 
 from __future__ import annotations
@@ -217,3 +219,4 @@ def test_pre_load_memory_by_link(catalog, sku, tp, nccl_gib):
     record = Capacity(deployment, gpu, 1, 4096).startup_figures()
     expected = gpu.runtime_memory_bytes - int(0.32 * GIB) - int(nccl_gib * GIB)
     assert record["avail_bytes_before_weights"] == expected
+
