@@ -219,4 +219,3 @@ def test_pre_load_memory_by_link(catalog, sku, tp, nccl_gib):
     record = Capacity(deployment, gpu, 1, 4096).startup_figures()
     expected = gpu.runtime_memory_bytes - int(0.32 * GIB) - int(nccl_gib * GIB)
     assert record["avail_bytes_before_weights"] == expected
-
