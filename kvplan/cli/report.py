@@ -121,6 +121,7 @@ def report(
     """Per-SKU capacity: KV budget, longest context, highest concurrency, decode tokens/s."""
     with user_errors():
         from kvplan.api import report as capacity_report
+        from kvplan.cli.flags import with_flags
         from kvplan.perf.roofline import Efficiency
         from kvplan.report.capacity_report import SORT_KEYS, render_report
 
@@ -160,6 +161,7 @@ def report(
             # Refused rows have no figures: they sort last either way.
             descending = sort not in ("model", "sku", "tp")
             rows.sort(key=lambda r: _sort_key(getattr(r, sort, None), descending))
+        rows = [with_flags(row) for row in rows]
         render_report(rows, output, log_lines=len(rows) <= 4, columns=_columns(columns))
         if plot is not None:
             from kvplan.api import CapacityRow

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from kvplan.engine import vllm_memory
+from kvplan.engine import sparse_mla, vllm_memory
 from kvplan.engine.base import EngineProfile, Scheduler, model_reference
 from kvplan.engine.budget import Budget, device_memory, subtract_terms
 from kvplan.engine.choices import SearchChoices, released_in_16_bit
@@ -26,17 +26,13 @@ from kvplan.engine.vllm_pages import (
     stage_layout,
 )
 from kvplan.engine.vllm_version import DEFAULT_VERSION, VllmVersion, parse_version
-from kvplan.kvmath import LayerCache, MlaIndexerCache
+from kvplan.kvmath import FullCache, LayerCache, MlaCache, num_kv_heads_per_gpu
 from kvplan.units import GIB
 
 if TYPE_CHECKING:
     from kvplan.engine.deployment import Deployment
     from kvplan.specs import ModelSpec, RopeScalingSpec, SkuSpec
 
-# v1/kv_cache_interface.py MLAAttentionSpec: with --kv-cache-dtype fp8, sparse MLA
-# (DeepSeek-V3.2) stores "fp8_ds_mla": 512 fp8 latent values, 4 fp32 scales and the 64 rope
-# values in bf16, 656 bytes per token where dense fp8 MLA takes 576.
-FP8_DS_MLA_TOKEN_BYTES = 656
 # platforms/cuda.py (0.11): 16 tokens per block; MLA backends need their own page size:
 # FlashMLA (the default on Hopper, compute capability 9.0) 64, CUTLASS MLA (Blackwell
 # SM100) 128; other GPUs run Triton MLA with the default 16.
@@ -91,11 +87,30 @@ def block_tokens(deployment: Deployment, sku: SkuSpec | None) -> int:
     """Tokens per block: --block-size, else 16, or the MLA backend's page on this GPU."""
     if deployment.settings.tokens_per_block:
         return deployment.settings.tokens_per_block
-    if deployment.model.mla is None:
+    if deployment.model.mla is None or not version_of(deployment).stores_mla_latent:
         return BLOCK_TOKENS
     if sku is None or sku.compute_capability is None:
         return MLA_BLOCK_TOKENS_UNKNOWN_GPU
     return MLA_BLOCK_TOKENS_BY_CAPABILITY.get(sku.compute_capability, BLOCK_TOKENS)
+
+
+def pre_mla_caches(
+    deployment: Deployment, caches: tuple[LayerCache, ...]
+) -> tuple[LayerCache, ...]:
+    """MLA layers as vLLM < 0.7.1 cached them: a K and a V row per local head.
+
+    `model_executor/models/deepseek_v2.py` DeepseekV2Attention: through 0.6.6.post1
+    `Attention(num_local_heads, 256, …)` with q, k and v padded to 256 ("TODO, support
+    head_size 192"); 0.7.0 `Attention(num_local_heads, qk_head_dim, …)` with v padded to
+    qk_head_dim (nope + rope = 192 for DeepSeek). Heads are split by TP.
+    """
+    mla = deployment.model.mla
+    assert mla is not None  # the caller checks
+    qk_head_dim = mla.qk_nope_head_dim + mla.qk_rope_head_dim
+    head = 256 if version_of(deployment).release < (0, 7, 0) else qk_head_dim
+    heads = num_kv_heads_per_gpu(deployment.model.attention.num_heads, deployment.tp)
+    token_bytes = 2 * heads * resolve(deployment).k_dtype.row_bytes(head)
+    return tuple(FullCache(token_bytes) if isinstance(c, MlaCache) else c for c in caches)
 
 
 def uses_hybrid_allocator(deployment: Deployment) -> bool:
@@ -146,16 +161,12 @@ class VllmProfile(EngineProfile[VllmLayout]):
     def stored_caches(
         self, deployment: Deployment, full_reservation: bool = False
     ) -> tuple[LayerCache, ...]:
-        """The physics caches, with sparse MLA's fp8 latent in vLLM's fp8_ds_mla layout."""
+        """The physics caches, with sparse MLA's fp8 latent in vLLM's fp8_ds_mla layout, and
+        MLA layers as plain attention before vLLM stored the latent (`pre_mla_caches`)."""
         caches = deployment.exact_caches(full_reservation)
-        if resolve(deployment).k_dtype.bits != 8:
-            return caches
-        return tuple(
-            replace(c, token_bytes=FP8_DS_MLA_TOKEN_BYTES + c.indexer_token_bytes)
-            if isinstance(c, MlaIndexerCache)
-            else c
-            for c in caches
-        )
+        if deployment.model.mla is not None and not version_of(deployment).stores_mla_latent:
+            return pre_mla_caches(deployment, caches)
+        return sparse_mla.stored_caches(caches, resolve(deployment).k_dtype)
 
     def tp_refusal(self, model: ModelSpec, tp: int) -> str | None:
         """Why vLLM refuses `tp` for `model` (config/model.py, QKVParallelLinear), or None;
@@ -348,7 +359,7 @@ class VllmProfile(EngineProfile[VllmLayout]):
         elif model.has_windowed_layers:
             notes.append(
                 "vLLM's hybrid KV-cache manager is off (chunked local attention or "
-                "--no-hybrid-allocator): windowed layers reserve the full length"
+                "`hybrid_allocator`): windowed layers reserve the full length"
             )
         if "cross" in kinds and version_of(deployment).major_minor > (0, 10):
             notes.append(
@@ -362,7 +373,7 @@ class VllmProfile(EngineProfile[VllmLayout]):
         if sku is not None and version.subtracts_cudagraph_estimate:
             notes.append(
                 f"vLLM {version.text} subtracts its CUDA-graph estimate from the budget; kvplan "
-                "estimates it from the layers captured (--cudagraph-memory to set it)"
+                "estimates it from the layers captured (`cudagraph_bytes` to set it)"
             )
         if sku is not None and settings.kv_memory_bytes is None and model.vision is not None:
             scheduler = resolve(deployment, sku).scheduler()
