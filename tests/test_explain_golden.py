@@ -60,6 +60,9 @@ MODEL_OF = {
     # Qwen1.5-7B is not catalogued; Llama-2-7B has its KV geometry (32 layers x 32 KV heads x
     # 128), all the pool depends on.
     "qwen1.5-7b-a100-40gb-v0.13-issue2268": "llama-2-7b",
+    # the command line names deepseek-ai/DeepSeek-V3.2-Exp: the catalogue's deepseek-v3.2 (its
+    # DSA cache), not the MLA geometry the file compares with
+    "deepseek-v3.2-exp-dsa-b200-tp8-dp8-pr11309": "deepseek-v3.2",
 }
 # Settings a file records outside the fields read below.
 EXTRA = {
@@ -83,11 +86,9 @@ KNOWN_POOL_MISSES = {
     ("llama-2-7b-fp8-h100-v0.12-perf-benchmarking-inconsistent", "max_tokens"),
     # the file says reproducible: false (one rank's budget of four, which is unknown)
     ("qwen3-235b-a22b-fp8-h100-tp4-lmcache", "gpu_kv_cache_tokens"),
-    # rules the engine model lacks: vLLM 0.19's block count for Llama 4's chunked-attention
-    # groups (4x the logged blocks' bytes), and SGLang's DeepSeek-V3.2 fp8 layout with its
-    # indexer (656 + 132 B per token per layer)
+    # a rule the engine model lacks: vLLM 0.19's block count for Llama 4's chunked-attention
+    # groups (the logged blocks hold 4x what kvplan's pool gives the logged budget)
     ("llama4-scout-h100-tp4-v0.19", "num_gpu_blocks"),
-    ("deepseek-v3.2-exp-dsa-b200-tp8-dp8-pr11309", "max_total_num_tokens"),
 }
 # Files kvplan cannot place, with the words of the one line it prints (the fact missing).
 NOT_PLACED = {

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 
+from kvplan.engine.sglang import DTYPE_FIELD_RELEASE, TOKENS_FIELD_RELEASE
 from kvplan.explain.arguments import as_fraction, as_int, command_line, repr_fields, take
 from kvplan.explain.reading import GPU, POOL, Compared, Logged, Reading, Rule, gib, number, rule
 
@@ -147,9 +148,19 @@ def kv_memory_bytes(key: str, logged: float, predicted: dict) -> float:
     return logged
 
 
+def _release_text(release: tuple[int, ...]) -> str:
+    """(0, 4, 3, 3) -> '0.4.3.post3'."""
+    text = ".".join(str(part) for part in release[:3])
+    return text + (f".post{release[3]}" if len(release) > 3 else "")
+
+
 def release_by_wording(reading: Reading) -> tuple[str, str] | None:
+    """The release the KV line's wording dates the log to (the engine model's own table of
+    when each field appeared: kvplan.engine.sglang)."""
     if reading.facts.get("printed_dtype"):
-        return "0.5.5", "wording: 'KV Cache is allocated. dtype: …' (0.5.5 – 0.5.7)"
+        since = _release_text(DTYPE_FIELD_RELEASE)
+        return since, f"wording: 'KV Cache is allocated. dtype: …' ({since} on)"
     if "max_total_num_tokens" in reading.figures:
-        return "0.5.3", "wording: '#tokens' (0.4.3.post4 on); kvplan's default 0.5.3 taken"
+        since = _release_text(TOKENS_FIELD_RELEASE)
+        return None, f"wording: '#tokens' ({since} on); kvplan's default release taken"
     return None
