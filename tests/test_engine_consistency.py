@@ -115,6 +115,7 @@ def _json(*args: str) -> dict | list:
 )
 # A case the random draw found: SGLang's pool stores the cross-attention layers per token.
 @example(model="llama-3.2-11b-vision", engine_name="sglang", tp=1, context="4k", batch=1)
+@example(model="llama-3.2-90b-vision", engine_name="trtllm", tp=1, context="4k", batch=1)
 def test_commands_agree_end_to_end(model, engine_name, tp, context, batch):
     common = ["--sku", "h100-sxm", "--tp", str(tp), "-e", engine_name]
     common += ["--context", context, "--batch", str(batch)]
@@ -167,8 +168,9 @@ ENGINE_PER_TOKEN = {"hf", "naive"}
 # SGLang's token pool gives every layer a slot for every token, cross-attention layers included
 # (their K and V are the encoder's, not the tokens'): for a model with cross layers its stored
 # bytes per token are the pool's, e.g. Llama-3.2-11B-Vision 40 × 4,096 B against the physics'
-# 32 self-attention layers × 4,096 B.
-POOL_PER_TOKEN_WITH_CROSS = {"sglang"}
+# 32 self-attention layers × 4,096 B. TensorRT-LLM's blocks likewise size bytes_per_token over
+# every layer of the rank (Llama-3.2-90B-Vision: 100 × 4,096 B against 80 × 4,096 B).
+POOL_PER_TOKEN_WITH_CROSS = {"sglang", "trtllm"}
 
 
 def _stores_other_bytes_per_token(engine_name: str, model: str) -> bool:
