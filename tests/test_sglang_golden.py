@@ -219,3 +219,31 @@ def test_pre_load_memory_by_link(catalog, sku, tp, nccl_gib):
     record = Capacity(deployment, gpu, 1, 4096).startup_figures()
     expected = gpu.runtime_memory_bytes - int(0.32 * GIB) - int(nccl_gib * GIB)
     assert record["avail_bytes_before_weights"] == expected
+
+
+def test_v4_error_log_from_its_readings(catalog):
+    # InferenceX issue #2128 (DeepSeek-V4-Pro FP8, 8 x H200, --tp 8): "Load weight end. ...
+    # avail mem=12.25 GB, mem usage=125.65 GB" (so 137.90 GB before loading) and, at
+    # --mem-fraction-static 0.88, "ValueError: Loaded weights leave no GPU memory for the KV
+    # cache"; the issue says SGLang suggests 0.9113. rest = 12.25 - 137.90 x (1 - f): -4.30 GiB
+    # at 0.88, +0.02 GiB at 0.9113. V4 is not catalogued; the readings decide the pool, so
+    # DeepSeek-V3 in fp8 at TP 8 stands in for the model.
+    case = _case("deepseek-v4-pro-fp8-h200-tp8-mfs088-error-inferencex-2128")
+    inputs = case["inputs"]
+
+    def capacity(fraction: float) -> Capacity:
+        settings = EngineSettings(
+            version="0.5.3",
+            utilization=fraction,
+            avail_mem_before_load_bytes=parse_bytes(f"{inputs['pre_load_avail_gib']}GiB"),
+            avail_mem_after_load_bytes=parse_bytes(f"{inputs['post_load_avail_gib']}GiB"),
+        )
+        deployment = Deployment(
+            catalog.model("deepseek-v3"), SGLANG, tp=8, weight_dtype="fp8", settings=settings
+        )
+        return Capacity(deployment, catalog.sku("h200"), 1, 4096)
+
+    refused = capacity(inputs["mem_fraction_static"])
+    assert refused.budget.kv_bytes < 0
+    assert refused.log_lines()[0].startswith("RuntimeError: Not enough memory")
+    assert capacity(case["expected"]["min_mem_fraction_static"]).budget.kv_bytes > 0

@@ -12,6 +12,7 @@ import pytest
 
 from kvplan.engine import ENGINES, EngineSettings
 from kvplan.engine.deployment import Deployment
+from kvplan.errors import KvplanError
 from kvplan.plan.capacity import Capacity
 from kvplan.units import parse_bytes
 
@@ -51,3 +52,42 @@ def test_pre_mla_log_of_pr_10927(catalog):
 def test_what_a_token_costs_by_release(catalog, version, token_bytes):
     capacity = _capacity(catalog, version)
     assert capacity.layout.kv_bytes_per_token == token_bytes
+
+
+def _fp8_capacity(catalog, version: str, sku: str) -> Capacity:
+    deployment = Deployment(
+        catalog.model("deepseek-v2-lite"),
+        VLLM,
+        kv_dtype="fp8_e4m3",
+        settings=EngineSettings(version=version),
+    )
+    return Capacity(deployment, catalog.sku(sku), 1, 8192)
+
+
+@pytest.mark.parametrize(
+    ("version", "sku", "backend"),
+    [
+        # vllm#18888: 0.8.5 on an H100 raises "FlashMLA V1 with FP8 KV cache not yet
+        # supported" (v1/attention/backends/mla/flashmla.py of 0.8.5 - 0.10.1).
+        ("0.8.5", "h100-sxm", "FlashMLA"),
+        ("0.10.1", "h100-sxm", "FlashMLA"),
+        # 0.11 has no V0 to fall back to: Triton MLA (GPUs other than Hopper and Blackwell)
+        # raises "TritonMLA V1 with FP8 KV cache not yet supported" (triton_mla.py).
+        ("0.11.0", "a100-80gb", "TritonMLA"),
+    ],
+)
+def test_fp8_kv_with_mla_is_refused(catalog, version, sku, backend):
+    with pytest.raises(KvplanError, match=f"{backend} V1 with FP8 KV cache not yet supported"):
+        _ = _fp8_capacity(catalog, version, sku).budget
+
+
+@pytest.mark.parametrize(
+    ("version", "sku"),
+    [
+        ("0.11.0", "h100-sxm"),  # FlashMLA takes fp8 in 0.11 (no refusal in flashmla.py)
+        ("0.8.5", "a100-80gb"),  # no FA3 fp8 off Hopper: V0, which accepts it
+        ("0.7.3", "h100-sxm"),  # V0 default
+    ],
+)
+def test_fp8_kv_with_mla_is_accepted(catalog, version, sku):
+    assert _fp8_capacity(catalog, version, sku).budget.kv_bytes > 0

@@ -19,6 +19,7 @@ from kvplan.engine.choices import SearchChoices, released_in_16_bit
 from kvplan.engine.pool import KvLayout, KvPool
 from kvplan.engine.resolved import resolve
 from kvplan.engine.settings import EngineSettings
+from kvplan.engine.vllm_mla import fp8_mla_refusal, pre_mla_caches
 from kvplan.engine.vllm_pages import (
     VllmStage,
     estimated_max_model_len,
@@ -26,7 +27,8 @@ from kvplan.engine.vllm_pages import (
     stage_layout,
 )
 from kvplan.engine.vllm_version import DEFAULT_VERSION, VllmVersion, parse_version
-from kvplan.kvmath import FullCache, LayerCache, MlaCache, num_kv_heads_per_gpu
+from kvplan.errors import KvplanError
+from kvplan.kvmath import LayerCache
 from kvplan.units import GIB
 
 if TYPE_CHECKING:
@@ -94,25 +96,6 @@ def block_tokens(deployment: Deployment, sku: SkuSpec | None) -> int:
     return MLA_BLOCK_TOKENS_BY_CAPABILITY.get(sku.compute_capability, BLOCK_TOKENS)
 
 
-def pre_mla_caches(
-    deployment: Deployment, caches: tuple[LayerCache, ...]
-) -> tuple[LayerCache, ...]:
-    """MLA layers as vLLM < 0.7.1 cached them: a K and a V row per local head.
-
-    `model_executor/models/deepseek_v2.py` DeepseekV2Attention: through 0.6.6.post1
-    `Attention(num_local_heads, 256, …)` with q, k and v padded to 256 ("TODO, support
-    head_size 192"); 0.7.0 `Attention(num_local_heads, qk_head_dim, …)` with v padded to
-    qk_head_dim (nope + rope = 192 for DeepSeek). Heads are split by TP.
-    """
-    mla = deployment.model.mla
-    assert mla is not None  # the caller checks
-    qk_head_dim = mla.qk_nope_head_dim + mla.qk_rope_head_dim
-    head = 256 if version_of(deployment).release < (0, 7, 0) else qk_head_dim
-    heads = num_kv_heads_per_gpu(deployment.model.attention.num_heads, deployment.tp)
-    token_bytes = 2 * heads * resolve(deployment).k_dtype.row_bytes(head)
-    return tuple(FullCache(token_bytes) if isinstance(c, MlaCache) else c for c in caches)
-
-
 def uses_hybrid_allocator(deployment: Deployment) -> bool:
     """Whether windowed layers keep only their window (the hybrid KV-cache manager).
 
@@ -165,7 +148,10 @@ class VllmProfile(EngineProfile[VllmLayout]):
         MLA layers as plain attention before vLLM stored the latent (`pre_mla_caches`)."""
         caches = deployment.exact_caches(full_reservation)
         if deployment.model.mla is not None and not version_of(deployment).stores_mla_latent:
-            return pre_mla_caches(deployment, caches)
+            resolved = resolve(deployment)
+            return pre_mla_caches(
+                caches, deployment.model, deployment.tp, resolved.release, resolved.k_dtype
+            )
         return sparse_mla.stored_caches(caches, resolve(deployment).k_dtype)
 
     def tp_refusal(self, model: ModelSpec, tp: int) -> str | None:
@@ -209,6 +195,9 @@ class VllmProfile(EngineProfile[VllmLayout]):
         """vLLM's "Available KV cache memory" on one rank (the V0 profile depends on the
         length: it batches whole prompts)."""
         version = version_of(deployment)
+        refusal = fp8_mla_refusal(deployment.model, version, resolve(deployment).k_dtype, sku)
+        if refusal:
+            raise KvplanError(f"--kv-dtype: {refusal}")
         total, basis = device_memory(sku, deployment.settings.total_gpu_memory_bytes)
         scheduler = resolve(deployment, sku).scheduler(max_model_len)
 
