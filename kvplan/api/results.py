@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
+from pydantic import BaseModel, ConfigDict, Field
 
 # What a pool's blocks are (engine.pages.PageUnit, spelled here so that reading a result does
 # not load the engines; a test holds the two equal).
@@ -24,24 +24,18 @@ class Result(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
-class WithCurve(Result):
-    """A result whose capacity curve is sampled only on request (the HTML page's charts): the
-    dump leaves `concurrency_by_context` out when it was not asked for."""
-
-    @model_serializer(mode="wrap")
-    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        data = handler(self)
-        if data.get("concurrency_by_context", 0) is None:
-            del data["concurrency_by_context"]
-        return data
-
-
 class ContextPoint(Result):
     """Requests of `context_tokens` tokens that fit at once, the deployment planned afresh
     for that context (what `kvplan report --context` would say)."""
 
     context_tokens: int
     max_concurrency: int
+
+
+def _unsampled(curve: list[ContextPoint] | None) -> bool:
+    """A capacity curve is sampled only on request (the HTML page's charts): the dump leaves
+    `concurrency_by_context` out when it was not asked for."""
+    return curve is None
 
 
 class FormulaFactor(Result):
@@ -176,7 +170,7 @@ class SizeReport(Result):
     notes: list[str]
 
 
-class CapacityRow(WithCurve):
+class CapacityRow(Result):
     """One row of `kvplan report`: a model on a SKU at a TP degree, per GPU and per deployment."""
 
     model: str
@@ -219,7 +213,7 @@ class CapacityRow(WithCurve):
     startup: dict[str, Any]
     notes: list[str]
     # The requests held against context, sampled when asked (`report(..., curves=True)`).
-    concurrency_by_context: list[ContextPoint] | None = None
+    concurrency_by_context: list[ContextPoint] | None = Field(None, exclude_if=_unsampled)
 
 
 class RefusedRow(Result):
@@ -238,7 +232,7 @@ class RefusedRow(Result):
     refused: str  # the engine's reason
 
 
-class ProductResult(WithCurve):
+class ProductResult(Result):
     """One product of a `kvplan check` file: its promise against what its SKU holds."""
 
     name: str
@@ -275,7 +269,7 @@ class ProductResult(WithCurve):
     within_estimate_band: bool
     failure: str | None
     notes: list[str]
-    concurrency_by_context: list[ContextPoint] | None = None  # sampled when asked
+    concurrency_by_context: list[ContextPoint] | None = Field(None, exclude_if=_unsampled)
 
 
 class CheckReport(Result):
@@ -296,7 +290,7 @@ class EngineReserve(Result):
     cudagraph_bytes: int
 
 
-class ClaimReport(WithCurve):
+class ClaimReport(Result):
     """`kvplan claim`: the bytes behind "serves context L at batch B" on a SKU."""
 
     model: str
@@ -337,7 +331,7 @@ class ClaimReport(WithCurve):
     budget: BudgetTerms
     formula_terms: list[FormulaTerm]
     notes: list[str]
-    concurrency_by_context: list[ContextPoint] | None = None  # sampled when asked
+    concurrency_by_context: list[ContextPoint] | None = Field(None, exclude_if=_unsampled)
 
 
 class RecommendLoss(Result):
