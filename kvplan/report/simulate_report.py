@@ -58,6 +58,13 @@ def simulation_record(result: SimulationResult) -> dict[str, Any]:
         "bandwidth_fraction": config.efficiency.bandwidth_fraction,
         "compute_fraction": config.efficiency.compute_fraction,
         "workload": result.workload.description,
+        "workload_kind": result.workload.kind,
+        "concurrency": result.workload.max_concurrency,
+        "arrival_window_s": result.saturation.window_s,
+        "offered_requests_per_s": result.saturation.offered_requests_per_s,
+        "overloaded": result.saturation.overloaded,
+        "backlog_growth_requests": result.saturation.backlog_growth_requests,
+        "sustainable_requests_per_s": result.saturation.sustainable_requests_per_s,
         "requests": len(result.workload.requests),
         "requests_completed": result.completed,
         "requests_rejected": dict(result.rejected),
@@ -132,6 +139,7 @@ def _rows(result: SimulationResult) -> list[tuple[str, str]]:
         ),
         ("KV pool / instance", _pool(view)),
         ("requests", f"{result.completed:,} done, {rejected:,} rejected"),
+        *_offered_rows(result),
         (
             "throughput",
             f"{result.throughput_requests_per_s:,.2f} req/s · "
@@ -163,6 +171,18 @@ def _rows(result: SimulationResult) -> list[tuple[str, str]]:
             )
         )
     return rows + _memory_rows(result)
+
+
+def _offered_rows(result: SimulationResult) -> list[tuple[str, str]]:
+    """The offered rate over the arrival window, and what is sustainable when it is more."""
+    verdict, cap = result.saturation, result.workload.max_concurrency
+    rows = [] if cap is None else [("concurrency", f"at most {cap:,} in flight")]
+    if verdict.offered_requests_per_s is None:
+        return rows
+    shown = f"{verdict.offered_requests_per_s:,.2f} req/s over {_seconds(verdict.window_s)}"
+    if verdict.overloaded:
+        shown += f" · overloaded: about {verdict.sustainable_requests_per_s:,.2f} req/s sustainable"
+    return [*rows, ("offered", shown)]
 
 
 def _pool(view: InstanceModel) -> str:

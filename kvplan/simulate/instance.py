@@ -38,12 +38,13 @@ class Instance(Scheduling):
 
     # --- arrivals -------------------------------------------------------------------
 
-    def submit(self, spec: RequestSpec, order: int) -> None:
-        """Queue a request that arrived at `spec.arrival_s` (the clock may be past it)."""
+    def submit(self, spec: RequestSpec, order: int) -> bool:
+        """Queue a request that arrived at `spec.arrival_s` (the clock may be past it);
+        False when it is rejected on arrival."""
         view = self.view
         if spec.prompt_tokens + spec.output_tokens > view.max_model_len:
             self.metrics.rejected[TOO_LONG] += 1
-            return
+            return False
         reservation = 0
         if view.reserve_tokens is not None:
             tokens = view.reserve_tokens(spec.prompt_tokens, spec.output_tokens)
@@ -55,7 +56,7 @@ class Instance(Scheduling):
         # The pool's own limit (a llama.cpp slot) and, for reservations, the address space.
         if kept > view.request_limit_tokens or not self.alloc.fits_ever(final_blocks, reservation):
             self.metrics.rejected[TOO_LARGE] += 1
-            return
+            return False
         if self.t < spec.arrival_s:
             self._advance(spec.arrival_s - self.t, self._memory())
         else:  # it waited while the step in progress ran
@@ -68,15 +69,28 @@ class Instance(Scheduling):
             req.first_s = req.last_s = spec.arrival_s
         self.waiting.append(req)
         self.metrics.queue_peak = max(self.metrics.queue_peak, len(self.waiting))
+        return True
 
     def run_until(self, limit_s: float) -> None:
         """Run every step that starts before `limit_s` (all of them for infinity)."""
         while self.in_system and self.t < limit_s:
-            if not self._jump(limit_s):
-                if self.static:
-                    self._static_step()
-                else:
-                    self._continuous_step()
+            self._take_steps(limit_s)
+
+    def run_to_return(self, limit_s: float) -> None:
+        """Take at least one step, then those starting before `limit_s`, stopping after the
+        first step that returns a request (a closed loop sends its next one then)."""
+        returned = len(self.metrics.finish_s)
+        self._take_steps(limit_s)
+        while self.in_system and self.t < limit_s and len(self.metrics.finish_s) == returned:
+            self._take_steps(limit_s)
+
+    def _take_steps(self, limit_s: float) -> None:
+        """A run of identical decode steps ending before `limit_s`, or else one step."""
+        if not self._jump(limit_s):
+            if self.static:
+                self._static_step()
+            else:
+                self._continuous_step()
 
     # --- jumps over identical decode steps ------------------------------------------
 
@@ -100,6 +114,8 @@ class Instance(Scheduling):
             sequences, reads.total + frozen[2], reads.rate_sum, kv_tokens, decoding
         )
         steps = steps_starting_before(pieces, steps, limit_s - self.t)
+        if steps < 1:  # the limit is now: the caller takes a single step if it must
+            return False
         before = self._memory()
         self._grow(steps)
         metrics = self.metrics
