@@ -210,8 +210,13 @@ class Scheduling(InstanceState):
 
     def _preempt_newest(self) -> Req:
         """Preempt the newest running request (recompute, or swap when asked and room)."""
-        candidates = [*self.prefilling, *self.decoding.values()]
-        victim = max(candidates, key=lambda r: r.order)
+        # The newest is the largest order: decoding is keyed by it (max over ints runs in C,
+        # where a key function per request made preemption-heavy runs quadratic-ish).
+        newest = max(self.decoding, default=-1)
+        for req in self.prefilling:
+            if req.order > newest:
+                newest = req.order
+        victim = self.decoding.get(newest) or next(r for r in self.prefilling if r.order == newest)
         metrics = self.metrics
         if victim.order in self.decoding:
             blocks, _, _, tokens = self._leave(victim)
