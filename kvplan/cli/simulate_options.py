@@ -117,6 +117,15 @@ SERVING_PARAMETERS: dict[str, tuple[Any, Any]] = {
         "power of 2), reserve-exact (prompt + true output)",
         True,
     ),
+    "placement": _entry(
+        str,
+        "first-fit",
+        "--placement",
+        "where a reserve-* allocator puts a reservation: first-fit (the lowest hole that "
+        "holds it) or buddy (a power-of-two run, split and merged with its buddy, as the "
+        "PagedAttention paper's Orca baselines)",
+        True,
+    ),
     "chunked_prefill": _entry(
         bool,
         True,
@@ -313,6 +322,7 @@ class ServingOptions:
         config = SimConfig(
             scheduler=v["scheduler"],
             allocator=v["allocator"],
+            placement=v["placement"],
             chunked_prefill=v["chunked_prefill"],
             preemption=v["preemption"],
             max_model_len=_given(parse_tokens, v["max_model_len"], "--max-model-len"),

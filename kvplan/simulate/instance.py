@@ -64,6 +64,7 @@ class Instance(Scheduling):
             self.metrics.in_system_s += late_s
             self.metrics.queue_s += late_s
         req = Req(spec.order if spec.order is not None else order, spec, reservation)
+        req.final_blocks = final_blocks
         if spec.prefilled:  # its KV came over the network: admitted straight into decoding
             req.swapped_tokens, req.generated = spec.prompt_tokens, 1
             req.first_s = req.last_s = spec.arrival_s
@@ -147,5 +148,5 @@ class Instance(Scheduling):
         else:
             return False
         if not self.paged:
-            return self.alloc.largest_hole >= head.reservation  # type: ignore[union-attr]
+            return self.alloc.can_place(head.reservation)
         return blocks <= self.alloc.free_blocks - self.sums[CHARGE].need(self.step, 1)

@@ -12,7 +12,12 @@ from __future__ import annotations
 import heapq
 from collections import deque
 
-from kvplan.simulate.allocators import ContiguousAllocator, PagedAllocator
+from kvplan.simulate.allocators import (
+    BuddyAllocator,
+    ContiguousAllocator,
+    PagedAllocator,
+    allocator,
+)
 from kvplan.simulate.engine_view import InstanceModel
 from kvplan.simulate.growth import Lockstep
 from kvplan.simulate.metrics import Metrics
@@ -30,8 +35,9 @@ class InstanceState:
         self.static = config.scheduler == "static"
         self.swap = config.preemption == "swap" and not self.static
         self.paged = config.allocator == "paged"
-        allocator = PagedAllocator if self.paged else ContiguousAllocator
-        self.alloc: PagedAllocator | ContiguousAllocator = allocator(view.num_blocks)
+        self.alloc: PagedAllocator | ContiguousAllocator | BuddyAllocator = allocator(
+            config.allocator, config.placement, view.num_blocks
+        )
         self.metrics = metrics
         self.t = 0.0
         self.step = 0
@@ -161,7 +167,8 @@ class InstanceState:
         self.t += seconds
 
     def _memory(self) -> tuple[float, ...]:
-        """The pool now, as MemorySplit's five values in bytes."""
+        """The pool now, as MemorySplit's five values in bytes, then the part of the
+        reservations their requests will never use."""
         view, alloc, frozen = self.view, self.alloc, self.frozen
         charged = self.sums[CHARGE].total + self.prefill_blocks + frozen[0]
         token_value = view.token_bytes.value
@@ -177,4 +184,5 @@ class InstanceState:
             (allocated - charged) * per_block,
             fragmented * per_block,
             (alloc.num_blocks - allocated - fragmented) * per_block,
+            (allocated - max(alloc.final_blocks, charged)) * per_block,
         )

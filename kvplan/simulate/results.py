@@ -261,7 +261,7 @@ def _records(runs: list[Metrics]) -> tuple[RequestRecord, ...]:
 
 def _memory_mean(runs: list[Metrics], makespan: float) -> MemorySplit:
     """The pool split averaged over the makespan and over the instances."""
-    totals = [sum(run.memory_s[i] for run in runs) for i in range(5)]
+    totals = [sum(run.memory_s[i] for run in runs) for i in range(6)]
     share = 1 / (makespan * len(runs)) if makespan else 0.0
     return MemorySplit(*(value * share for value in totals))
 
@@ -321,6 +321,7 @@ def result_fields(result: SimulationResult) -> dict[str, Any]:
         "instances": result.instances,
         "scheduler": config.scheduler,
         "allocator": config.allocator,
+        "placement": config.placement,
         "chunked_prefill": config.chunked_prefill,
         "preemption": config.preemption,
     }

@@ -81,7 +81,7 @@ class Scheduling(InstanceState):
         """Give a waiting request its first blocks, leaving this step's growth its room."""
         if self.paged and blocks > self.alloc.free_blocks - self._growth():
             return False
-        handle = self.alloc.admit(blocks, req.reservation)
+        handle = self.alloc.admit(blocks, req.reservation, req.final_blocks)
         if handle is None:
             return False
         req.handle, req.blocks, req.done = handle, blocks, 0
