@@ -102,10 +102,13 @@ WORKLOAD_PARAMETERS: dict[str, tuple[Any, Any]] = {
 SERVING_PARAMETERS: dict[str, tuple[Any, Any]] = {
     "scheduler": _entry(
         str,
-        "continuous",
+        "engine",
         "--scheduler",
-        "continuous (iteration-level, vLLM) or static (request-level batches that decode "
-        "until their longest request ends)",
+        "engine (the engine's own: sglang for SGLang, trtllm-guaranteed-no-evict for "
+        "TensorRT-LLM, continuous otherwise), continuous (iteration-level, vLLM V1), "
+        "trtllm-guaranteed-no-evict, trtllm-max-utilization, sglang (new-token-ratio "
+        "admission, retraction), or static (request-level batches that decode until their "
+        "longest request ends)",
         True,
     ),
     "allocator": _entry(

@@ -11,7 +11,15 @@ from kvplan.perf.roofline import DEFAULT_EFFICIENCY, Efficiency
 if TYPE_CHECKING:
     from kvplan.simulate.step_table import StepTable
 
-SCHEDULERS = ("continuous", "static")
+# "engine": the deployment's engine's own (policies.ENGINE_DEFAULT; vLLM's is continuous).
+SCHEDULERS = (
+    "engine",
+    "continuous",
+    "static",
+    "trtllm-guaranteed-no-evict",
+    "trtllm-max-utilization",
+    "sglang",
+)
 ALLOCATORS = ("paged", "reserve-max", "reserve-pow2", "reserve-exact")
 PLACEMENTS = ("first-fit", "buddy")  # where a contiguous reservation goes (allocators.py)
 PREEMPTIONS = ("recompute", "swap")
@@ -45,7 +53,7 @@ class SimConfig:
     plain factors otherwise.
     """
 
-    scheduler: str = "continuous"
+    scheduler: str = "engine"
     allocator: str = "paged"
     placement: str = "first-fit"  # contiguous allocators only
     chunked_prefill: bool = True

@@ -20,6 +20,7 @@ from kvplan.plan.capacity import Capacity
 from kvplan.simulate.allocators import reservation_tokens
 from kvplan.simulate.config import SimConfig
 from kvplan.simulate.growth import GrowthProfile, growth_profile
+from kvplan.simulate.policies import ENGINE_DEFAULT
 from kvplan.simulate.step_cost import RooflineCost, StepCost
 from kvplan.simulate.step_table import TableCost
 from kvplan.specs import SkuSpec
@@ -72,6 +73,9 @@ def instance_model(deployment: Deployment, sku: SkuSpec, config: SimConfig) -> I
     Raises:
         KvplanError: the weights leave no KV memory, or --max-model-len is out of range.
     """
+    if config.scheduler == "engine":
+        own = ENGINE_DEFAULT.get(deployment.engine.name, "continuous")
+        config = replace(config, scheduler=own)
     capacity = _capacity(deployment, sku, config)
     refusal = _refusal(capacity)
     if refusal is not None:

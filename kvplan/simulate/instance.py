@@ -106,6 +106,8 @@ class Instance(Scheduling):
             steps = min(steps, event - self.step)
         if self.paged:
             steps = self.sums[CHARGE].steps_within(self.step, self.alloc.free_blocks, steps)
+        if self.waiting and self.policy.jump_limit is not None:
+            steps = min(steps, self.policy.jump_limit)
         if steps < 1:
             return False
         sequences = decoding + len(self.padded)
@@ -124,6 +126,7 @@ class Instance(Scheduling):
         metrics.decode_tokens += decoding * steps
         metrics.padded_decode_tokens += len(self.padded) * steps
         metrics.itl += itl_samples(pieces, steps, decoding)
+        self.policy.decoded(steps)
         seconds = run_s(pieces, steps)
         metrics.busy_s += seconds
         self._advance(seconds, before)
@@ -146,6 +149,8 @@ class Instance(Scheduling):
         elif head.target <= budget:
             blocks = view.charge.value(head.target)
         else:
+            return False
+        if not head.swapped_tokens and not self.policy.admits(self, head):
             return False
         if not self.paged:
             return self.alloc.can_place(head.reservation)

@@ -81,10 +81,13 @@ class Scheduling(InstanceState):
         """Give a waiting request its first blocks, leaving this step's growth its room."""
         if self.paged and blocks > self.alloc.free_blocks - self._growth():
             return False
+        if not self.static and not self.policy.admits(self, req):
+            return False
         handle = self.alloc.admit(blocks, req.reservation, req.final_blocks)
         if handle is None:
             return False
         req.handle, req.blocks, req.done = handle, blocks, 0
+        self.policy.started(req)
         return True
 
     def _charge_chunk(self, req: Req, tokens: int) -> bool:
@@ -134,6 +137,7 @@ class Scheduling(InstanceState):
         metrics.busy_s += seconds
         if decoding:
             metrics.itl.append((seconds, decoding))
+            self.policy.decoded(1)
         self._advance(seconds, before)
 
     def _end_prefills(self, chunks: list[tuple[Req, int]]) -> None:
@@ -197,6 +201,8 @@ class Scheduling(InstanceState):
         self._record(req, self.t)
 
     def _record(self, req: Req, finish_s: float) -> None:
+        if not self.static:
+            self.policy.stopped(req)
         self.metrics.record_request(
             req.arrival_s,
             req.first_s,
@@ -210,13 +216,8 @@ class Scheduling(InstanceState):
 
     def _preempt_newest(self) -> Req:
         """Preempt the newest running request (recompute, or swap when asked and room)."""
-        # The newest is the largest order: decoding is keyed by it (max over ints runs in C,
-        # where a key function per request made preemption-heavy runs quadratic-ish).
-        newest = max(self.decoding, default=-1)
-        for req in self.prefilling:
-            if req.order > newest:
-                newest = req.order
-        victim = self.decoding.get(newest) or next(r for r in self.prefilling if r.order == newest)
+        victim = self.policy.victim(self)
+        self.policy.stopped(victim)
         metrics = self.metrics
         if victim.order in self.decoding:
             blocks, _, _, tokens = self._leave(victim)
@@ -239,6 +240,7 @@ class Scheduling(InstanceState):
         victim.preemptions += 1
         metrics.preemptions["swap" if victim.swapped_tokens else "recompute"] += 1
         self.waiting.appendleft(victim)
+        self.policy.preempted(self)
         return victim
 
     def _swap_out(self, req: Req, tokens: int, swap_bytes: float) -> None:
