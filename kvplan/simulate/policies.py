@@ -55,6 +55,7 @@ class Scheduling(Protocol):
 
     def generated_now(self, req: Req) -> int: ...
 
+
 POLICIES = ("continuous", "trtllm-guaranteed-no-evict", "trtllm-max-utilization", "sglang")
 # The scheduler each engine runs when --scheduler is left to the engine.
 ENGINE_DEFAULT = {"sglang": "sglang", "trtllm": "trtllm-guaranteed-no-evict"}
