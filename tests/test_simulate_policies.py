@@ -92,27 +92,40 @@ def test_the_default_scheduler_is_the_engines_own(name, scheduler):
     assert json.loads(result.stdout)["runs"][0]["scheduler"] == scheduler
 
 
-def test_a_mixed_step_is_timed_as_one_step_of_all_its_tokens(catalog):
-    # Colocated interference as the engines schedule it: a prefill chunk shares its step with
-    # the decodes, and the step model times the step from all of them at once. Measured
-    # table: a decode-only step 10 ms; a step with 2,048 prefill tokens 50 ms alone and 60 ms
-    # with one decode beside it (a max of the two parts would give 50).
+@pytest.mark.parametrize(
+    ("name", "version", "scheduler", "a_decoding_s"),
+    [
+        # vLLM V1 mixes: A's 49 decode steps are 48 alone at 10 ms and one beside B's whole
+        # prompt at 60 ms.
+        ("vllm", None, "engine", 48 * 0.010 + 0.060),
+        # SGLang (no --enable-mixed-chunk) and vLLM V0 (no chunked prefill at 4k) run B's
+        # prefill as a step of its own, 40 ms, while A waits; then A's 49 steps at 10 ms.
+        ("sglang", None, "engine", 49 * 0.010 + 0.040),
+        ("vllm", "0.6.4", "continuous", 49 * 0.010 + 0.040),
+    ],
+)
+def test_a_prefill_shares_its_step_with_decodes_as_the_engine_schedules_it(
+    catalog, name, version, scheduler, a_decoding_s
+):
+    # Colocated interference: the step model times a step from all of its tokens at once.
+    # Measured table: a decode-only step 10 ms; 2,048 prefill tokens 40 ms alone and 60 ms
+    # with one decode beside them (a max of the two parts would give 40).
     from kvplan.simulate import Workload
     from kvplan.simulate.step_table import StepTable
 
     table = StepTable(
         "hand",
         ((1, 2), (0,), (0, 2048)),
-        {(1, 0, 0): 0.010, (2, 0, 0): 0.010, (1, 0, 2048): 0.050, (2, 0, 2048): 0.060},
+        {(1, 0, 0): 0.010, (2, 0, 0): 0.010, (1, 0, 2048): 0.040, (2, 0, 2048): 0.060},
     )
     # A: 100-token prompt, 50 tokens out, from t = 0; B: 2,048-token prompt at 0.1 s, which
-    # fits one step of vLLM's 8,192-token budget beside A's decode.
+    # fits one step's token budget beside A's decode.
     workload = Workload(
         (RequestSpec(0.0, 100, 50), RequestSpec(0.1, 2048, 2)), "two requests", kind="trace"
     )
-    deployment = Deployment(catalog.model("llama-3.1-8b"), engine("vllm"))
-    config = SimConfig(max_model_len=4096, step_table=table)
+    settings = EngineSettings(version=version)
+    deployment = Deployment(catalog.model("llama-3.1-8b"), engine(name), settings=settings)
+    config = SimConfig(max_model_len=4096, step_table=table, scheduler=scheduler)
     result = simulate(deployment, catalog.sku("h100-sxm"), workload, config)
     a = next(r for r in result.requests if r.order == 0)
-    # A's 49 decode steps: 48 alone at 10 ms, one beside B's whole prompt at 60 ms.
-    assert a.last_token_s - a.first_token_s == pytest.approx(48 * 0.010 + 0.060)
+    assert a.last_token_s - a.first_token_s == pytest.approx(a_decoding_s)

@@ -32,9 +32,11 @@ gives way when blocks run out; a policy answers those two questions:
   (`ignore_eos`); the 4,096-token clip on that estimate (SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION)
   is applied to each request's whole output.
 
-Not modelled: SGLang and vLLM V0 run a prefill batch and a decode batch as separate steps
-(SGLang without --enable-mixed-chunk); here every policy composes mixed steps under the token
-budget as vLLM V1 and TensorRT-LLM's in-flight batching do.
+Steps: vLLM V1 and TensorRT-LLM's in-flight batching mix a prefill chunk with the decodes
+under the token budget; SGLang (without --enable-mixed-chunk) and vLLM V0 (without chunked
+prefill) run a prefill batch as a step of its own whenever one can start, the decodes waiting
+(`InstanceModel.separate_prefill`). Either way the step model times the step from all of its
+tokens at once.
 """
 
 from __future__ import annotations
