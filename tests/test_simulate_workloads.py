@@ -198,3 +198,13 @@ def test_recommend_takes_concurrency_with_an_slo_as_a_closed_loop(run):
     target = json.loads(result.stdout)["throughput"]
     assert target["workload"].startswith("closed loop, 16 clients, 50 requests")
     assert target["offered_requests_per_s"] is None  # no arrival window
+
+
+def test_pools_sizes_an_offline_burst(run):
+    result = run(
+        "pools", "llama-3.1-8b", "--sku", "h100-sxm", "--offline", "--requests", "40",
+        "--prompt-tokens", "512", "--output-tokens", "64", "--slo-ttft", "5s",
+        "--slo-tpot", "50ms", "--max-model-len", "8k",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "40 requests all sent at t = 0" in result.stdout

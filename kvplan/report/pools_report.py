@@ -137,8 +137,13 @@ def _workload_notes(label: str, result: PoolsResult) -> list[str]:
     )
     if result.colocated_served != result.served:
         served += f" (colocated: {result.colocated_served:,})"
+    rate = (
+        f"at {result.offered_requests_per_s:,.2f} req/s"
+        if result.workload.arrival_window_s is not None
+        else "all sent at t = 0"  # offline: no arrival window to divide by
+    )
     notes = [
-        f"{label}: {served} at {result.offered_requests_per_s:,.2f} req/s; KV copy "
+        f"{label}: {served} {rate}; KV copy "
         f"{_ms(result.transfer_mean_s)} mean, {_ms(result.transfer_percentile_s)} p{p} over "
         f"{result.link_bytes_per_s / 1e9:,.0f} GB/s links"
     ]
