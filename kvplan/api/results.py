@@ -452,6 +452,17 @@ class KvMemorySplit(Result):
     free_bytes: int
 
 
+class KvReservedSplit(Result):
+    """The KV taken from one instance's pool as the PagedAttention paper splits it (its
+    Fig. 2), time-averaged bytes: token states, reserved for tokens still to come, internal
+    fragmentation (reserved but never used, and partly filled blocks), external."""
+
+    token_states_bytes: int
+    reserved_bytes: int
+    internal_fragmentation_bytes: int
+    external_fragmentation_bytes: int
+
+
 class TimelinePoint(Result):
     """The queue, the running requests and one instance's pool split at `t_s` seconds."""
 
@@ -499,6 +510,13 @@ class SimulationRun(Result):
     bandwidth_fraction: Number
     compute_fraction: Number
     workload: str
+    workload_kind: str  # rate, concurrency (closed loop) or offline
+    concurrency: int | None  # the closed loop's cap on requests in flight
+    arrival_window_s: Number | None  # 0 to the last arrival; None: all sent at t = 0
+    offered_requests_per_s: Number | None  # requests ÷ arrival_window_s
+    overloaded: bool
+    backlog_growth_requests: int  # over the arrival window's second half
+    sustainable_requests_per_s: Number | None  # estimated when overloaded
     requests: int
     requests_completed: int
     requests_rejected: dict[str, int]  # reason -> requests
@@ -528,6 +546,7 @@ class SimulationRun(Result):
     queue_peak: int
     requests_in_system_mean: Number
     kv_memory_mean: KvMemorySplit  # time-averaged, one instance
+    kv_reserved_split_mean: KvReservedSplit  # the same, as the PagedAttention paper splits it
     kv_utilization_fraction: Number | None  # token states of the KV taken (not of the pool)
     timeline: list[TimelinePoint]
     notes: list[str]
@@ -569,6 +588,7 @@ class PoolsRun(Result):
     requests_served: int
     requests_rejected: int
     offered_requests_per_s: Number
+    arrival_window_s: Number | None  # None: an offline workload, every request sent at t = 0
     slo_ttft_s: Number | None
     slo_tpot_s: Number | None
     slo_percentile: int
