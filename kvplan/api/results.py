@@ -490,6 +490,7 @@ class SimulationRun(Result):
     instances: int
     scheduler: str
     allocator: str
+    placement: str  # first-fit or buddy: where a reservation goes
     chunked_prefill: bool
     preemption: str
     router: str
