@@ -50,7 +50,7 @@ from kvplan.engine.deployment import Deployment
 from kvplan.engine.settings import ENGINE_SETTINGS
 from kvplan.errors import KvplanError
 from kvplan.limits import NUMBER_CHARS
-from kvplan.perf.roofline import DEFAULT_EFFICIENCY, Efficiency
+from kvplan.perf.estimates import DEFAULT_EFFICIENCY, Efficiency
 from kvplan.plan.capacity import Capacity, Refusal, capacity_grid
 from kvplan.plan.guardrail import DeploymentFile, check_products, claim_sheet
 from kvplan.plan.recommend import (

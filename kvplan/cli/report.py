@@ -121,7 +121,7 @@ def report(
     """Per-SKU capacity: KV budget, longest context, highest concurrency, decode tokens/s."""
     with user_errors():
         from kvplan.api import report as capacity_report
-        from kvplan.perf.roofline import Efficiency
+        from kvplan.perf.estimates import Efficiency
         from kvplan.report.capacity_report import SORT_KEYS, render_report
 
         output = _format(fmt)

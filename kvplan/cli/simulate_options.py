@@ -254,7 +254,7 @@ class ServingOptions:
     def resolve(self, sku, label: str = ""):
         """(SimConfig for `sku`, notes): reads the step-time table and the verify record."""
         from kvplan.errors import KvplanError
-        from kvplan.perf.roofline import Efficiency
+        from kvplan.perf.estimates import Efficiency
         from kvplan.simulate import SimConfig, Slo, parse_seconds
         from kvplan.simulate.calibration import calibrated_efficiency
         from kvplan.simulate.step_table import read_step_table
