@@ -82,21 +82,25 @@ def report(
     kv_dtype: KvDtypeOpt = None,
     weight_dtype: WeightDtypeOpt = None,
     bandwidth_efficiency: Annotated[
-        float,
+        float | None,
         typer.Option(
             parser=fraction(),
             metavar="FRACTION",
-            help="fraction of datasheet bandwidth decode reaches (roofline)",
+            help="fraction of datasheet bandwidth every read of a step reaches, in place of "
+            "the step model's fitted per-operation fractions (docs/speed-model.md)",
+            show_default=False,
         ),
-    ] = 0.85,
+    ] = None,
     compute_efficiency: Annotated[
-        float,
+        float | None,
         typer.Option(
             parser=fraction(),
             metavar="FRACTION",
-            help="fraction of dense peak FLOP/s prefill reaches (roofline)",
+            help="fraction of dense peak FLOP/s large GEMMs and prefill attention reach, in "
+            "place of the fitted fractions (docs/speed-model.md)",
+            show_default=False,
         ),
-    ] = 0.5,
+    ] = None,
     sort: Annotated[
         str | None,
         typer.Option(
