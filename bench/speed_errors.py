@@ -29,7 +29,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import yaml
 
@@ -39,15 +38,23 @@ CONSTANTS = ROOT / "kvplan" / "perf" / "constants.yaml"
 sys.path.insert(0, str(ROOT / "bench"))
 
 FAMILIES = {
-    "throughput": ("output_tokens_per_s", "output_tokens_per_s_per_gpu", "total_tokens_per_s",
-                   "requests_per_s"),
+    "throughput": (
+        "output_tokens_per_s",
+        "output_tokens_per_s_per_gpu",
+        "total_tokens_per_s",
+        "requests_per_s",
+    ),
     "latency": ("latency_s",),
     "itl": ("itl_ms_mean", "itl_ms_median", "tpot_ms_mean", "tpot_ms_median"),
     "ttft": ("ttft_ms_mean", "ttft_ms_median"),
 }
 # Which band each family's figures carry (kvplan.perf.constants.BAND_METRICS).
-BAND_OF = {"throughput": "output_tokens_per_s", "latency": "latency_s", "itl": "itl_ms",
-           "ttft": "ttft_ms"}
+BAND_OF = {
+    "throughput": "output_tokens_per_s",
+    "latency": "latency_s",
+    "itl": "itl_ms",
+    "ttft": "ttft_ms",
+}
 FITTED = (
     "gemm_bandwidth_fraction",
     "attention_decode_bandwidth_fraction",
@@ -88,13 +95,17 @@ def predictions(cases, python: str | None, requests_cap: int | None = None) -> l
         for item in items:
             try:
                 out.append(predict(item["case"], item["source"], requests_cap))
-            except Exception as error:  # noqa: BLE001 - a failing case is a row, not a crash
+            except Exception as error:
                 out.append({"values": {}, "method": "failed", "error": str(error)[:300]})
         return out
     text = "".join(json.dumps(item) + "\n" for item in items)
     done = subprocess.run(
         [python, str(ROOT / "bench" / "speed_predict.py")],
-        input=text, capture_output=True, text=True, cwd="/tmp", check=True,
+        input=text,
+        capture_output=True,
+        text=True,
+        cwd="/tmp",
+        check=True,
     )
     return [json.loads(line) for line in done.stdout.splitlines()]
 
@@ -107,12 +118,20 @@ def rows_of(cases, predicted) -> list[dict]:
                 continue
             value = answer["values"].get(metric)
             ratio = value / measured if value else None
-            rows.append({
-                "id": case["id"], "split": case["split"], "metric": metric,
-                "family": family_of(metric), "measured": measured, "predicted": value,
-                "ratio": ratio, "abs_log_ratio": abs(math.log(ratio)) if ratio else None,
-                "method": answer["method"], "error": answer.get("error"),
-            })
+            rows.append(
+                {
+                    "id": case["id"],
+                    "split": case["split"],
+                    "metric": metric,
+                    "family": family_of(metric),
+                    "measured": measured,
+                    "predicted": value,
+                    "ratio": ratio,
+                    "abs_log_ratio": abs(math.log(ratio)) if ratio else None,
+                    "method": answer["method"],
+                    "error": answer.get("error"),
+                }
+            )
     return rows
 
 
@@ -121,41 +140,74 @@ def summary(rows: list[dict]) -> list[dict]:
     out = []
     for split in ("fit", "test"):
         for family in FAMILIES:
-            errors = [r["abs_log_ratio"] for r in rows if r["split"] == split
-                      and r["family"] == family and r["abs_log_ratio"] is not None]
-            failed = sum(1 for r in rows if r["split"] == split and r["family"] == family
-                         and r["abs_log_ratio"] is None)
+            errors = [
+                r["abs_log_ratio"]
+                for r in rows
+                if r["split"] == split and r["family"] == family and r["abs_log_ratio"] is not None
+            ]
+            failed = sum(
+                1
+                for r in rows
+                if r["split"] == split and r["family"] == family and r["abs_log_ratio"] is None
+            )
             if not errors and not failed:
                 continue
-            over = sum(1 for r in rows if r["split"] == split and r["family"] == family
-                       and r["ratio"] and r["ratio"] > 1.15)
-            out.append({
-                "split": split, "family": family, "cases": len(errors), "failed": failed,
-                "median_abs_log_ratio": statistics.median(errors) if errors else None,
-                "worst_abs_log_ratio": max(errors) if errors else None,
-                "over_15_percent": over,
-            })
+            over = sum(
+                1
+                for r in rows
+                if r["split"] == split
+                and r["family"] == family
+                and r["ratio"]
+                and r["ratio"] > 1.15
+            )
+            out.append(
+                {
+                    "split": split,
+                    "family": family,
+                    "cases": len(errors),
+                    "failed": failed,
+                    "median_abs_log_ratio": statistics.median(errors) if errors else None,
+                    "worst_abs_log_ratio": max(errors) if errors else None,
+                    "over_15_percent": over,
+                }
+            )
     return out
 
 
 def print_rows(rows: list[dict], sums: list[dict]) -> None:
-    print(f"{'case':<62} {'split':<5} {'metric':<28} {'measured':>10} {'predicted':>10} "
-          f"{'ratio':>6} {'|ln r|':>6}  method")
+    print(
+        f"{'case':<62} {'split':<5} {'metric':<28} {'measured':>10} {'predicted':>10} "
+        f"{'ratio':>6} {'|ln r|':>6}  method"
+    )
     for r in rows:
         pred = f"{r['predicted']:10.4g}" if r["predicted"] else f"{'-':>10}"
         ratio = f"{r['ratio']:6.3f}" if r["ratio"] else f"{'-':>6}"
         err = f"{r['abs_log_ratio']:6.3f}" if r["abs_log_ratio"] is not None else f"{'-':>6}"
         tail = r["method"] + (f" ({r['error']})" if r["error"] else "")
-        print(f"{r['id'][:62]:<62} {r['split']:<5} {r['metric']:<28} {r['measured']:10.4g} "
-              f"{pred} {ratio} {err}  {tail}")
+        print(
+            f"{r['id'][:62]:<62} {r['split']:<5} {r['metric']:<28} {r['measured']:10.4g} "
+            f"{pred} {ratio} {err}  {tail}"
+        )
     print()
-    print(f"{'split':<5} {'family':<10} {'cases':>5} {'failed':>6} {'median':>7} {'worst':>7} "
-          f"{'>+15%':>5}")
+    print(
+        f"{'split':<5} {'family':<10} {'cases':>5} {'failed':>6} {'median':>7} {'worst':>7} "
+        f"{'>+15%':>5}"
+    )
     for s in sums:
-        med = f"{s['median_abs_log_ratio']:7.3f}" if s["median_abs_log_ratio"] is not None else "      -"
-        worst = f"{s['worst_abs_log_ratio']:7.3f}" if s["worst_abs_log_ratio"] is not None else "      -"
-        print(f"{s['split']:<5} {s['family']:<10} {s['cases']:>5} {s['failed']:>6} {med} {worst} "
-              f"{s['over_15_percent']:>5}")
+        med = (
+            f"{s['median_abs_log_ratio']:7.3f}"
+            if s["median_abs_log_ratio"] is not None
+            else "      -"
+        )
+        worst = (
+            f"{s['worst_abs_log_ratio']:7.3f}"
+            if s["worst_abs_log_ratio"] is not None
+            else "      -"
+        )
+        print(
+            f"{s['split']:<5} {s['family']:<10} {s['cases']:>5} {s['failed']:>6} {med} {worst} "
+            f"{s['over_15_percent']:>5}"
+        )
 
 
 # --- the fit ------------------------------------------------------------------------
@@ -167,7 +219,8 @@ def _objective(cases, requests_cap) -> float:
     per_case: dict[str, list[float]] = {}
     for r in rows:
         per_case.setdefault(r["id"], []).append(
-            r["abs_log_ratio"] if r["abs_log_ratio"] is not None else math.log(3))
+            r["abs_log_ratio"] if r["abs_log_ratio"] is not None else math.log(3)
+        )
     return statistics.fmean(statistics.fmean(v) for v in per_case.values())
 
 
@@ -228,8 +281,8 @@ def write_constants(fitted: dict[str, float], sums: list[dict]) -> None:
             f"    median_abs_log_ratio: {s['median_abs_log_ratio']:.4f}",
             f"    worst_abs_log_ratio: {s['worst_abs_log_ratio']:.4f}",
             f"    cases: {s['cases']}",
-            f"    source: \"test split of tests/golden/speed_cases after the fit, "
-            f"bench/speed_errors.py --fit ({time.strftime('%Y-%m-%d')})\"",
+            f'    source: "test split of tests/golden/speed_cases after the fit, '
+            f'bench/speed_errors.py --fit ({time.strftime("%Y-%m-%d")})"',
         ]
     CONSTANTS.write_text("\n".join(out) + "\n")
 

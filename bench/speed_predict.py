@@ -94,7 +94,9 @@ def predict(case: dict[str, Any], source: dict[str, Any], requests_cap: int | No
         f"fixed:{work['output_tokens']}",
     ]
     if kind == "offline":
-        count = min(work.get("requests", OFFLINE_REQUESTS_CAP), requests_cap or OFFLINE_REQUESTS_CAP)
+        count = min(
+            work.get("requests", OFFLINE_REQUESTS_CAP), requests_cap or OFFLINE_REQUESTS_CAP
+        )
         how = ["--offline"] if _has_option("simulate", "--offline") else ["--rate", INSTANT_RATE]
         how += ["--requests", str(count)]
     elif kind == "latency":
