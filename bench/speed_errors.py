@@ -62,6 +62,9 @@ FITTED = (
     "gemm_compute_fraction",
     "grouped_gemm_bandwidth_fraction",
     "collective_bandwidth_fraction",
+    "collective_latency_s",
+    "elementwise_bandwidth_fraction",
+    "engine_sequence_overhead_s.vllm",
     "engine_step_overhead_s.trtllm",
     "engine_step_overhead_s.vllm",
     "engine_sequence_overhead_s.trtllm",
@@ -113,6 +116,9 @@ def predictions(cases, python: str | None, requests_cap: int | None = None) -> l
 def rows_of(cases, predicted) -> list[dict]:
     rows = []
     for (case, _), answer in zip(cases, predicted, strict=True):
+        if answer["method"] == "skipped":
+            print(f"skipped {case['id']}: {answer['error']}", file=sys.stderr)
+            continue
         for metric, measured in case["measured"].items():
             if metric not in answer["values"] and answer["method"] != "failed":
                 continue

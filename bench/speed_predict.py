@@ -85,6 +85,8 @@ def predict(case: dict[str, Any], source: dict[str, Any], requests_cap: int | No
     """{metric: predicted value} for the metrics the case measured, and how it was predicted."""
     work = case["workload"]
     kind = work["kind"]
+    if "input_tokens" not in work or "output_tokens" not in work:
+        return {"values": {}, "method": "skipped", "error": "the source states no lengths"}
     if kind == "concurrency" and not _has_option("simulate", "--concurrency"):
         return _closed_loop(case, source)
     lengths = [
@@ -138,11 +140,12 @@ def _measured_only(case: dict[str, Any], values: dict[str, float]) -> dict[str, 
 def _closed_loop(case: dict[str, Any], source: dict[str, Any]) -> dict:
     """The steady state of C users each sending a request when the last returns.
 
-    Per replica (C / dp users): a request's cycle is its prefill P (one prompt alone) plus
-    O decode steps of d (the step at C / dp sequences, context I + O / 2), and every other
-    user's prefill stalls the decode batch once per cycle: T = O · d + (C / dp) · P. Output
-    tokens/s = C · O / T; TTFT = P + d / 2 (the step in flight) + the expected wait behind
-    the other users' prefills; ITL = (T − TTFT) / (O − 1).
+    Per replica (n = C / dp users, at most as many as the KV pool holds at the mean length I + O / 2): a
+    request's service is its prefill P (one prompt alone) plus O decode steps of d (the step at
+    n sequences, context I + O / 2), and every other user's prefill stalls the decode batch once
+    per cycle: T = O · d + n · P. Requests/s = n · dp / T; TTFT = P + d / 2 (the step in
+    flight) + the expected wait behind the other users' prefills + the wait for a slot when C
+    exceeds what the pool holds (C / throughput − T); ITL = (T − service TTFT) / (O − 1).
     """
     import kvplan
 
@@ -165,16 +168,21 @@ def _closed_loop(case: dict[str, Any], source: dict[str, Any]) -> dict:
         kv_dtype=None if kv == "auto" else kv,
     )
     sku = kvplan.load_sku(case["sku"])
-    users = max(work["concurrency"] / dp, 1.0)
     inp, out = work["input_tokens"], work["output_tokens"]
+    # Users beyond what the KV pool holds at their mean length wait in the queue (Little's law).
+    held = kvplan.capacity(deployment, sku, batch=1, context=inp + out // 2).max_concurrency
+    running = max(min(work["concurrency"], held or 1) / dp, 1.0)
     context = inp + out // 2
-    d = decode_step(deployment, Batch.uniform(context, max(round(users), 1)), sku).step_s
+    d = decode_step(deployment, Batch.uniform(context, max(round(running), 1)), sku).step_s
     p = prefill(deployment, inp, sku).time_s
-    cycle = out * d + users * p
-    ttft = p + d / 2 + (users - 1) * (p / cycle) * p / 2
-    itl = (cycle - ttft) / max(out - 1, 1)
+    service = out * d + running * p
+    service_ttft = p + d / 2 + (running - 1) * (p / service) * p / 2
+    throughput = running * dp / service  # requests/s
+    admission_wait = max(work["concurrency"] / throughput - service, 0.0)
+    ttft = admission_wait + service_ttft
+    itl = (service - service_ttft) / max(out - 1, 1)
     values = {
-        "output_tokens_per_s": work["concurrency"] * out / cycle,
+        "output_tokens_per_s": throughput * out,
         "ttft_ms_mean": ttft * 1e3,
         "ttft_ms_median": ttft * 1e3,
         "itl_ms_mean": itl * 1e3,

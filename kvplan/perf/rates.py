@@ -23,7 +23,10 @@ from kvplan.specs import SkuSpec, is_gguf_weight_dtype, weight_dtype_info
 # 16-bit and run bf16 MMAs, and Hopper/Blackwell have no int4 tensor cores. nvfp4/mxfp4
 # use fp4 MMAs where the SKU has them, else the fp8 peak (W4A8 kernels), else bf16: the
 # optimistic reading, in keeping with prefill time as a floor (W4A16 kernels such as
-# Marlin run at the bf16 peak; pass dtype="bf16" for those).
+# Marlin run at the bf16 peak; pass dtype="bf16" for those). mxfp4 (gpt-oss) has no W4A8 path
+# on Hopper: vLLM and TensorRT-LLM run its experts through triton_kernels' matmul_ogs with
+# bf16 activations there (TensorRT-LLM's gpt-oss guide: "Hopper: use TRITON" MoE backend), so
+# without fp4 tensor cores it computes at the bf16 peak.
 COMPUTE_DTYPES: dict[str, tuple[str, ...]] = {
     "fp32": ("fp32",),
     "bf16": ("bf16",),
@@ -33,7 +36,7 @@ COMPUTE_DTYPES: dict[str, tuple[str, ...]] = {
     "int8": ("int8",),
     "int4": ("bf16",),
     "nvfp4": ("fp4", "fp8", "bf16"),
-    "mxfp4": ("fp4", "fp8", "bf16"),
+    "mxfp4": ("fp4", "bf16"),
 }
 # GGUF file types (Q4_K_M, …): llama.cpp's CUDA backend multiplies quantised weights by q8_1
 # activations with int8 tensor-core MMQ kernels on Turing and later (ggml-cuda/mmq.cu
@@ -87,6 +90,21 @@ def resolved_rates(
     def compute(name: str) -> float:
         return compute_fraction or c(name)
 
+    # Decode attention reads each cached token once and multiplies it with every query head
+    # of its group: bandwidth-bound for GQA (a few FLOPs a byte), compute-bound for MLA's
+    # absorbed form (128 heads against one latent). The slower of the two sets its rate.
+    kv_token_bytes = sum(
+        cache.context_token_bytes * n
+        for stage in stage_cache_counts(deployment)
+        for cache, n in stage.items()
+    )
+    attention_flop_per_s = _attention_peak(sku) * (
+        compute_fraction or c("attention_decode_compute_fraction")
+    )
+    flops_per_byte = decode_attention_flops_per_token(deployment) / max(kv_token_bytes, 1)
+    attention_bytes_per_s = memory("attention_decode_bandwidth_fraction")
+    if flops_per_byte > 0:
+        attention_bytes_per_s = min(attention_bytes_per_s, attention_flop_per_s / flops_per_byte)
     link = sku.interconnect_bytes_per_s or sku.host_link_bytes_per_s or bandwidth
     latency = sku.interconnect_latency_s or c("collective_latency_s")
     return ResolvedRates(
@@ -100,19 +118,47 @@ def resolved_rates(
         grouped_bytes_per_s=memory("grouped_gemm_bandwidth_fraction"),
         grouped_fraction=compute("grouped_gemm_compute_fraction"),
         grouped_half_tokens=c("grouped_gemm_half_efficiency_tokens"),
-        attention_bytes_per_s=memory("attention_decode_bandwidth_fraction"),
+        attention_bytes_per_s=attention_bytes_per_s,
         attention_fixed_tokens=c("attention_decode_fixed_tokens"),
         prefill_attention_fraction=compute("attention_prefill_compute_fraction"),
         prefill_attention_half_tokens=c("attention_prefill_half_efficiency_tokens"),
         elementwise_bytes_per_s=memory("elementwise_bandwidth_fraction"),
         link_bytes_per_s=link * c("collective_bandwidth_fraction"),
         link_latency_s=latency,
-        kv_token_bytes=sum(
-            cache.context_token_bytes * n
-            for stage in stage_cache_counts(deployment)
-            for cache, n in stage.items()
-        ),
+        kv_token_bytes=kv_token_bytes,
     )
+
+
+def _attention_peak(sku: SkuSpec) -> float:
+    """The peak attention kernels compute at: 16-bit MMAs (fp8 KV is dequantised first)."""
+    for key in ("bf16", "fp16", "fp32"):
+        if key in sku.peak_flop_per_s:
+            return sku.peak_flop_per_s[key]
+    return max(sku.peak_flop_per_s.values())
+
+
+def decode_attention_flops_per_token(deployment: Deployment) -> float:
+    """FLOPs one decode query spends per cached token, summed over one GPU of each stage.
+
+    Softmax attention: QKᵀ and PV, 2 · 2 · head_dim per query head on the GPU. MLA in the
+    absorbed form engines decode with (FlashMLA, FlashInfer MLA): each head's query meets the
+    latent (kv_lora_rank + qk_rope_head_dim) and PV returns kv_lora_rank: 2 · (2 · kv_lora_rank
+    + qk_rope_head_dim) per head. Heads split over TP; state layers have none.
+    """
+    model, tp = deployment.model, deployment.tp
+    heads_per_gpu = -(-model.attention.num_heads // tp)
+    mla = model.mla
+    total = 0.0
+    for stage in stage_cache_counts(deployment):
+        for cache, layers in stage.items():
+            if not cache.context_token_bytes:
+                continue
+            if cache.is_latent and mla is not None:
+                width = 2 * mla.kv_lora_rank + mla.qk_rope_head_dim
+            else:
+                width = 2 * model.attention.head_dim
+            total += layers * 2 * heads_per_gpu * width
+    return total
 
 
 @lru_cache(maxsize=4096)  # one per deployment; a report asks once per SKU row
