@@ -265,6 +265,15 @@ def fit(cases, rounds: int = 2) -> dict[str, float]:
     return {name: values[name] for name in FITTED}
 
 
+def _yaml_float(value: float) -> str:
+    """`value` as YAML 1.1 reads a float: with a dot in the mantissa (1.0e-05, not 1e-05)."""
+    text = f"{value:.6g}"
+    mantissa, _, exponent = text.partition("e")
+    if "." not in mantissa:
+        mantissa += ".0"
+    return f"{mantissa}e{exponent}" if exponent else mantissa
+
+
 def write_constants(fitted: dict[str, float], sums: list[dict]) -> None:
     """Rewrite constants.yaml's fitted values and bands, leaving its comments and order."""
     lines = CONSTANTS.read_text().splitlines()
@@ -274,7 +283,7 @@ def write_constants(fitted: dict[str, float], sums: list[dict]) -> None:
         if line.startswith("  ") and not line.startswith("    ") and stripped.endswith(":"):
             current = stripped[:-1]
         if current in fitted and stripped.startswith("value:"):
-            line = f"    value: {fitted[current]:.6g}"
+            line = f"    value: {_yaml_float(fitted[current])}"
         if line.startswith("bands:"):
             break
         out.append(line)

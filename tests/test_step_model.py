@@ -227,3 +227,26 @@ def test_tokens_per_s_never_falls_with_batch_at_no_kv(batch):
     one = batch / model.step_s(StepShape(batch, 0.0))
     two = (batch + 1) / model.step_s(StepShape(batch + 1, 0.0))
     assert two >= one * (1 - 1e-9)
+
+
+MOE = {"num_experts": 8, "experts_per_token": 2, "expert_intermediate_size": 256}
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.sampled_from([(1, 1, 1, False), (2, 1, 1, False), (1, 2, 1, False), (1, 1, 4, True)]),
+    st.booleans(),
+    st.integers(0, 300),
+    st.integers(0, 10**8),
+    st.lists(st.tuples(st.integers(0, 5000), st.integers(1, 3000)), max_size=3),
+)
+def test_step_time_is_the_sum_of_its_parts(layout, moe, seqs, kv_bytes, chunks):
+    # step_s sums stage totals; parts sums operation by operation: the same arithmetic.
+    tp, pp, dp, ep = layout
+    spec = make_model(moe=MOE) if moe or ep else make_model()
+    deployment = Deployment(spec, engine("vllm"), tp=tp, pp=pp, dp=dp, ep=ep)
+    model = step_model(deployment, make_sku(), shipped_constants())
+    shape = StepShape(seqs, float(kv_bytes), tuple(chunks), 1000.0 * len(chunks))
+    if shape.tokens == 0:
+        return
+    assert model.step_s(shape) == pytest.approx(sum(model.parts(shape).values()), rel=1e-9)

@@ -20,7 +20,7 @@ from kvplan.perf.flops import (
     matmul_params_per_token,
     prefill_chunk_flops,
 )
-from kvplan.perf.rates import stage_cache_counts
+from kvplan.perf.rates import NO_COMPUTE, stage_cache_counts
 from kvplan.perf.step_model import StepModel, StepShape, step_model
 from kvplan.specs import SkuSpec
 
@@ -51,7 +51,13 @@ class Efficiency:
     def resolved_constants(self) -> PerfConstants:
         return self.constants or shipped_constants()
 
-    def model(self, deployment: Deployment, sku: SkuSpec, dtype: str | None = None) -> StepModel:
+    def model(
+        self,
+        deployment: Deployment,
+        sku: SkuSpec,
+        dtype: str | None = None,
+        compute_optional: bool = False,
+    ) -> StepModel:
         """The step model of `deployment` on `sku` with these overrides (built once)."""
         return step_model(
             deployment,
@@ -60,6 +66,7 @@ class Efficiency:
             self.bandwidth_fraction,
             self.compute_fraction,
             dtype,
+            compute_optional=compute_optional,
         )
 
     def band(self, metric: str) -> Band | None:
@@ -110,7 +117,8 @@ def decode_step(
     sequences = batch.size
     weights = _stage_weight_bytes_read(deployment, sequences)
     kv = _stage_kv_bytes_read(deployment, batch)
-    model = efficiency.model(deployment, sku)
+    # A SKU whose file lists no compute peak still decodes: by its reads (a note says so).
+    model = efficiency.model(deployment, sku, compute_optional=True)
     step_s = model.step_s(StepShape(sequences, float(sum(kv))))
     token_bytes = [
         sum(cache.context_token_bytes * n for cache, n in c.items())
@@ -126,6 +134,8 @@ def decode_step(
         )
     if deployment.pp > 1:
         notes.append(f"pp {deployment.pp}: stage times add up (no micro-batch overlap)")
+    if model.rates.dtype == NO_COMPUTE:
+        notes.append(f"{sku.name} lists no peak FLOP/s: decode timed by its memory traffic alone")
     return DecodeEstimate(
         batch=sequences,
         context_tokens=batch.longest,

@@ -147,3 +147,57 @@ def _with_count(group: LayerGroup, count: int) -> LayerGroup:
     fields = dict(group.__dict__)
     fields["count"] = count
     return LayerGroup(**fields)
+
+
+@dataclass(frozen=True)
+class StageTotals:
+    """One stage's layers summed where the arithmetic allows it, for quick step times.
+
+    Every dense GEMM of a stage reads the same bytes per parameter and runs at the same M, so
+    Σ max(P_i · bpp / bw, 2 · M · P_i / F) = (Σ P_i) · max(bpp / bw, 2 · M / F): one term.
+    """
+
+    dense_params: float  # qkv + out + MLP + shared experts, all layers, this GPU
+    linear_bytes_per_param: float
+    routed: tuple[tuple[int, float, float, int, int], ...]  # (count, params, bpp, E, k)
+    elementwise_bytes_per_token: float  # all layers, KV write excluded
+    all_reduces: int  # two per layer with an FFN, one without (tp > 1)
+    moe_layers: int
+    lm_head_bytes: float
+    lm_head_params: float
+
+
+@lru_cache(maxsize=4096)
+def stage_totals(deployment: Deployment) -> tuple[StageTotals, ...]:
+    """`stage_shapes` summed per stage (see StageTotals)."""
+    totals = []
+    for stage in stage_shapes(deployment):
+        groups = stage.groups
+        totals.append(
+            StageTotals(
+                dense_params=sum(
+                    g.count * (g.qkv_params + g.out_params + g.dense_ffn_params + g.shared_params)
+                    for g in groups
+                ),
+                linear_bytes_per_param=groups[0].linear_bytes_per_param if groups else 0.0,
+                routed=tuple(
+                    (
+                        g.count,
+                        g.routed_params,
+                        g.expert_bytes_per_param,
+                        g.num_experts,
+                        g.experts_per_token,
+                    )
+                    for g in groups
+                    if g.num_experts
+                ),
+                elementwise_bytes_per_token=sum(
+                    g.count * g.elementwise_bytes_per_token for g in groups
+                ),
+                all_reduces=sum(g.count * (1 + g.has_ffn) for g in groups),
+                moe_layers=sum(g.count for g in groups if g.num_experts),
+                lm_head_bytes=stage.lm_head_bytes,
+                lm_head_params=stage.lm_head_params,
+            )
+        )
+    return tuple(totals)

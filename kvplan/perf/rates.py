@@ -7,6 +7,7 @@ shape-dependent part of a GEMM's or an attention kernel's efficiency is applied 
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
@@ -44,6 +45,9 @@ COMPUTE_DTYPES: dict[str, tuple[str, ...]] = {
 GGUF_COMPUTE_DTYPES = ("int8", "fp16", "bf16")
 
 
+NO_COMPUTE = "none"  # the dtype of a SKU timed without a compute peak (compute_optional)
+
+
 @dataclass(frozen=True)
 class ResolvedRates:
     """One replica's achieved rates and shape constants (one GPU per stage)."""
@@ -76,12 +80,24 @@ def resolved_rates(
     compute_fraction: float | None = None,
     dtype: str | None = None,
     cuda_graphs: bool = True,
+    compute_optional: bool = False,
 ) -> ResolvedRates:
-    """The rates of `deployment` on `sku` under `constants` (see `step_model`)."""
+    """The rates of `deployment` on `sku` under `constants` (see `step_model`).
+
+    A SKU whose file lists no peak for the compute dtype raises KvplanError, unless
+    `compute_optional`: then compute never binds (dtype "none", an infinite peak) and steps
+    are timed by their memory traffic alone, as a decode step nearly is.
+    """
     c = constants.value
     model = deployment.model
     weights_dtype = weight_dtype_info(deployment.weight_dtype or model.weight_dtype).name
-    key = compute_dtype(sku, dtype, weights_dtype)
+    try:
+        key = compute_dtype(sku, dtype, weights_dtype)
+        peak = sku.peak_flop_per_s[key]
+    except KvplanError:
+        if not compute_optional:
+            raise
+        key, peak = NO_COMPUTE, math.inf
     bandwidth = sku.bandwidth_bytes_per_s
 
     def memory(name: str) -> float:
@@ -111,7 +127,7 @@ def resolved_rates(
         constants=constants,
         cuda_graphs=cuda_graphs,
         dtype=key,
-        peak_flop_per_s=sku.peak_flop_per_s[key],
+        peak_flop_per_s=peak,
         gemm_bytes_per_s=memory("gemm_bandwidth_fraction"),
         gemm_fraction=compute("gemm_compute_fraction"),
         gemm_half_tokens=c("gemm_half_efficiency_tokens"),
@@ -134,7 +150,7 @@ def _attention_peak(sku: SkuSpec) -> float:
     for key in ("bf16", "fp16", "fp32"):
         if key in sku.peak_flop_per_s:
             return sku.peak_flop_per_s[key]
-    return max(sku.peak_flop_per_s.values())
+    return max(sku.peak_flop_per_s.values(), default=math.inf)
 
 
 def decode_attention_flops_per_token(deployment: Deployment) -> float:

@@ -30,7 +30,14 @@ from kvplan.engine.deployment import Deployment
 from kvplan.perf.collectives import all_reduce_s, all_to_all_s, pipeline_sends_s
 from kvplan.perf.constants import PerfConstants, shipped_constants
 from kvplan.perf.flops import attention_chunk_flops_function, expected_experts_touched
-from kvplan.perf.layers import ACTIVATION_BYTES, LayerGroup, StageShape, stage_shapes
+from kvplan.perf.layers import (
+    ACTIVATION_BYTES,
+    LayerGroup,
+    StageShape,
+    StageTotals,
+    stage_shapes,
+    stage_totals,
+)
 from kvplan.perf.operations import gemm_s, saturating_fraction
 from kvplan.perf.overhead import Overhead, engine_overhead
 from kvplan.perf.rates import ResolvedRates, resolved_rates
@@ -89,6 +96,8 @@ class StepModel:
         layers = sum(stage.layers for stage in self.stages)
         self.kv_write_bytes = self.kv_token_bytes / layers
         self._fixed: dict[tuple[int, int], float] = {}
+        self.totals: tuple[StageTotals, ...] = stage_totals(deployment)
+        self._layers = layers
 
     # --- the parts ----------------------------------------------------------------------
 
@@ -117,10 +126,42 @@ class StepModel:
         key = (tokens, sequences)
         found = self._fixed.get(key)
         if found is None:
-            parts = dict.fromkeys(OPERATIONS, 0.0)
-            self._token_parts(tokens, sequences, parts)
-            found = self._fixed[key] = sum(parts.values())
+            found = self._fixed[key] = self._summed_s(tokens, sequences)
         return found
+
+    def _summed_s(self, tokens: int, sequences: int) -> float:
+        """What `_token_parts` sums to, from the stage totals (a few terms a stage)."""
+        if tokens == 0:
+            return 0.0
+        r, model = self.rates, self.deployment.model
+        peak = r.peak_flop_per_s
+        dense_line = (
+            2 * tokens / (peak * saturating_fraction(r.gemm_fraction, tokens, r.gemm_half_tokens))
+        )
+        head_line = (
+            2
+            * sequences
+            / (peak * saturating_fraction(r.gemm_fraction, sequences, r.gemm_half_tokens))
+        )
+        total = 0.0
+        elementwise_bytes = 0.0
+        for stage in self.totals:
+            total += stage.dense_params * max(
+                stage.linear_bytes_per_param / r.gemm_bytes_per_s, dense_line
+            )
+            if stage.lm_head_bytes:
+                total += max(
+                    stage.lm_head_bytes / r.gemm_bytes_per_s, stage.lm_head_params * head_line
+                )
+            for count, params, bpp, experts, k in stage.routed:
+                total += count * self._routed_terms_s(tokens, params, bpp, experts, k)
+            elementwise_bytes += stage.elementwise_bytes_per_token
+        elementwise_bytes += self._layers * self.kv_write_bytes
+        total += tokens * elementwise_bytes / r.elementwise_bytes_per_s
+        total += (
+            sequences * model.vocab_size * LOGIT_BYTES * SAMPLING_PASSES / r.elementwise_bytes_per_s
+        )
+        return total + self._collectives_s(tokens) + self.overhead.seconds(sequences, self._layers)
 
     def decode_attention_s(self, decode_seqs: int, kv_bytes: float) -> float:
         """Decode attention: the KV read plus each sequence's fixed cost, at attention bandwidth."""
@@ -154,7 +195,7 @@ class StepModel:
     def _token_parts(self, tokens: int, sequences: int, parts: dict[str, float]) -> None:
         if tokens == 0:
             return
-        model, d, rates = self.deployment.model, self.deployment, self.rates
+        model, rates = self.deployment.model, self.rates
         for stage in self.stages:
             for group in stage.groups:
                 self._layer_parts(group, tokens, parts)
@@ -170,18 +211,32 @@ class StepModel:
                 )
         sampled_bytes = sequences * model.vocab_size * LOGIT_BYTES * SAMPLING_PASSES
         parts["sampling"] += sampled_bytes / rates.elementwise_bytes_per_s
+        tp_s, ep_s, pp_s = self._collective_parts_s(tokens)
+        parts["tp_all_reduce"] += tp_s
+        parts["ep_all_to_all"] += ep_s
+        parts["pp_send"] += pp_s
+        parts["engine_overhead"] += self.overhead.seconds(sequences, self._layers)
+
+    def _collectives_s(self, tokens: int) -> float:
+        return sum(self._collective_parts_s(tokens))
+
+    def _collective_parts_s(self, tokens: int) -> tuple[float, float, float]:
+        """(TP all-reduces, EP dispatch + combine, PP sends) of a step of `tokens` tokens."""
+        d, rates, model = self.deployment, self.rates, self.deployment.model
+        if d.tp == 1 and d.pp == 1 and not d.ep:
+            return 0.0, 0.0, 0.0
         hidden_bytes = tokens * model.hidden_size * ACTIVATION_BYTES
         link, latency = rates.link_bytes_per_s, rates.link_latency_s
-        all_reduces = sum(g.count * (1 + g.has_ffn) for s in self.stages for g in s.groups)
-        parts["tp_all_reduce"] += all_reduces * all_reduce_s(hidden_bytes, d.tp, link, latency)
-        parts["pp_send"] += pipeline_sends_s(hidden_bytes, d.pp, link, latency)
+        all_reduces = sum(stage.all_reduces for stage in self.totals)
+        tp_s = all_reduces * all_reduce_s(hidden_bytes, d.tp, link, latency)
+        pp_s = pipeline_sends_s(hidden_bytes, d.pp, link, latency)
+        ep_s = 0.0
         if d.ep:
-            moe_layers = sum(g.count for s in self.stages for g in s.groups if g.num_experts)
+            moe_layers = sum(stage.moe_layers for stage in self.totals)
             k = model.moe.experts_per_token if model.moe else 0
             one = all_to_all_s(hidden_bytes * k, d.expert_shards, link, latency)
-            parts["ep_all_to_all"] += 2 * moe_layers * one  # dispatch and combine
-        layers = sum(stage.layers for stage in self.stages)
-        parts["engine_overhead"] += self.overhead.seconds(sequences, layers)
+            ep_s = 2 * moe_layers * one  # dispatch and combine
+        return tp_s, ep_s, pp_s
 
     def _layer_parts(self, group: LayerGroup, tokens: int, parts: dict[str, float]) -> None:
         rates, n = self.rates, group.count
@@ -202,11 +257,19 @@ class StepModel:
         parts["mlp"] += dense(group.dense_ffn_params)
         parts["shared_experts"] += dense(group.shared_params)
         if group.num_experts:
-            parts["routed_experts"] += n * self._routed_s(group, tokens)
+            parts["routed_experts"] += n * self._routed_terms_s(
+                tokens,
+                group.routed_params,
+                group.expert_bytes_per_param,
+                group.num_experts,
+                group.experts_per_token,
+            )
         elementwise_bytes = tokens * (group.elementwise_bytes_per_token + self.kv_write_bytes)
         parts["elementwise"] += n * elementwise_bytes / rates.elementwise_bytes_per_s
 
-    def _routed_s(self, group: LayerGroup, tokens: int) -> float:
+    def _routed_terms_s(
+        self, tokens: int, routed_params: float, bytes_per_param: float, experts: int, k: int
+    ) -> float:
         """One MoE layer's routed experts: the touched experts' weights, grouped-GEMM FLOPs.
 
         Under expert parallelism every data-parallel rank's tokens reach the experts (DP
@@ -214,11 +277,10 @@ class StepModel:
         """
         d, rates = self.deployment, self.rates
         routed_tokens = tokens * (d.dp if d.ep else 1)
-        experts, k = group.num_experts, group.experts_per_token
         touched = expected_experts_touched(experts, k, routed_tokens)
         return gemm_s(
-            group.routed_params * group.expert_bytes_per_param * touched / experts,
-            2 * routed_tokens * group.routed_params * k / experts,
+            routed_params * bytes_per_param * touched / experts,
+            2 * routed_tokens * routed_params * k / experts,
             routed_tokens * k / touched,
             rates.grouped_bytes_per_s,
             rates.peak_flop_per_s,
@@ -241,6 +303,7 @@ def step_model(
     compute_fraction: float | None = None,
     dtype: str | None = None,
     cuda_graphs: bool = True,
+    compute_optional: bool = False,
 ) -> StepModel:
     """The step model of one replica of `deployment` on `sku`, built once.
 
@@ -249,13 +312,29 @@ def step_model(
     --compute-efficiency, a `verify` record's measured bandwidth).
     """
     constants = constants or shipped_constants()
-    key = (deployment, id(sku), constants, bandwidth_fraction, compute_fraction, dtype, cuda_graphs)
+    key = (
+        deployment,
+        id(sku),
+        constants,
+        bandwidth_fraction,
+        compute_fraction,
+        dtype,
+        cuda_graphs,
+        compute_optional,
+    )
     found = _MODELS.get(key)
     if found is None or found.sku is not sku:
         if len(_MODELS) >= _MAX_MODELS:
             _MODELS.clear()
         rates = resolved_rates(
-            deployment, sku, constants, bandwidth_fraction, compute_fraction, dtype, cuda_graphs
+            deployment,
+            sku,
+            constants,
+            bandwidth_fraction,
+            compute_fraction,
+            dtype,
+            cuda_graphs,
+            compute_optional,
         )
         found = _MODELS[key] = StepModel(deployment, sku, rates)
     return found
