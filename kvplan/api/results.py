@@ -206,7 +206,10 @@ class CapacityRow(WithCurve):
     fitting_batch: int
     kv_bytes_per_token_per_gpu: int
     decode_batch: int
+    decode_context_tokens: int  # the context the decode figures are computed at (0: none)
     decode_tokens_per_s: float | None
+    # The test-split median |error| of throughput as a fraction (0.12 = ±12 %); None: not fitted.
+    decode_tokens_per_s_band_fraction: float | None
     decode_step_s: float | None
     verdict: str
     log_lines: list[str]
