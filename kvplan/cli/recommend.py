@@ -196,6 +196,7 @@ def recommend(
     """
     with user_errors():
         from kvplan.api import recommend as recommend_report
+        from kvplan.cli.flags import with_flags
         from kvplan.report.recommend_report import render_recommendation
 
         output = _format(fmt)
@@ -225,7 +226,7 @@ def recommend(
             slo_attainment=slo_attainment,
             **_simulation(throughput, workload_options, serving_options, context, base),
         )
-        render_recommendation(result, output, _columns(columns))
+        render_recommendation(with_flags(result), output, _columns(columns))
     if not result.meets:
         raise typer.Exit(1)
 

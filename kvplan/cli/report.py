@@ -137,6 +137,7 @@ def report(
     """Per-SKU capacity: KV budget, longest context, highest concurrency, decode tokens/s."""
     with user_errors():
         from kvplan.api import report as capacity_report
+        from kvplan.cli.flags import with_flags
         from kvplan.perf.estimates import Efficiency
         from kvplan.report.capacity_report import SORT_KEYS, render_report
 
@@ -179,6 +180,7 @@ def report(
         if explain:
             _explain(rows, deployments, skus_list, output, bandwidth_efficiency, compute_efficiency)
             return
+        rows = [with_flags(row) for row in rows]
         render_report(rows, output, log_lines=len(rows) <= 4, columns=_columns(columns))
         if plot is not None:
             from kvplan.api import CapacityRow

@@ -85,6 +85,8 @@ def simulate(
     and blocks as `size` and `report`) with the per-operation step model's step times.
     """
     with user_errors():
+        from kvplan.api.build_simulate import simulation_run
+        from kvplan.cli.flags import with_flags
         from kvplan.report.simulate_report import render_simulation
 
         output = _format(fmt)
@@ -116,11 +118,12 @@ def simulate(
         if explain:
             _explain(results, output)
             return
-        render_simulation(results, output)
+        runs = [with_flags(simulation_run(result)) for result in results]
+        render_simulation(runs, output)
         if plot is not None:
             from kvplan.report.simulate_plot import plot_simulation
 
-            plot_simulation(results, plot)
+            plot_simulation(runs, plot)
             sys.stderr.write(f"wrote {plot}\n")
 
 
@@ -309,6 +312,8 @@ def pools(
     by simulation; the KV copy between the pools runs over the SKU's interconnect.
     """
     with user_errors():
+        from kvplan.api.build_simulate import pools_run
+        from kvplan.cli.flags import with_flags
         from kvplan.plan.capacity import tp_degrees
         from kvplan.report.pools_report import render_pools
         from kvplan.units import parse_bytes
@@ -350,7 +355,7 @@ def pools(
         )
         for note in notes:
             warn(note)
-        render_pools(results, output)
+        render_pools([with_flags(pools_run(label, r)) for label, r in results], output)
 
 
 def _pools_results(deployment, sku, workload, config, degrees, surge, percentile, link, limit):

@@ -61,7 +61,7 @@ def capacity_table(rows: list[Row]) -> Table:
             "max_context_tokens",
             "max_concurrency",
             "decode_tokens_per_s",
-            "kv_bytes_per_token_per_gpu",
+            "engine_kv_bytes_per_token_per_gpu",
             "verdict",
             "bar",
         ],
@@ -92,7 +92,7 @@ def _cells(row: Row, keys: list[str]) -> tuple[list[object], list[str]]:
     picture += f" +{gib(split.overflow_bytes)}" if split.overflow_bytes else ""
     cap_mark = "*" if record["native_limit_binds"] else ""
     tokens_per_s = record["decode_tokens_per_s"]
-    per_token = record["kv_bytes_per_token_per_gpu"]
+    per_token = record["engine_kv_bytes_per_token_per_gpu"]
     shown = [
         row.model,
         row.sku,
@@ -193,12 +193,7 @@ def render_report(
     from kvplan.report.figures import capacity_figures
 
     records = [dump(r) for r in rows]
-    flat = [{k: v for k, v in r.items() if not isinstance(v, dict)} for r in records]
-    if len({tuple(r) for r in flat}) > 1:
-        # Refused rows among planned ones: every CSV line in the planned rows' column order,
-        # the reason last (empty where none).
-        keys = list(dict.fromkeys([k for r in flat if "refused" not in r for k in r]))
-        flat = [{k: r.get(k) for k in [*keys, "refused"]} for r in flat]
+    flat = _csv_rows(records) if fmt == "csv" else []
     planned = [r for r in rows if isinstance(r, CapacityRow)]
     emit(
         fmt,
@@ -208,6 +203,17 @@ def render_report(
         figures=lambda: capacity_figures(planned),
         columns=columns,
     )
+
+
+def _csv_rows(records: list[dict]) -> list[dict]:
+    """The CSV lines: each record without its nested ones."""
+    flat = [{k: v for k, v in r.items() if not isinstance(v, dict)} for r in records]
+    if len({tuple(r) for r in flat}) > 1:
+        # Refused rows among planned ones: every CSV line in the planned rows' column order,
+        # the reason last (empty where none).
+        keys = list(dict.fromkeys([k for r in flat if "refused" not in r for k in r]))
+        flat = [{k: r.get(k) for k in [*keys, "refused"]} for r in flat]
+    return flat
 
 
 def _table_with_log_lines(rows: list[Row], log_lines: bool) -> Table:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from itertools import product
 
 from kvplan.engine.deployment import Deployment
+from kvplan.engine.nodes import gpus_per_node
 from kvplan.errors import KvplanError
 from kvplan.plan.recommend.objective import Cost, Objective
 from kvplan.specs import ModelSpec, SkuSpec
@@ -117,7 +118,7 @@ def _layouts(
     """(tp, pp, dp, ep) to try on `sku`: tp the engine accepts within a node, GPU counts of
     `_instance_size` up to `space.max_gpus`, pp or dp (MoE models: with expert parallelism;
     dense models: for objectives that count `replicas`)."""
-    node = sku.max_gpus_per_node
+    node = gpus_per_node(base.settings, sku)
     tps = (
         [space.tp]
         if space.tp
