@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from kvplan.engine.deployment import Deployment
+from kvplan.errors import KvplanError
 from kvplan.kvmath import LayerParams, has_ffn, layer_params, tensor_bytes
 from kvplan.specs import ModelSpec, weight_dtype_info
 
@@ -95,7 +96,10 @@ def stage_shapes(deployment: Deployment) -> tuple[StageShape, ...]:
     model, tp = deployment.model, deployment.tp
     weights = deployment.weights()
     shards = deployment.expert_shards
-    linear = weight_dtype_info(weights.weight_dtype)
+    try:
+        linear = weight_dtype_info(weights.weight_dtype)
+    except KvplanError:  # a GGUF file's own type name (F16): its tensor table gave the bytes
+        linear = weight_dtype_info("bf16")
     head_bits = linear.bits if linear.name in _UNQUANTISED else 16
     lm_params = model.vocab_size * model.hidden_size
     lm_bytes = tensor_bytes(lm_params, weight_dtype_info("bf16")) * head_bits / 16 * weights.scale
