@@ -212,8 +212,12 @@ def capacity_row(row: Capacity, curves: bool = False) -> CapacityRow:
         kv_bytes_per_token_per_gpu=d.kv_bytes_per_token_per_gpu,
         engine_kv_bytes_per_token_per_gpu=row.layout.kv_bytes_per_token,
         decode_batch=decode.batch if decode else 0,
+        decode_context_tokens=decode.context_tokens if decode else 0,
         # The decode estimate is one replica's; dp replicas decode side by side.
         decode_tokens_per_s=decode.tokens_per_s * d.dp if decode else None,
+        decode_tokens_per_s_band_fraction=(
+            decode.band.median_fraction if decode and decode.band else None
+        ),
         decode_step_s=decode.step_s if decode else None,
         verdict=row.verdict,
         log_lines=row.log_lines(),

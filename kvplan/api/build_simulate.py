@@ -72,7 +72,7 @@ def simulation_run(result: SimulationResult) -> SimulationRun:
         step_time_factor=config.step_time_factor,
         kv_window_tokens=config.kv_window_tokens,
         kv_sink_tokens=config.kv_sink_tokens,
-        step_times=config.step_table.source if config.step_table else "roofline",
+        step_times=config.step_table.source if config.step_table else "step-model",
         bandwidth_fraction=config.efficiency.bandwidth_fraction,
         compute_fraction=config.efficiency.compute_fraction,
         workload=result.workload.description,

@@ -204,7 +204,10 @@ class CapacityRow(Result):
     kv_bytes_per_token_per_gpu: int  # the physics, binding GPU
     engine_kv_bytes_per_token_per_gpu: int  # what the engine's pool stores per token
     decode_batch: int
+    decode_context_tokens: int  # the context the decode figures are computed at (0: none)
     decode_tokens_per_s: float | None
+    # The test-split median |error| of throughput as a fraction (0.12 = ±12 %); None: not fitted.
+    decode_tokens_per_s_band_fraction: float | None
     decode_step_s: float | None
     verdict: str
     log_lines: list[str]
@@ -507,9 +510,9 @@ class SimulationRun(Result):
     step_time_factor: Number
     kv_window_tokens: int | None
     kv_sink_tokens: int | None
-    step_times: str  # "roofline", or the step-time table's source
-    bandwidth_fraction: Number
-    compute_fraction: Number
+    step_times: str  # "step-model", or the step-time table's source
+    bandwidth_fraction: Number | None  # an override; None: the step model's fitted fractions
+    compute_fraction: Number | None
     workload: str
     workload_kind: str  # rate, concurrency (closed loop) or offline
     concurrency: int | None  # the closed loop's cap on requests in flight

@@ -28,6 +28,9 @@ from kvplan.errors import KvplanError
 RepeatOpt = list[str] | None
 
 
+EXPLAIN_ROWS = 64  # rows `report --explain` splits into operations (one table each)
+
+
 @engine_options
 def report(
     model: Annotated[
@@ -82,21 +85,25 @@ def report(
     kv_dtype: KvDtypeOpt = None,
     weight_dtype: WeightDtypeOpt = None,
     bandwidth_efficiency: Annotated[
-        float,
+        float | None,
         typer.Option(
             parser=fraction(),
             metavar="FRACTION",
-            help="fraction of datasheet bandwidth decode reaches (roofline)",
+            help="fraction of datasheet bandwidth every read of a step reaches, in place of "
+            "the step model's fitted per-operation fractions (docs/speed-model.md)",
+            show_default=False,
         ),
-    ] = 0.85,
+    ] = None,
     compute_efficiency: Annotated[
-        float,
+        float | None,
         typer.Option(
             parser=fraction(),
             metavar="FRACTION",
-            help="fraction of dense peak FLOP/s prefill reaches (roofline)",
+            help="fraction of dense peak FLOP/s large GEMMs and prefill attention reach, in "
+            "place of the fitted fractions (docs/speed-model.md)",
+            show_default=False,
         ),
-    ] = 0.5,
+    ] = None,
     sort: Annotated[
         str | None,
         typer.Option(
@@ -112,6 +119,15 @@ def report(
             show_default=False,
         ),
     ] = None,
+    explain: Annotated[
+        bool,
+        typer.Option(
+            "--explain",
+            help="instead of the report, each row's decode step split into its operations "
+            "(GEMMs, attention, collectives, engine overhead) with their share; at most "
+            f"{EXPLAIN_ROWS} rows",
+        ),
+    ] = False,
     columns: ColumnsOpt = None,
     fmt: FormatOpt = "table",
     catalog_dirs: CatalogOpt = None,
@@ -122,7 +138,7 @@ def report(
     with user_errors():
         from kvplan.api import report as capacity_report
         from kvplan.cli.flags import with_flags
-        from kvplan.perf.roofline import Efficiency
+        from kvplan.perf.estimates import Efficiency
         from kvplan.report.capacity_report import SORT_KEYS, render_report
 
         output = _format(fmt)
@@ -161,6 +177,9 @@ def report(
             # Refused rows have no figures: they sort last either way.
             descending = sort not in ("model", "sku", "tp")
             rows.sort(key=lambda r: _sort_key(getattr(r, sort, None), descending))
+        if explain:
+            _explain(rows, deployments, skus_list, output, bandwidth_efficiency, compute_efficiency)
+            return
         rows = [with_flags(row) for row in rows]
         render_report(rows, output, log_lines=len(rows) <= 4, columns=_columns(columns))
         if plot is not None:
@@ -173,6 +192,35 @@ def report(
     # report with one row that fits has answered yes somewhere.
     if not any(getattr(row, "verdict", None) == "fits" for row in rows):
         raise typer.Exit(1)
+
+
+def _explain(rows, deployments, skus, output, bandwidth_efficiency, compute_efficiency) -> None:
+    """Print each row's decode step, operation by operation (--explain)."""
+    from kvplan.api import CapacityRow
+    from kvplan.api.step_explain import explain_step
+    from kvplan.perf.estimates import Efficiency
+    from kvplan.report.step_explain_report import render_explanations
+
+    decoding = [r for r in rows if isinstance(r, CapacityRow) and r.decode_batch]
+    if len(decoding) > EXPLAIN_ROWS:
+        raise KvplanError(
+            f"--explain: {len(decoding):,} rows; narrow the report with --model, --sku or --tp "
+            f"(at most {EXPLAIN_ROWS})"
+        )
+    by_model = {d.model.name: d for d in deployments}
+    by_sku = {s.name: s for s in skus}
+    efficiency = Efficiency(bandwidth_efficiency, compute_efficiency)
+    explained = []
+    for row in decoding:
+        deployment = by_model[row.model].replace(tp=row.tp, dp=row.dp, ep=row.ep)
+        # The replica's share of the batch: dp replicas decode side by side.
+        batch = -(-row.decode_batch // row.dp)
+        explained.append(
+            explain_step(
+                deployment, by_sku[row.sku], batch, row.decode_context_tokens, 0, efficiency
+            )
+        )
+    render_explanations(explained, output)
 
 
 def _sort_key(value: object, descending: bool) -> tuple[int, object]:

@@ -63,6 +63,15 @@ def simulate(
             show_default=False,
         ),
     ] = None,
+    explain: Annotated[
+        bool,
+        typer.Option(
+            "--explain",
+            help="instead of the run's figures, its mean step (the run's decode and prefill "
+            "tokens per step, at the workload's mean context) split into its operations with "
+            "their share",
+        ),
+    ] = False,
     fmt: FormatOpt = "table",
     catalog_dirs: CatalogOpt = None,
     *,
@@ -73,7 +82,7 @@ def simulate(
     """Serve a workload: throughput, TTFT/TPOT/ITL/E2E percentiles, goodput, KV memory over time.
 
     A discrete-event simulation of serving instances over the engine model (the same budget
-    and blocks as `size` and `report`) with roofline step times.
+    and blocks as `size` and `report`) with the per-operation step model's step times.
     """
     with user_errors():
         from kvplan.api.build_simulate import simulation_run
@@ -106,6 +115,9 @@ def simulate(
             _simulate(catalog, values, engine_keys, workload_options, workload, label)
             for label, values in runs
         ]
+        if explain:
+            _explain(results, output)
+            return
         runs = [with_flags(simulation_run(result)) for result in results]
         render_simulation(runs, output)
         if plot is not None:
@@ -113,6 +125,30 @@ def simulate(
 
             plot_simulation(runs, plot)
             sys.stderr.write(f"wrote {plot}\n")
+
+
+def _explain(results, output) -> None:
+    """Print each run's mean step, operation by operation (--explain)."""
+    from kvplan.api.step_explain import explain_step
+    from kvplan.report.step_explain_report import render_explanations
+
+    explained = []
+    for result in results:
+        view, steps = result.view, max(result.steps, 1)
+        requests = result.workload.requests
+        prompt = sum(r.prompt_tokens for r in requests) / max(len(requests), 1)
+        output_tokens = sum(r.output_tokens for r in requests) / max(len(requests), 1)
+        explained.append(
+            explain_step(
+                view.deployment,
+                view.sku,
+                round(result.decode_tokens / steps),
+                max(round(prompt + output_tokens / 2), 1),
+                round(result.prefill_tokens / steps),
+                view.config.efficiency,
+            )
+        )
+    render_explanations(explained, output)
 
 
 def _simulate(catalog, values: dict[str, Any], engine_keys, workload_options, workload, label):

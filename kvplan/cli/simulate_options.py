@@ -177,18 +177,18 @@ SERVING_PARAMETERS: dict[str, tuple[Any, Any]] = {
         float, 1.0, "--step-time-factor", "every step time × this (0.8: a kernel 20 % faster)", True
     ),
     "bandwidth_efficiency": _entry(
-        float,
-        0.85,
+        float | None,
+        None,
         "--bandwidth-efficiency",
-        "fraction of datasheet bandwidth steps read at (roofline)",
-        True,
+        "fraction of datasheet bandwidth every read of a step reaches, in place of the step "
+        "model's fitted per-operation fractions (docs/speed-model.md)",
     ),
     "compute_efficiency": _entry(
-        float,
-        0.5,
+        float | None,
+        None,
         "--compute-efficiency",
-        "fraction of dense peak FLOP/s steps compute at (roofline)",
-        True,
+        "fraction of dense peak FLOP/s large GEMMs and prefill attention reach, in place of "
+        "the fitted fractions (docs/speed-model.md)",
     ),
     "calibrate": _entry(
         Path | None,
@@ -308,7 +308,7 @@ class ServingOptions:
     def resolve(self, sku, label: str = ""):
         """(SimConfig for `sku`, notes): reads the step-time table and the verify record."""
         from kvplan.errors import KvplanError
-        from kvplan.perf.roofline import Efficiency
+        from kvplan.perf.estimates import Efficiency
         from kvplan.simulate import SimConfig, Slo, parse_seconds
         from kvplan.simulate.calibration import calibrated_efficiency
         from kvplan.simulate.step_table import read_step_table

@@ -63,6 +63,18 @@ class SkuSpec(_Spec):
         description="GPU-to-GPU bandwidth in one direction, bytes/s (half the datasheet's "
         "bidirectional NVLink figure); what moves KV between instances. null: not stated",
     )
+    interconnect_latency_s: float | None = Field(
+        None,
+        gt=0,
+        lt=0.01,
+        allow_inf_nan=False,
+        description="time of one small all-reduce over the GPU-to-GPU link, seconds (the "
+        "fixed cost a tensor-parallel step pays per collective); null: the step model's "
+        "collective_latency_s",
+    )
+    interconnect_latency_basis: str | None = Field(
+        None, min_length=1, description="where interconnect_latency_s comes from: the measurement"
+    )
     host_link_bytes_per_s: BytesPerS | None = Field(
         None,
         description="GPU-to-host bandwidth in one direction, bytes/s (half the datasheet's "
@@ -90,6 +102,8 @@ class SkuSpec(_Spec):
                 f"peak_flop_per_s has unknown dtype(s) {sorted(unknown)}; "
                 f"allowed: {sorted(allowed)}"
             )
+        if (self.interconnect_latency_s is None) != (self.interconnect_latency_basis is None):
+            raise ValueError("give interconnect_latency_s together with interconnect_latency_basis")
         if (self.runtime_memory_bytes is None) != (self.runtime_memory_basis is None):
             raise ValueError("give runtime_memory_bytes together with runtime_memory_basis")
         if self.runtime_memory_bytes is not None and self.runtime_memory_bytes > self.memory_bytes:
