@@ -1,0 +1,48 @@
+"""The max batch size and max num tokens `trtllm-bench throughput` picks for a workload.
+
+TensorRT-LLM's benchmark tool does not run with the LLM API defaults: it sizes both limits
+from how many requests of the dataset's mean lengths the KV cache holds
+(`tensorrt_llm/bench/build/tuning.py`, `calc_engine_setting` and `finetune_setting`, as in
+TensorRT-LLM 0.17–0.20):
+
+    raw_bs    = min(kv requests, 4096) / pp
+    raw_token = min(raw_bs × (1 + ISL / OSL), 32768)
+    max_batch_size = max(64, 32·⌈raw_bs/32⌉) below 256, 128·⌈raw_bs/128⌉ below 1024,
+                     else 256·⌈raw_bs/256⌉
+    max_num_tokens = max(2048, 256·⌈raw_token/256⌉) below 4096, 512·⌈raw_token/512⌉
+                     below 8192, else 1024·⌈raw_token/1024⌉
+
+trtllm-bench estimates "kv requests" from its own rough memory figure (device memory − the
+engine's bytes, × 0.95, ÷ bytes per token ÷ (ISL + OSL)); kvplan divides the engine model's
+own pool (`kv_capacity_tokens`) by ISL + OSL instead, the figure trtllm-bench approximates.
+"""
+
+from __future__ import annotations
+
+import math
+
+BATCH_CAP = 4096  # "Cap total batch size to avoid decoder buffer size becoming too large."
+TOKEN_CAP = 32768  # "Cap num tokens to avoid TRT activation buffer becoming too large."
+
+
+def bench_limits(
+    kv_capacity_tokens: int, input_tokens: float, output_tokens: float, pp: int = 1
+) -> tuple[int, int]:
+    """(max_batch_size, max_num_tokens) as trtllm-bench's finetune_setting picks them for a
+    pool of `kv_capacity_tokens` and mean lengths `input_tokens`, `output_tokens`."""
+    kv_requests = kv_capacity_tokens / (input_tokens + output_tokens)
+    raw_bs = min(kv_requests, BATCH_CAP) / pp
+    raw_token = min(raw_bs * (1 + input_tokens / output_tokens), TOKEN_CAP)
+    if raw_bs < 256:
+        max_bs = max(64, 32 * math.ceil(raw_bs / 32))
+    elif raw_bs < 1024:
+        max_bs = 128 * math.ceil(raw_bs / 128)
+    else:
+        max_bs = 256 * math.ceil(raw_bs / 256)
+    if raw_token < 4096:
+        max_token = max(2048, 256 * math.ceil(raw_token / 256))
+    elif raw_token < 8192:
+        max_token = 512 * math.ceil(raw_token / 512)
+    else:
+        max_token = 1024 * math.ceil(raw_token / 1024)
+    return max_bs, max_token
