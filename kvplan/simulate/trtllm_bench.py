@@ -23,6 +23,9 @@ import math
 
 BATCH_CAP = 4096  # "Cap total batch size to avoid decoder buffer size becoming too large."
 TOKEN_CAP = 32768  # "Cap num tokens to avoid TRT activation buffer becoming too large."
+# (below this value, round up to a multiple of this): finetune_setting's two ladders.
+BATCH_STEPS = ((256, 32), (1024, 128), (math.inf, 256))
+TOKEN_STEPS = ((4096, 256), (8192, 512), (math.inf, 1024))
 
 
 def bench_limits(
@@ -33,16 +36,10 @@ def bench_limits(
     kv_requests = kv_capacity_tokens / (input_tokens + output_tokens)
     raw_bs = min(kv_requests, BATCH_CAP) / pp
     raw_token = min(raw_bs * (1 + input_tokens / output_tokens), TOKEN_CAP)
-    if raw_bs < 256:
-        max_bs = max(64, 32 * math.ceil(raw_bs / 32))
-    elif raw_bs < 1024:
-        max_bs = 128 * math.ceil(raw_bs / 128)
-    else:
-        max_bs = 256 * math.ceil(raw_bs / 256)
-    if raw_token < 4096:
-        max_token = max(2048, 256 * math.ceil(raw_token / 256))
-    elif raw_token < 8192:
-        max_token = 512 * math.ceil(raw_token / 512)
-    else:
-        max_token = 1024 * math.ceil(raw_token / 1024)
-    return max_bs, max_token
+    return _rounded(raw_bs, 64, BATCH_STEPS), _rounded(raw_token, 2048, TOKEN_STEPS)
+
+
+def _rounded(value: float, floor: int, steps: tuple[tuple[float, int], ...]) -> int:
+    """`value` rounded up to the multiple its range asks for, at least `floor`."""
+    multiple = next(step for below, step in steps if value < below)
+    return max(floor, multiple * math.ceil(value / multiple))
