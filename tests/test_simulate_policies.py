@@ -129,3 +129,40 @@ def test_a_prefill_shares_its_step_with_decodes_as_the_engine_schedules_it(
     result = simulate(deployment, catalog.sku("h100-sxm"), workload, config)
     a = next(r for r in result.requests if r.order == 0)
     assert a.last_token_s - a.first_token_s == pytest.approx(a_decoding_s)
+
+
+@pytest.mark.parametrize(
+    ("kv_tokens", "isl", "osl", "pp", "expected"),
+    [
+        # tensorrt_llm/bench/build/tuning.py finetune_setting, by hand:
+        # 458,112 / 256 = 1,789.5 requests ≥ 1,024: 256 × ⌈1,789.5 / 256⌉ = 1,792;
+        # tokens 1,789.5 × (1 + 1) = 3,579 < 4,096: 256 × ⌈3,579 / 256⌉ = 3,584.
+        (458_112, 128, 128, 1, (1792, 3584)),
+        # 100,000 / 1,100 = 90.9 < 256: 32 × ⌈90.9 / 32⌉ = 96; tokens 90.9 × 11 = 1,000 →
+        # the 2,048 floor.
+        (100_000, 1000, 100, 1, (96, 2048)),
+        # 4,096 cap on requests, ÷ pp 2 = 2,048 → 2,048; tokens 2,048 × 3 = 6,144 < 8,192:
+        # 512 × ⌈6,144 / 512⌉ = 6,144.
+        (10_000_000, 200, 100, 2, (2048, 6144)),
+        # 0.5 requests: the floor of 64; tokens 0.5 × (1 + 39) = 20 → the floor of 2,048.
+        (4_000, 7_800, 200, 1, (64, 2048)),
+    ],
+)
+def test_trtllm_bench_picks_batch_and_tokens_as_its_tuning_does(kv_tokens, isl, osl, pp, expected):
+    from kvplan.simulate.trtllm_bench import bench_limits
+
+    assert bench_limits(kv_tokens, isl, osl, pp) == expected
+
+
+def test_trtllm_bench_limits_reach_the_run(catalog):
+    deployment = Deployment(catalog.model("llama-3.1-8b"), engine("trtllm"))
+    workload = poisson_workload(
+        5.0, parse_distribution("128", "p"), parse_distribution("128", "o"), requests=20
+    )
+    config = SimConfig(max_model_len=8192, trtllm_bench=True)
+    result = simulate(deployment, catalog.sku("h100-sxm"), workload, config)
+    from kvplan.simulate.trtllm_bench import bench_limits
+
+    batch, tokens = bench_limits(result.view.capacity_tokens, 128, 128)
+    assert (result.view.max_num_seqs, result.view.max_num_batched_tokens) == (batch, tokens)
+    assert any("trtllm-bench limits" in note for note in result.notes)

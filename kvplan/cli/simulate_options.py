@@ -129,6 +129,14 @@ SERVING_PARAMETERS: dict[str, tuple[Any, Any]] = {
         "PagedAttention paper's Orca baselines)",
         True,
     ),
+    "trtllm_bench": _entry(
+        bool,
+        False,
+        "--trtllm-bench",
+        "TensorRT-LLM: the max batch size and max num tokens trtllm-bench throughput picks "
+        "for the workload's mean prompt and output lengths (--max-num-seqs and "
+        "--max-num-batched-tokens, when given, win)",
+    ),
     "chunked_prefill": _entry(
         bool,
         True,
@@ -326,6 +334,7 @@ class ServingOptions:
             scheduler=v["scheduler"],
             allocator=v["allocator"],
             placement=v["placement"],
+            trtllm_bench=v["trtllm_bench"],
             chunked_prefill=v["chunked_prefill"],
             preemption=v["preemption"],
             max_model_len=_given(parse_tokens, v["max_model_len"], "--max-model-len"),

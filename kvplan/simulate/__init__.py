@@ -68,6 +68,11 @@ def simulate(
         KvplanError: the deployment leaves no KV memory on `sku`, or a bad option.
     """
     config = config or SimConfig()
+    if config.trtllm_bench and config.trtllm_bench_lengths is None and workload.requests:
+        count = len(workload.requests)
+        prompt = sum(r.prompt_tokens for r in workload.requests) / count
+        output = sum(r.output_tokens for r in workload.requests) / count
+        config = replace(config, trtllm_bench_lengths=(prompt, output))
     view = instance_model(deployment, sku, config)
     count = config.instances * deployment.dp
     runs = run_instances(view, count, config.router, workload)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 
 from kvplan.engine import KvLayout
 from kvplan.engine.analytic import byte_layout
+from kvplan.engine.base import Scheduler
 from kvplan.engine.deployment import Deployment
 from kvplan.engine.pool import largest_fitting
 from kvplan.engine.vllm import version_of
@@ -24,6 +25,7 @@ from kvplan.simulate.growth import GrowthProfile, growth_profile
 from kvplan.simulate.policies import ENGINE_DEFAULT
 from kvplan.simulate.step_cost import ModelCost, StepCost
 from kvplan.simulate.step_table import TableCost
+from kvplan.simulate.trtllm_bench import bench_limits
 from kvplan.specs import SkuSpec
 
 EVICTION_CAVEAT = (
@@ -91,8 +93,13 @@ def instance_model(deployment: Deployment, sku: SkuSpec, config: SimConfig) -> I
     scaled = replace(budget, kv_bytes=int(budget.kv_bytes / factor))
     pool = deployment.engine.pool(layout, scaled)
     charge, token_bytes, read_bytes = _profiles(deployment, layout, config, max_model_len)
-    scheduler = capacity.scheduler
-    batched_tokens, notes = scheduler.max_num_batched_tokens, _notes(deployment, sku, config)
+    scheduler, notes = capacity.scheduler, _notes(deployment, sku, config)
+    capacity_tokens = deployment.engine.capacity_tokens(pool, max_model_len)
+    max_num_seqs, batched_tokens = scheduler.max_num_seqs, scheduler.max_num_batched_tokens
+    if config.trtllm_bench_lengths is not None:
+        max_num_seqs, batched_tokens = _bench_limits(
+            deployment, config.trtllm_bench_lengths, capacity_tokens, scheduler, notes
+        )
     if not config.chunked_prefill and batched_tokens < max_model_len:
         batched_tokens = max_model_len
         notes.append(
@@ -105,7 +112,7 @@ def instance_model(deployment: Deployment, sku: SkuSpec, config: SimConfig) -> I
         config=config,
         capacity=capacity,
         max_model_len=max_model_len,
-        max_num_seqs=scheduler.max_num_seqs,
+        max_num_seqs=max_num_seqs,
         max_num_batched_tokens=batched_tokens,
         num_blocks=pool.num_blocks,
         bytes_per_block=layout.bytes_per_block * factor,
@@ -122,9 +129,31 @@ def instance_model(deployment: Deployment, sku: SkuSpec, config: SimConfig) -> I
         request_limit_tokens=largest_fitting(lambda n: pool.requests_at(n) > 0, max_model_len),
         host_link_bytes_per_s=config.host_link_bytes_per_s or sku.host_link_bytes_per_s,
         notes=tuple(notes),
-        capacity_tokens=deployment.engine.capacity_tokens(pool, max_model_len),
+        capacity_tokens=capacity_tokens,
         separate_prefill=_separate_prefill(deployment, config, batched_tokens, max_model_len),
     )
+
+
+def _bench_limits(
+    deployment: Deployment,
+    lengths: tuple[float, float],
+    capacity_tokens: int,
+    scheduler: Scheduler,
+    notes: list[str],
+) -> tuple[int, int]:
+    """(max_num_seqs, max_num_batched_tokens) as trtllm-bench picks them; a limit the user set
+    stays (TensorRT-LLM only)."""
+    if deployment.engine.name != "trtllm":
+        raise KvplanError("--trtllm-bench: the limits trtllm-bench picks are TensorRT-LLM's")
+    batch, tokens = bench_limits(capacity_tokens, *lengths, pp=deployment.pp)
+    settings = deployment.settings
+    batch = settings.max_num_seqs or batch
+    tokens = settings.max_num_batched_tokens or tokens
+    notes.append(
+        f"trtllm-bench limits for mean ISL {lengths[0]:,.0f} / OSL {lengths[1]:,.0f} over "
+        f"{capacity_tokens:,} KV tokens: max_batch_size {batch:,}, max_num_tokens {tokens:,}"
+    )
+    return batch, tokens
 
 
 def _separate_prefill(
