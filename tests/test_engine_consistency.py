@@ -119,6 +119,7 @@ def _json(*args: str) -> dict | list:
 @example(model="llama-3.2-11b-vision", engine_name="sglang", tp=1, context="4k", batch=1)
 # The textbook MHA figure: naive stores 2 · layers · hidden per token, not Llama's 8 KV heads.
 @example(model="llama-3.1-8b", engine_name="naive", tp=1, context="4k", batch=1)
+@example(model="llama-3.2-90b-vision", engine_name="trtllm", tp=1, context="4k", batch=1)
 def test_commands_agree_end_to_end(model, engine_name, tp, context, batch):
     common = ["--sku", "h100-sxm", "--tp", str(tp), "-e", engine_name]
     common += ["--context", context, "--batch", str(batch)]

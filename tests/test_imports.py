@@ -31,11 +31,24 @@ ALLOWED = {
     "plan": {"perf", "engine", "kvmath", "catalog", "specs", "plan", *LEAVES},
     "simulate": {"plan", "perf", "engine", "kvmath", "specs", "simulate", *LEAVES},
     "api": {"api", "plan", "simulate", "perf", "engine", "catalog", "specs", *LEAVES},
+    # explain reads engine logs and rebuilds them through the API: beside api, above it
+    "explain": {
+        "explain",
+        "api",
+        "plan",
+        "simulate",
+        "perf",
+        "engine",
+        "catalog",
+        "specs",
+        *LEAVES,
+    },
     # report renders the API's result records: it computes nothing, so it needs no layer
     # below api but the specs (a record's RoPE scaling, the catalogue listing).
-    "report": {"api", "specs", "report", *LEAVES},
+    "report": {"api", "explain", "specs", "report", *LEAVES},
     "cli": {
         "api",
+        "explain",
         "cli",
         *LEAVES,
         "specs",

@@ -149,7 +149,8 @@ def test_cli_table_shows_slo_and_goodput():
     [
         (["--slo-ttft", "1s"], "--slo-ttft needs a throughput target"),
         (["--rate", "1"], "needs --slo-ttft, --slo-tpot or both"),
-        (["--rate", "1", "--slo-ttft", "1s", "-n", "4"], "--concurrency"),
+        # With a rate, -n caps the requests in flight; offline has nothing to cap.
+        (["--offline", "--slo-ttft", "1s", "-n", "4"], "give --offline or --concurrency"),
         (["--rate", "1", "--slo-ttft", "1s", "--instances", "2"], "--instances"),
         (["--rate", "1", "--slo-ttft", "1s", "--max-model-len", "4k"], "--max-model-len"),
         (["--rate", "1", "--slo-ttft", "1s", "--engine", "llama.cpp"], "give --ctx-size and"),

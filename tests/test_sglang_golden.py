@@ -3,7 +3,9 @@
 None of these logs quotes both free-memory readings SGLang sizes its pool from, so #tokens
 itself cannot be reproduced from logged inputs: the tests pin #tokens with --max-total-tokens
 (kvplan --max-kv-tokens) and check that the K/V sizes SGLang printed follow, then check the
-budget rule against the one log that quotes the memory before weights load.
+budget rule against the one log that quotes the memory before weights load, and the rule
+with both readings given (--avail-mem-before-load / --avail-mem-after-load) against SGLang's
+own `profile_max_num_token`.
 """
 
 from __future__ import annotations
@@ -36,9 +38,11 @@ def _case(name: str) -> dict:
         ("qwen3-235b-a22b-fp8-h100-tp4", "qwen3-235b-a22b", "0.4.9", "h100-sxm"),
         # K = (2,795,207 + 1) x 20,480 B = 53.314 GiB -> "53.31 GB".
         ("llama-70b-class-h200-tp8-pr11716", "llama-3.3-70b", "0.5.3", "h200"),
-        # K = (1,106,304 + 1) x 2 heads x 128 x 48 x 2 B = 25.321 GiB; 0.5.6 prints the dtype.
-        # The MTT S5000 is not catalogued; an 80 GB H100 stands in (K + V = 50.6 GiB fit).
-        ("qwen3-30b-a3b-fp8-musa-s5000-tp2-pr27537", "qwen3-30b-a3b", "0.5.6", "h100-sxm"),
+        # K = (1,106,304 + 1) x 2 heads x 128 x 48 x 2 B = 25.321 GiB. The line has the dtype,
+        # which PyPI's memory_pool.py prints from 0.5.13 (not 0.5.6 - 0.5.12.post1): the venv is
+        # named 0.5.6, its SGLang prints 0.5.13's wording. The MTT S5000 is not catalogued; an
+        # 80 GB H100 stands in (K + V = 50.6 GiB fit).
+        ("qwen3-30b-a3b-fp8-musa-s5000-tp2-pr27537", "qwen3-30b-a3b", "0.5.13", "h100-sxm"),
     ],
 )
 def test_kv_cache_line_from_logged_tokens(name, model, version, sku, catalog):
@@ -109,10 +113,50 @@ def test_page_rounding_and_rows(catalog):
     ]
 
 
-def test_dsa_log_is_not_reproduced():
-    # DeepSeek-V3.2's DSA pool (656 B fp8 latent + 132 B indexer per layer, page 64) is not
-    # modelled: kvplan's MLA cache is the 576-element latent. The golden says so too.
-    assert _case("deepseek-v3.2-exp-dsa-b200-tp8-dp8-pr11309")["reproducible"] == "partial"
+def test_dsa_fp8_pool_line(catalog):
+    # PR #11309 (8 x B200, --tp 8 --dp 8 --enable-dp-attention, fp8 KV, page 64): "KV Cache is
+    # allocated. #tokens: 975424, KV size: 43.67 GB". SGLang's fp8 DSA row per layer
+    # (calculate_mla_kv_cache_dim): 512 + 512 // 128 x 4 + 64 x 2 B = 656, plus the indexer's
+    # 128 + 128 // 128 x 4 = 132; (975,424 + 64) rows x 788 B x 61 layers = 43.669 GiB.
+    b200 = catalog.sku("b200")
+    settings = pinned_pool(b200, version="0.5.3", max_kv_tokens=975_424)
+    deployment = Deployment(
+        catalog.model("deepseek-v3.2"),
+        SGLANG,
+        kv_dtype="fp8_e4m3",
+        tp=1,
+        dp=8,
+        ep=True,
+        settings=settings,
+    )
+    lines = Capacity(deployment, b200, 1, 4096).log_lines()
+    assert lines == ["KV Cache is allocated. #tokens: 975424, KV size: 43.67 GB"]
+    assert pytest.approx(43.67, abs=0.005) == (975_424 + 64) * 788 * 61 / GIB
+
+
+@pytest.mark.parametrize(
+    ("version", "line"),
+    [
+        # PyPI wheels, sglang/srt/mem_cache/memory_pool.py MHATokenToKVPool.__init__:
+        # 0.4.3.post2: f"KV Cache is allocated. K size: {k} GB, V size: {v} GB."
+        ("0.4.3.post2", "KV Cache is allocated. K size: 0.06 GB, V size: 0.06 GB."),
+        # 0.4.3.post3 - 0.5.12.post1: f"KV Cache is allocated. #tokens: {size}, K size: ..."
+        ("0.4.3.post3", "KV Cache is allocated. #tokens: 960, K size: 0.06 GB, V size: 0.06 GB"),
+        ("0.5.12.post1", "KV Cache is allocated. #tokens: 960, K size: 0.06 GB, V size: 0.06 GB"),
+        # 0.5.13: f"KV Cache is allocated. dtype: {self.dtype}, #tokens: {num_tokens}, ..."
+        (
+            "0.5.13",
+            "KV Cache is allocated. dtype: torch.bfloat16, #tokens: 960, K size: 0.06 GB, "
+            "V size: 0.06 GB",
+        ),
+    ],
+)
+def test_kv_line_wording_by_release(catalog, version, line):
+    # Llama-3.1-8B, 960 tokens, page 64 (0.4.4+: 960 + 64 rows; 0.4.3: 960 + 1): 0.06 GB each.
+    h100 = catalog.sku("h100-sxm")
+    settings = pinned_pool(h100, version=version, tokens_per_block=64, max_kv_tokens=960)
+    deployment = Deployment(catalog.model("llama-3.1-8b"), SGLANG, settings=settings)
+    assert Capacity(deployment, h100, 1, 512).log_lines() == [line]
 
 
 def test_both_readings_give_the_pool_by_sglangs_rule(catalog):
@@ -148,3 +192,58 @@ def test_readings_out_of_order_are_refused(catalog):
     deployment = Deployment(catalog.model("llama-3.1-8b"), SGLANG, settings=settings)
     with pytest.raises(SettingError, match=r"^avail_mem_after_load_bytes: "):
         _ = Capacity(deployment, catalog.sku("h100-sxm"), 1, 4096).kv_capacity_tokens
+
+
+@pytest.mark.parametrize(
+    ("sku", "tp", "nccl_gib"),
+    [
+        # Fully NVLinked, PR #11716 (H200 TP 8): "Init torch distributed ends. mem usage=1.96 GB".
+        ("h200", 8, 1.96),
+        # PCIe only, sgl-project/sglang issue #7212 (three or more PCIe GPUs): "Custom allreduce
+        # is disabled because it's not supported on more than two PCIe-only GPUs" and then
+        # "Init torch distributed ends. mem usage=0.19 GB".
+        ("l4", 4, 0.19),
+        ("rtx-3090", 2, 0.19),
+        # One GPU: no communicator.
+        ("l4", 1, 0.0),
+    ],
+)
+def test_pre_load_memory_by_link(catalog, sku, tp, nccl_gib):
+    # "Load weight begin. avail mem" = runtime total - CUDA context (0.32 GiB) - the
+    # communicators' init, which SGLang's NVLS-off, custom-all-reduce-on-NVLink-only setup
+    # makes depend on the links (sglang_memory.py).
+    gpu = catalog.sku(sku)
+    deployment = Deployment(
+        catalog.model("llama-3.1-8b"), SGLANG, tp=tp, settings=EngineSettings(version="0.5.3")
+    )
+    record = Capacity(deployment, gpu, 1, 4096).startup_figures()
+    expected = gpu.runtime_memory_bytes - int(0.32 * GIB) - int(nccl_gib * GIB)
+    assert record["avail_bytes_before_weights"] == expected
+
+
+def test_v4_error_log_from_its_readings(catalog):
+    # InferenceX issue #2128 (DeepSeek-V4-Pro FP8, 8 x H200, --tp 8): "Load weight end. ...
+    # avail mem=12.25 GB, mem usage=125.65 GB" (so 137.90 GB before loading) and, at
+    # --mem-fraction-static 0.88, "ValueError: Loaded weights leave no GPU memory for the KV
+    # cache"; the issue says SGLang suggests 0.9113. rest = 12.25 - 137.90 x (1 - f): -4.30 GiB
+    # at 0.88, +0.02 GiB at 0.9113. V4 is not catalogued; the readings decide the pool, so
+    # DeepSeek-V3 in fp8 at TP 8 stands in for the model.
+    case = _case("deepseek-v4-pro-fp8-h200-tp8-mfs088-error-inferencex-2128")
+    inputs = case["inputs"]
+
+    def capacity(fraction: float) -> Capacity:
+        settings = EngineSettings(
+            version="0.5.3",
+            utilization=fraction,
+            avail_mem_before_load_bytes=parse_bytes(f"{inputs['pre_load_avail_gib']}GiB"),
+            avail_mem_after_load_bytes=parse_bytes(f"{inputs['post_load_avail_gib']}GiB"),
+        )
+        deployment = Deployment(
+            catalog.model("deepseek-v3"), SGLANG, tp=8, weight_dtype="fp8", settings=settings
+        )
+        return Capacity(deployment, catalog.sku("h200"), 1, 4096)
+
+    refused = capacity(inputs["mem_fraction_static"])
+    assert refused.budget.kv_bytes < 0
+    assert refused.log_lines()[0].startswith("RuntimeError: Not enough memory")
+    assert capacity(case["expected"]["min_mem_fraction_static"]).budget.kv_bytes > 0

@@ -89,7 +89,7 @@ def test_same_seed_same_answer():
     [
         (["--rate", "-3"], "--rate: -3 is below kvplan's minimum of 0.000001"),
         (["--rate", "5", "--slo-ttft", "2"], "--slo-ttft: '2' needs a time unit"),
-        ([], "give --rate R (requests per second) or --trace FILE"),
+        ([], "give --rate R (requests per second), --concurrency N, --offline or --trace FILE"),
         (["--rate", "5", "--prompt-tokens", "9000"], "every request is at least 9,001 tokens"),
         (["--rate", "5", "--scheduler", "orca"], "--scheduler: unknown 'orca'"),
         (["--rate", "5", "--vs", "--rate 9"], "--vs: --rate cannot differ"),

@@ -121,3 +121,40 @@ def test_perf_benchmarking_log_does_not_reproduce(catalog):
     )
     blocks_line = "[TensorRT-LLM][INFO] Number of blocks in KV cache primary pool: 4607"
     assert not any(blocks_line in lines for lines in outcomes)
+
+
+def test_max_seq_len_is_cut_to_what_the_pool_holds(catalog):
+    # TensorRT-LLM fits at least one sequence: when max_seq_len needs more blocks than the
+    # pool has, it sets max_seq_len (and the attention window) to blocks x tokens_per_block
+    # (_torch/pyexecutor/resource_manager.py get_max_atten_window_upper_bound; C++
+    # KVCacheManager::getMaxAttentionWindowUpperBound, beam 1, no sink tokens) and warns.
+    # A pool capped at 82 blocks of 64 (kv_cache_config.max_tokens 5,248) against a
+    # 131,072-token model length: the window is 82 x 64 = 5,248 tokens, 82 blocks a sequence.
+    h100 = catalog.sku("h100-sxm")
+    for version, warning, per_sequence in (
+        (
+            "0.13.0",
+            "[TensorRT-LLM][WARNING] maxAttentionWindow and maxSequenceLen are too large for "
+            "at least one sequence to fit in kvCache. they are reduced to 5248",
+            "[TensorRT-LLM][INFO] Max KV cache pages per sequence: 82",
+        ),
+        (
+            "1.0.0",
+            "[TRT-LLM] [W] maxAttentionWindow and maxSequenceLen are too large for at least "
+            "one sequence to fit in kvCache. They are reduced to 5248",
+            "[TensorRT-LLM][INFO] Max KV cache blocks per sequence: 82 [window size=5248], "
+            "tokens per block=64, primary blocks=82, secondary blocks=0",
+        ),
+    ):
+        settings = EngineSettings(version=version, tokens_per_block=64, max_kv_tokens=5_248)
+        deployment = Deployment(catalog.model("llama-3.1-8b"), TRTLLM, settings=settings)
+        capacity = Capacity(deployment, h100, 1, 131_072)
+        lines = capacity.log_lines()
+        assert warning in lines and per_sequence in lines, lines
+        assert capacity.startup_figures()["max_seq_len"] == 82 * 64
+    # A model length the pool holds is left alone: no warning, pages of the length.
+    settings = EngineSettings(version="0.13.0", tokens_per_block=64, max_kv_tokens=5_248)
+    deployment = Deployment(catalog.model("llama-3.1-8b"), TRTLLM, settings=settings)
+    lines = Capacity(deployment, h100, 1, 4096).log_lines()
+    assert "[TensorRT-LLM][INFO] Max KV cache pages per sequence: 64" in lines
+    assert not any("reduced" in line for line in lines)

@@ -48,13 +48,27 @@ if TYPE_CHECKING:
         WeightsBreakdown,
     )
 
+_RESULTS = (
+    "BudgetTerms",
+    "CapacityRow",
+    "CheckReport",
+    "ClaimReport",
+    "ProductResult",
+    "RecommendCandidate",
+    "RecommendReport",
+    "RefusedRow",
+    "Result",
+    "SizeReport",
+    "WeightsBreakdown",
+)
 _CALLS = ("capacity", "deployment", "load_model", "load_sku", "models", "report", "resolve")
 # name -> the module of kvplan.api that defines it
 _HOMES = {
     **dict.fromkeys((*_CALLS, "size", "skus", "KvplanWarning"), "calls"),
-    **dict.fromkeys(("check", "claim"), "calls_check"),
+    "check": "calls_check",
+    "claim": "calls_check",
     "recommend": "calls_recommend",
-    **{name: "results" for name in API_NAMES if name[0].isupper() and name != "KvplanWarning"},
+    **dict.fromkeys(_RESULTS, "results"),
 }
 
 # kvplan.API_NAMES lists these names once, so `import kvplan` can serve them lazily.

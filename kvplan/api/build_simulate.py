@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from kvplan.api.results import (
     KvMemorySplit,
+    KvReservedSplit,
     LatencyPercentiles,
     PoolChoiceRecord,
     PoolsRun,
@@ -40,6 +41,16 @@ def _split(split: MemorySplit | tuple[float, ...]) -> dict[str, int]:
     return {f"{key}_bytes": round(value) for key, value in zip(MEMORY_KEYS, values, strict=True)}
 
 
+def _reserved_split(split: MemorySplit) -> KvReservedSplit:
+    """The memory taken from the pool as the PagedAttention paper splits it (Fig. 2)."""
+    return KvReservedSplit(
+        token_states_bytes=round(split.token_bytes),
+        reserved_bytes=round(split.reserved_later_used_bytes),
+        internal_fragmentation_bytes=round(split.internal_fragmentation_bytes),
+        external_fragmentation_bytes=round(split.fragmentation_bytes),
+    )
+
+
 def simulation_run(result: SimulationResult) -> SimulationRun:
     """One run of `kvplan simulate`, units in every key."""
     view, config = result.view, result.view.config
@@ -65,6 +76,13 @@ def simulation_run(result: SimulationResult) -> SimulationRun:
         bandwidth_fraction=config.efficiency.bandwidth_fraction,
         compute_fraction=config.efficiency.compute_fraction,
         workload=result.workload.description,
+        workload_kind=result.workload.kind,
+        concurrency=result.workload.max_concurrency,
+        arrival_window_s=result.saturation.window_s,
+        offered_requests_per_s=result.saturation.offered_requests_per_s,
+        overloaded=result.saturation.overloaded,
+        backlog_growth_requests=result.saturation.backlog_growth_requests,
+        sustainable_requests_per_s=result.saturation.sustainable_requests_per_s,
         requests=len(result.workload.requests),
         requests_completed=result.completed,
         requests_rejected=dict(result.rejected),
@@ -94,6 +112,7 @@ def simulation_run(result: SimulationResult) -> SimulationRun:
         queue_peak=result.queue_peak,
         requests_in_system_mean=result.requests_in_system_mean,
         kv_memory_mean=KvMemorySplit(**_split(result.memory_mean)),
+        kv_reserved_split_mean=_reserved_split(result.memory_mean),
         kv_utilization_fraction=result.kv_utilization_fraction,
         timeline=[
             TimelinePoint(t_s=t, queue=queue, running=running, **_split(split))
@@ -134,6 +153,7 @@ def pools_run(label: str, result: PoolsResult) -> PoolsRun:
         requests_served=result.served,
         requests_rejected=result.rejected,
         offered_requests_per_s=result.offered_requests_per_s,
+        arrival_window_s=result.workload.arrival_window_s,
         slo_ttft_s=result.slo.ttft_s,
         slo_tpot_s=result.slo.tpot_s,
         slo_percentile=result.percentile,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
+from pydantic import BaseModel, ConfigDict, Field
 
 # What a pool's blocks are (engine.pages.PageUnit, spelled here so that reading a result does
 # not load the engines; a test holds the two equal).
@@ -24,24 +24,18 @@ class Result(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
-class WithCurve(Result):
-    """A result whose capacity curve is sampled only on request (the HTML page's charts): the
-    dump leaves `concurrency_by_context` out when it was not asked for."""
-
-    @model_serializer(mode="wrap")
-    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        data = handler(self)
-        if data.get("concurrency_by_context", 0) is None:
-            del data["concurrency_by_context"]
-        return data
-
-
 class ContextPoint(Result):
     """Requests of `context_tokens` tokens that fit at once, the deployment planned afresh
     for that context (what `kvplan report --context` would say)."""
 
     context_tokens: int
     max_concurrency: int
+
+
+def _unsampled(curve: list[ContextPoint] | None) -> bool:
+    """A capacity curve is sampled only on request (the HTML page's charts): the dump leaves
+    `concurrency_by_context` out when it was not asked for."""
+    return curve is None
 
 
 class FormulaFactor(Result):
@@ -176,7 +170,7 @@ class SizeReport(Result):
     notes: list[str]
 
 
-class CapacityRow(WithCurve):
+class CapacityRow(Result):
     """One row of `kvplan report`: a model on a SKU at a TP degree, per GPU and per deployment."""
 
     model: str
@@ -222,7 +216,7 @@ class CapacityRow(WithCurve):
     startup: dict[str, Any]
     notes: list[str]
     # The requests held against context, sampled when asked (`report(..., curves=True)`).
-    concurrency_by_context: list[ContextPoint] | None = None
+    concurrency_by_context: list[ContextPoint] | None = Field(None, exclude_if=_unsampled)
 
 
 class RefusedRow(Result):
@@ -241,7 +235,7 @@ class RefusedRow(Result):
     refused: str  # the engine's reason
 
 
-class ProductResult(WithCurve):
+class ProductResult(Result):
     """One product of a `kvplan check` file: its promise against what its SKU holds."""
 
     name: str
@@ -278,7 +272,7 @@ class ProductResult(WithCurve):
     within_estimate_band: bool
     failure: str | None
     notes: list[str]
-    concurrency_by_context: list[ContextPoint] | None = None  # sampled when asked
+    concurrency_by_context: list[ContextPoint] | None = Field(None, exclude_if=_unsampled)
 
 
 class CheckReport(Result):
@@ -299,7 +293,7 @@ class EngineReserve(Result):
     cudagraph_bytes: int
 
 
-class ClaimReport(WithCurve):
+class ClaimReport(Result):
     """`kvplan claim`: the bytes behind "serves context L at batch B" on a SKU."""
 
     model: str
@@ -340,7 +334,7 @@ class ClaimReport(WithCurve):
     budget: BudgetTerms
     formula_terms: list[FormulaTerm]
     notes: list[str]
-    concurrency_by_context: list[ContextPoint] | None = None  # sampled when asked
+    concurrency_by_context: list[ContextPoint] | None = Field(None, exclude_if=_unsampled)
 
 
 class RecommendLoss(Result):
@@ -461,6 +455,17 @@ class KvMemorySplit(Result):
     free_bytes: int
 
 
+class KvReservedSplit(Result):
+    """The KV taken from one instance's pool as the PagedAttention paper splits it (its
+    Fig. 2), time-averaged bytes: token states, reserved for tokens still to come, internal
+    fragmentation (reserved but never used, and partly filled blocks), external."""
+
+    token_states_bytes: int
+    reserved_bytes: int
+    internal_fragmentation_bytes: int
+    external_fragmentation_bytes: int
+
+
 class TimelinePoint(Result):
     """The queue, the running requests and one instance's pool split at `t_s` seconds."""
 
@@ -488,6 +493,7 @@ class SimulationRun(Result):
     instances: int
     scheduler: str
     allocator: str
+    placement: str  # first-fit or buddy: where a reservation goes
     chunked_prefill: bool
     preemption: str
     router: str
@@ -508,6 +514,13 @@ class SimulationRun(Result):
     bandwidth_fraction: Number | None  # an override; None: the step model's fitted fractions
     compute_fraction: Number | None
     workload: str
+    workload_kind: str  # rate, concurrency (closed loop) or offline
+    concurrency: int | None  # the closed loop's cap on requests in flight
+    arrival_window_s: Number | None  # 0 to the last arrival; None: all sent at t = 0
+    offered_requests_per_s: Number | None  # requests ÷ arrival_window_s
+    overloaded: bool
+    backlog_growth_requests: int  # over the arrival window's second half
+    sustainable_requests_per_s: Number | None  # estimated when overloaded
     requests: int
     requests_completed: int
     requests_rejected: dict[str, int]  # reason -> requests
@@ -537,6 +550,7 @@ class SimulationRun(Result):
     queue_peak: int
     requests_in_system_mean: Number
     kv_memory_mean: KvMemorySplit  # time-averaged, one instance
+    kv_reserved_split_mean: KvReservedSplit  # the same, as the PagedAttention paper splits it
     kv_utilization_fraction: Number | None  # token states of the KV taken (not of the pool)
     timeline: list[TimelinePoint]
     notes: list[str]
@@ -578,6 +592,7 @@ class PoolsRun(Result):
     requests_served: int
     requests_rejected: int
     offered_requests_per_s: Number
+    arrival_window_s: Number | None  # None: an offline workload, every request sent at t = 0
     slo_ttft_s: Number | None
     slo_tpot_s: Number | None
     slo_percentile: int

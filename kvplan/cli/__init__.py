@@ -34,6 +34,7 @@ COMMANDS = {
     "check": ("check", "check"),
     "claim": ("check", "claim"),
     "recommend": ("recommend", "recommend"),
+    "explain": ("explain", "explain"),
     "simulate": ("simulate", "simulate"),
     "pools": ("simulate", "pools"),
     "verify": ("verify", "verify"),

@@ -23,8 +23,8 @@ from kvplan.cli.simulate_options import (
     WORKLOAD_PARAMETERS,
     ServingOptions,
     WorkloadOptions,
+    recommend_workload_options,
     serving_options,
-    workload_options,
 )
 from kvplan.errors import KvplanError
 from kvplan.units import parse_decimal
@@ -35,7 +35,7 @@ _PRICE = re.compile(r"\s*(?P<sku>[^=]+?)\s*=\s*(?P<price>[^/]*?)\s*/\s*h\s*", re
 
 @engine_options
 @serving_options
-@workload_options
+@recommend_workload_options
 def recommend(
     ctx: typer.Context,
     model: ModelArg,
@@ -56,7 +56,9 @@ def recommend(
             "-n",
             parser=count(limits.BATCH),
             metavar="N",
-            help="requests of --context tokens held at once",
+            help="requests of --context tokens held at once; with --slo-ttft/--slo-tpot, a "
+            "closed loop of N clients instead (as in `kvplan simulate --concurrency`), and "
+            "with --rate or --trace at most N requests in flight",
         ),
     ] = 1,
     sku: Annotated[
@@ -187,8 +189,8 @@ def recommend(
     KV, a lower memory fraction. Prints the launch command and the startup log lines to
     expect.
 
-    With --rate (or --trace) and --slo-ttft/--slo-tpot the target is throughput instead of
-    --concurrency: each candidate (dense models also as dp replicas behind a router) serves
+    With --rate, --trace, --offline or --concurrency and --slo-ttft/--slo-tpot the target is
+    throughput instead: each candidate (dense models also as dp replicas behind a router) serves
     the workload in `kvplan simulate`, and it meets the target when --slo-attainment of the
     requests meet every SLO. Points whose KV cannot hold one --context request, or whose
     quickest decode step is slower than --slo-tpot, are ruled out without a simulation; the
@@ -201,6 +203,10 @@ def recommend(
 
         output = _format(fmt)
         throughput = _throughput_options(ctx, workload_options, serving_options)
+        if throughput and _given(ctx, "concurrency"):  # the closed loop's clients
+            workload_options = WorkloadOptions(
+                {**workload_options.values, "concurrency": concurrency}
+            )
         catalog = _catalog(catalog_dirs)
         base = _deployment_of(
             _model(catalog, model, rope_scaling), engine_options, None, None, tp or 1, pp or 1
@@ -208,7 +214,7 @@ def recommend(
         result = recommend_report(
             base,
             context=context,
-            concurrency=concurrency,
+            concurrency=1 if throughput else concurrency,
             skus=_sku_names(sku) if sku else None,
             max_gpus=max_gpus,
             kv_dtypes=kv_dtypes,
@@ -234,15 +240,23 @@ def recommend(
 def _throughput_options(
     ctx: typer.Context, workload: WorkloadOptions, serving: ServingOptions
 ) -> bool:
-    """Whether the target is throughput (--rate or --trace); refuses options that do not go
-    with the target asked."""
-    throughput = workload.values["rate"] is not None or workload.values["trace"] is not None
+    """Whether the target is throughput (--rate, --trace, --offline, or --concurrency with
+    an SLO: a closed loop); refuses options that do not go with the target asked."""
+    v = workload.values
+    slo = _given(ctx, "slo_ttft") or _given(ctx, "slo_tpot")
+    closed_loop = _given(ctx, "concurrency") and slo
+    throughput = v["rate"] is not None or v["trace"] is not None or v["offline"] or closed_loop
     simulation = [*WORKLOAD_PARAMETERS, *SERVING_PARAMETERS, "slo_attainment"]
-    given = [name for name in simulation if _given(ctx, name)]
+    given = [name for name in simulation if name != "concurrency" and _given(ctx, name)]
     if not throughput and given:
-        raise KvplanError(f"{_flag(given[0])} needs a throughput target: give --rate or --trace")
-    if throughput and _given(ctx, "concurrency"):
-        raise KvplanError("--concurrency: give a throughput target (--rate/--trace) or it")
+        raise KvplanError(
+            f"{_flag(given[0])} needs a throughput target: give --rate, --trace, --offline, "
+            "or --concurrency with --slo-ttft/--slo-tpot"
+        )
+    if v["offline"] and _given(ctx, "concurrency"):
+        raise KvplanError(
+            "give --offline or --concurrency, not both: offline sends every request at t = 0"
+        )
     for name, instead in (("max_model_len", "--context"), ("instances", "the dp searched")):
         if _given(ctx, name):
             raise KvplanError(f"{_flag(name)}: recommend sets it from {instead}; drop it")

@@ -46,8 +46,23 @@ WORKLOAD_PARAMETERS: dict[str, tuple[Any, Any]] = {
         None,
         "--rate",
         "Poisson arrivals, requests per second, a decimal from 0.000001 to 1,000,000,000 "
-        "(or give --trace)",
+        "(or give --concurrency, --offline or --trace)",
         parser=rate(),
+    ),
+    "concurrency": _entry(
+        int | None,
+        None,
+        "--concurrency",
+        "a closed loop of N clients: each sends its next request when its previous one "
+        "returns (vllm bench serve --max-concurrency, genai-perf/AIPerf --concurrency); with "
+        "--rate or --trace, at most N requests in flight",
+        parser=count(limits.BATCH),
+    ),
+    "offline": _entry(
+        bool,
+        False,
+        "--offline",
+        "every request at t = 0, served as fast as the deployment can (trtllm-bench throughput)",
     ),
     "prompt_tokens": _entry(
         str, DEFAULT_PROMPT, "--prompt-tokens", f"prompt lengths: {DISTRIBUTION_HELP}", True
@@ -87,10 +102,13 @@ WORKLOAD_PARAMETERS: dict[str, tuple[Any, Any]] = {
 SERVING_PARAMETERS: dict[str, tuple[Any, Any]] = {
     "scheduler": _entry(
         str,
-        "continuous",
+        "engine",
         "--scheduler",
-        "continuous (iteration-level, vLLM) or static (request-level batches that decode "
-        "until their longest request ends)",
+        "engine (the engine's own: sglang for SGLang, trtllm-guaranteed-no-evict for "
+        "TensorRT-LLM, continuous otherwise), continuous (iteration-level, vLLM V1), "
+        "trtllm-guaranteed-no-evict, trtllm-max-utilization, sglang (new-token-ratio "
+        "admission, retraction), or static (request-level batches that decode until their "
+        "longest request ends)",
         True,
     ),
     "allocator": _entry(
@@ -100,6 +118,15 @@ SERVING_PARAMETERS: dict[str, tuple[Any, Any]] = {
         "paged (blocks as requests grow), or a contiguous reservation per request placed "
         "first-fit: reserve-max (the context), reserve-pow2 (prompt + output rounded up to a "
         "power of 2), reserve-exact (prompt + true output)",
+        True,
+    ),
+    "placement": _entry(
+        str,
+        "first-fit",
+        "--placement",
+        "where a reserve-* allocator puts a reservation: first-fit (the lowest hole that "
+        "holds it) or buddy (a power-of-two run, split and merged with its buddy, as the "
+        "PagedAttention paper's Orca baselines)",
         True,
     ),
     "chunked_prefill": _entry(
@@ -202,31 +229,58 @@ class WorkloadOptions:
     def build(self):
         """The requests: a trace, or Poisson arrivals from the length distributions."""
         from kvplan.errors import KvplanError
-        from kvplan.simulate import parse_distribution, parse_seconds, poisson_workload, read_trace
+        from kvplan.simulate import (
+            offline_workload,
+            parse_distribution,
+            parse_seconds,
+            poisson_workload,
+            read_trace,
+        )
 
         v = self.values
         duration = _given(parse_seconds, v["duration"], "--duration")
         requests = v["requests"]
+        concurrency, offline = v.get("concurrency"), v.get("offline", False)
         if requests is not None and requests < 1:
             raise KvplanError(f"--requests: {requests} must be at least 1")
         if v["trace"] is not None:
-            if v["rate"] is not None:
-                raise KvplanError("give --rate or --trace, not both (a trace has its own arrivals)")
-            return read_trace(v["trace"], requests=requests, duration_s=duration)
-        if v["rate"] is None:
-            raise KvplanError("give --rate R (requests per second) or --trace FILE")
+            if v["rate"] is not None or offline:
+                flag = "--rate" if v["rate"] is not None else "--offline"
+                raise KvplanError(
+                    f"give {flag} or --trace, not both (a trace has its own arrivals)"
+                )
+            trace = read_trace(v["trace"], requests=requests, duration_s=duration)
+            return trace if concurrency is None else trace.capped(concurrency)
+        if offline and (v["rate"] is not None or concurrency is not None):
+            flag = "--rate" if v["rate"] is not None else "--concurrency"
+            raise KvplanError(
+                f"give --offline or {flag}, not both: offline sends every request at t = 0"
+            )
+        if v["rate"] is None and not offline and concurrency is None:
+            raise KvplanError(
+                "give --rate R (requests per second), --concurrency N, --offline or --trace FILE"
+            )
         if requests is not None and duration is not None:
             raise KvplanError("give --requests or --duration, not both")
+        prompt = parse_distribution(v["prompt_tokens"], "--prompt-tokens")
+        output = parse_distribution(v["output_tokens"], "--output-tokens")
+        if v["rate"] is None:  # offline, or a closed loop: no arrival clock to run for
+            if duration is not None:
+                flag = "--offline" if offline else "--concurrency"
+                raise KvplanError(f"--duration: {flag} has no arrival rate; give --requests")
+            return offline_workload(
+                prompt,
+                output,
+                requests=requests or DEFAULT_REQUESTS,
+                seed=v["seed"],
+                max_concurrency=concurrency,
+            )
         if requests is None and duration is None:
             requests = DEFAULT_REQUESTS
-        return poisson_workload(
-            v["rate"],
-            parse_distribution(v["prompt_tokens"], "--prompt-tokens"),
-            parse_distribution(v["output_tokens"], "--output-tokens"),
-            requests=requests,
-            duration_s=duration,
-            seed=v["seed"],
+        made = poisson_workload(
+            v["rate"], prompt, output, requests=requests, duration_s=duration, seed=v["seed"]
         )
+        return made if concurrency is None else made.capped(concurrency)
 
     def check_fits(self, max_model_len: int) -> None:
         """Refuse synthetic lengths whose every request is longer than the context."""
@@ -271,6 +325,7 @@ class ServingOptions:
         config = SimConfig(
             scheduler=v["scheduler"],
             allocator=v["allocator"],
+            placement=v["placement"],
             chunked_prefill=v["chunked_prefill"],
             preemption=v["preemption"],
             max_model_len=_given(parse_tokens, v["max_model_len"], "--max-model-len"),
@@ -294,4 +349,10 @@ class ServingOptions:
 
 
 workload_options = option_group(WORKLOAD_PARAMETERS, "workload_options", WorkloadOptions)
+# recommend's own --concurrency (requests held at once) is the closed loop's N there.
+recommend_workload_options = option_group(
+    {name: entry for name, entry in WORKLOAD_PARAMETERS.items() if name != "concurrency"},
+    "workload_options",
+    WorkloadOptions,
+)
 serving_options = option_group(SERVING_PARAMETERS, "serving_options", ServingOptions)

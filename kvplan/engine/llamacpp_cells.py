@@ -13,6 +13,8 @@ maps a PR's merge date to the builds tagged then):
 | b5940, PR #14363 (2025-07) | a stream per slot unless --kv-unified: pad(⌈n_ctx / n_seq⌉) cells |
 | b6860, PR #16812 (2025-10-28) | no padding of the cache size |
 | b6970, PR #17046 (2025-11-07) | cells per stream padded to 256 (-c 1024 -np 3 → 1536 cells) |
+| b6075, PR #15050 (2025-08-03) | hybrid models: a stream per slot, each of all n_ctx cells |
+| b8005, PR #19559 (2026-02-12) | hybrid models: ⌈n_ctx / n_seq⌉ cells a stream, as others |
 
 Sliding layers per stream: min(cells, n_swa · (sequences sharing the stream) + n_ubatch),
 padded like the cells; from b6970 pad256 of that minimum (issue #17037).
@@ -38,6 +40,8 @@ PAD_256_BUILD = 6970
 PAD_BUILD = 1601
 MLA_LATENT_BUILD = 5140
 MLA_NO_V_BUILD = 7830
+HYBRID_STREAMS_BUILD = 6075  # PR #15050 "memory : handle kv_unified for hybrid models"
+HYBRID_STREAMS_FIX_BUILD = 8005  # PR #19559 "memory : fix kv cache size for hybrid models"
 FLASH_AUTO_BUILD = 6300  # -fa auto (on where the backend supports it), Aug/Sep 2025
 DEFAULT_UBATCH_TOKENS = 512
 DEFAULT_BATCH_TOKENS = 2048  # common/common.h n_batch
@@ -179,10 +183,29 @@ class Allocation:
         return self.n_ctx // self.n_seq
 
 
+def hybrid_cells_per_stream(
+    rows: tuple[LayerRow, ...], rules: CellRules, n_ctx: int, n_seq: int
+) -> int | None:
+    """Cells of each stream of a hybrid model's attention cache in the builds that gave
+    every stream the whole n_ctx, or None where the usual rule holds.
+
+    llama-model.cpp `create_memory` passed the hybrid memory `attn_kv_size = cparams.n_ctx`
+    (not n_ctx / n_seq) and, from PR #15050, `unified = cparams.kv_unified`: without
+    --kv-unified that is n_seq streams of n_ctx cells each, "-np times more KV cache for
+    hybrid models" until PR #19559 passed `cparams.n_ctx_seq`.
+    """
+    hybrid = any(r.kind == "state" for r in rows) and any(r.keeps_cells for r in rows)
+    in_builds = HYBRID_STREAMS_BUILD <= rules.build < HYBRID_STREAMS_FIX_BUILD
+    if not (hybrid and in_builds and rules.streams(n_seq) > 1):
+        return None
+    return rules.cells_per_stream(n_ctx, 1)
+
+
 def allocate(rows: tuple[LayerRow, ...], rules: CellRules, n_ctx: int, n_seq: int) -> Allocation:
     """The buffers llama.cpp allocates for -c n_ctx -np n_seq under `rules`."""
     streams = rules.streams(n_seq)
-    cells = rules.cells_per_stream(n_ctx, n_seq)
+    hybrid_cells = hybrid_cells_per_stream(rows, rules, n_ctx, n_seq)
+    cells = hybrid_cells or rules.cells_per_stream(n_ctx, n_seq)
     windows = {r.window_tokens for r in rows if r.is_windowed}
     window = max(windows, default=0)
     swa_cells = rules.swa_cells_per_stream(n_ctx, n_seq, window) if windows else cells
@@ -197,7 +220,7 @@ def allocate(rows: tuple[LayerRow, ...], rules: CellRules, n_ctx: int, n_seq: in
         ]
     buffers = tuple(Buffer(device, *values) for device, values in totals.items())
     return Allocation(
-        n_ctx=cells * streams,
+        n_ctx=rules.cells_per_stream(n_ctx, n_seq) * streams if hybrid_cells else cells * streams,
         n_seq=n_seq,
         streams=streams,
         cells=cells,

@@ -16,9 +16,9 @@ declared name (`tokens_per_block: 0 ...`).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, make_dataclass
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import kvplan.limits as limits
 from kvplan.engine.names import engine_name
@@ -248,44 +248,36 @@ def key_of(name: str) -> str:
     return setting.key if setting is not None else name
 
 
-@dataclass(frozen=True)
-class EngineSettings:
-    """What a user sets about the engine; None means the engine's (and release's) default.
+def _engine_settings() -> type:
+    """EngineSettings: one field per row of SETTINGS that is not on the Deployment, in the
+    rows' order, of the row's type (or None, the engine's default, unless the row declares a
+    default), every value checked against its row when the settings are made."""
 
-    One field per row of SETTINGS that is not on the Deployment, with the unit its row
-    declares; every value is checked against its row when the settings are made.
-    """
-
-    version: str | None = None
-    tokens_per_block: int | None = None
-    hybrid_allocator: bool | None = None  # False: windowed layers reserve full length
-    draft_layers: int = 0
-    utilization: float | None = None
-    kv_memory_bytes: int | None = None
-    activation_bytes: int | None = None
-    non_torch_bytes: int | None = None
-    cudagraph_bytes: int | None = None
-    max_num_batched_tokens: int | None = None
-    max_num_seqs: int | None = None
-    max_kv_tokens: int | None = None
-    context_size_tokens: int | None = None
-    parallel: int | None = None
-    v_dtype: str | None = None
-    flash_attention: bool | None = None
-    kv_unified: bool | None = None
-    swa_full: bool = False
-    gpu_layers: int | None = None
-    ubatch_tokens: int | None = None
-    batch_tokens: int | None = None
-    gpus_per_node: int | None = None
-    avail_mem_before_load_bytes: int | None = None
-    avail_mem_after_load_bytes: int | None = None
-    total_gpu_memory_bytes: int | None = None
-    available_memory_bytes: int | None = None
-
-    def __post_init__(self) -> None:
+    def __post_init__(self: Any) -> None:
         for setting in ENGINE_SETTINGS:
             setting.check(getattr(self, setting.name))
+
+    fields = [
+        (s.name, s.type if s.default is not None else s.type | None, field(default=s.default))
+        for s in ENGINE_SETTINGS
+    ]
+    namespace = {
+        "__post_init__": __post_init__,
+        "__module__": __name__,
+        "__doc__": "What a user sets about the engine; None means the engine's (and release's) "
+        "default. Generated from the rows of SETTINGS (kvplan.engine.settings).",
+    }
+    return make_dataclass("EngineSettings", fields, namespace=namespace, frozen=True)
+
+
+if TYPE_CHECKING:  # the fields are the rows': a type checker sees any setting name
+
+    class EngineSettings:
+        def __init__(self, **values: Any) -> None: ...
+        def __getattr__(self, name: str) -> Any: ...
+
+else:
+    EngineSettings = _engine_settings()
 
 
 def _given(setting: Setting, value: Any) -> Any:

@@ -19,18 +19,19 @@ no SWA pool before. Mamba-style state is charged as token slots of equal bytes.
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from kvplan.engine import sglang_memory
+from kvplan.engine import sglang_memory, sparse_mla
 from kvplan.engine.base import EngineProfile, model_reference
 from kvplan.engine.budget import Budget, device_memory, fraction_of_free
 from kvplan.engine.pages import StatePages, TokenPages
 from kvplan.engine.pool import KvLayout, KvPool, StageLayout
 from kvplan.engine.release import Release, parse_release
 from kvplan.engine.resolved import resolve
-from kvplan.kvmath import StateCache, ceil_div
+from kvplan.kvmath import LayerCache, StateCache, ceil_div
 from kvplan.units import GIB
 
 if TYPE_CHECKING:
@@ -56,10 +57,12 @@ def release_of(deployment: Deployment) -> Release:
 
 
 def parse_sglang_release(deployment: Deployment) -> Release:
-    """The version setting parsed, else the default release."""
-    return parse_release(
-        deployment.settings.version or DEFAULT_RELEASE_TEXT, "SGLang", OLDEST, NEWEST
-    )
+    """The version setting parsed, else the default release, as (major, minor, patch, post):
+    SGLang changed its log wording within 0.4.3's post releases."""
+    text = deployment.settings.version or DEFAULT_RELEASE_TEXT
+    release = parse_release(text, "SGLang", OLDEST, NEWEST)
+    post = re.search(r"post([0-9]{1,10})", text)
+    return (*release, int(post.group(1)) if post else 0)  # type: ignore[return-value]
 
 
 def page_tokens(deployment: Deployment, sku: SkuSpec | None) -> int:
@@ -90,7 +93,7 @@ class SglangLayout(KvLayout):
 
 @lru_cache(maxsize=4096)
 def _layout(deployment: Deployment, page: int) -> SglangLayout:
-    caches = deployment.exact_caches(full_reservation=True)
+    caches = SGLANG.stored_caches(deployment, full_reservation=True)
     stages = []
     for layers in deployment.stage_ranges():
         stage = [caches[i] for i in layers]
@@ -135,6 +138,13 @@ class SglangProfile(EngineProfile[SglangLayout]):
     def parsed_release(self, deployment: Deployment) -> Release:
         return parse_sglang_release(deployment)
 
+    def stored_caches(
+        self, deployment: Deployment, full_reservation: bool = False
+    ) -> tuple[LayerCache, ...]:
+        """The physics caches, with sparse MLA's fp8 latent in the 656-byte layout."""
+        caches = deployment.exact_caches(full_reservation)
+        return sparse_mla.stored_caches(caches, resolve(deployment).k_dtype)
+
     def check(self, deployment: Deployment) -> None:
         release_of(deployment)  # a bad version fails before anything is sized
         super().check(deployment)
@@ -170,6 +180,7 @@ class SglangProfile(EngineProfile[SglangLayout]):
             deployment.weights().per_gpu_bytes,
             deployment.tp * (ranks or 1),
             deployment.pp,
+            sku,
         )
         utilization = self.utilization(deployment, sku)
         return fraction_of_free(
@@ -233,16 +244,36 @@ class SglangProfile(EngineProfile[SglangLayout]):
             )
         if "state" in deployment.model.layer_kinds:
             notes.append("recurrent state is counted as token slots of the same bytes")
-        if sku is not None and deployment.settings.kv_memory_bytes is None:
-            notes.append(
-                "SGLang sizes its pool from free memory before weights load: kvplan takes the "
-                "runtime total less the CUDA context (0.32 GiB) and, at TP > 1, NCCL (1.96 GiB) "
-                "from one public H200 log (`non_torch_bytes` sets that)"
-            )
+        settings = deployment.settings
+        if sku is not None and settings.kv_memory_bytes is None:
+            notes.append(self.readings_note(deployment, sku))
         if not deployment.settings.utilization:
             fraction = self.utilization(deployment, sku)
             notes.append(f"mem_fraction_static {fraction:g}: SGLang's default for this GPU and TP")
         return notes
+
+    def readings_note(self, deployment: Deployment, sku: SkuSpec) -> str:
+        """Where the two free-memory readings the pool is sized from come from."""
+        settings = deployment.settings
+        if settings.avail_mem_before_load_bytes is not None:
+            before = "the logged free memory before weights load (`avail_mem_before_load_bytes`)"
+        elif settings.non_torch_bytes is not None:
+            before = "the runtime total less `non_torch_bytes` before weights load"
+        else:
+            gpus = deployment.tp * (dp_attention_ranks(deployment) or 1) * deployment.pp
+            link = "NVLink" if sglang_memory.fully_linked(sku) else "PCIe"
+            nccl = sglang_memory.init_bytes(gpus, 1, sku) - sglang_memory.CUDA_CONTEXT_BYTES
+            before = (
+                "free memory before weights load as the runtime total less the CUDA context "
+                f"(0.32 GiB) and the communicators ({nccl / GIB:.2f} GiB over {link}, from "
+                "public logs)"
+            )
+        after = (
+            "the logged free memory after (`avail_mem_after_load_bytes`)"
+            if settings.avail_mem_after_load_bytes is not None
+            else "that less the weights after"
+        )
+        return f"SGLang sizes its pool from {before} and {after}"
 
     def launch_command(
         self, deployment: Deployment, sku: SkuSpec | None, context_tokens: int
@@ -277,6 +308,9 @@ class SglangProfile(EngineProfile[SglangLayout]):
 
 # --- startup log -------------------------------------------------------------------------
 
+# The releases whose KV line first has "#tokens: N" and "dtype: torch.…" (startup_lines).
+TOKENS_FIELD_RELEASE = (0, 4, 3, 3)
+DTYPE_FIELD_RELEASE = (0, 5, 13)
 _TORCH_DTYPES = {
     "bf16": "torch.bfloat16",
     "fp16": "torch.float16",
@@ -329,8 +363,10 @@ def startup_record(
 def startup_lines(budget: Budget, pool: KvPool[SglangLayout], max_model_len: int) -> list[str]:
     """ "KV Cache is allocated. …" and the lines around it, in that release's wording.
 
-    SGLang's "GB" is GiB (memory_pool.py: GB = 1024 ** 3). The "#tokens" field appeared in
-    2025 (0.4.6 in kvplan's reading), the dtype in 0.5.5; before 0.3 no such line.
+    SGLang's "GB" is GiB (memory_pool.py: GB = 1024 ** 3). Read from the PyPI wheels'
+    `sglang/srt/mem_cache/memory_pool.py`: 0.4.3.post2 prints "KV Cache is allocated. K size:
+    … GB, V size: … GB." (a closing period); 0.4.3.post3 adds "#tokens: N, " and drops the
+    period; 0.5.12.post1 still has no dtype, 0.5.13 prints "dtype: torch.bfloat16, " first.
     """
     layout = pool.layout
     record = startup_record(budget, pool, max_model_len)
@@ -339,15 +375,16 @@ def startup_lines(budget: Budget, pool: KvPool[SglangLayout], max_model_len: int
     k_bytes, v_bytes = record["k_size_bytes"], record["v_size_bytes"]
     release = layout.release
     fields = []
-    if release >= (0, 5, 5):
+    if release >= DTYPE_FIELD_RELEASE:
         fields.append(f"dtype: {_TORCH_DTYPES.get(layout.kv_dtype, layout.kv_dtype)}")
-    if release >= (0, 4, 6):
+    if release >= TOKENS_FIELD_RELEASE:
         fields.append(f"#tokens: {record['max_total_num_tokens']}")
     if layout.v_row_bytes:
         fields += [f"K size: {k_bytes / GIB:.2f} GB", f"V size: {v_bytes / GIB:.2f} GB"]
     else:
         fields.append(f"KV size: {k_bytes / GIB:.2f} GB")
-    lines = [f"KV Cache is allocated. {', '.join(fields)}" + ("" if release >= (0, 4, 6) else ".")]
+    closing = "" if release >= TOKENS_FIELD_RELEASE else "."
+    lines = [f"KV Cache is allocated. {', '.join(fields)}{closing}"]
     if "avail_bytes_before_weights" in record:
         lines.insert(
             0, f"Load weight begin. avail mem={record['avail_bytes_before_weights'] / GIB:.2f} GB"

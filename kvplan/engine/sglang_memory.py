@@ -23,21 +23,45 @@ from kvplan.specs import SkuSpec
 from kvplan.units import GIB, MIB
 
 # model_runner.py measures free memory after torch.distributed init: the CUDA context and,
-# at TP > 1, NCCL's buffers are gone by then. One public log pins both: PR #11716's H200 TP 8
-# run prints "Init torch distributed ends. mem usage=1.96 GB" (NCCL) and a lowest "Load weight
-# begin. avail mem=137.29 GB" against the H200's 139.57 GiB runtime total: 0.32 GiB context.
+# at TP > 1, the communicators' buffers are gone by then. PR #11716's H200 TP 8 run prints
+# "Init torch distributed ends. mem usage=1.96 GB" and a lowest "Load weight begin. avail
+# mem=137.29 GB" against the H200's 139.57 GiB runtime total: 0.32 GiB context.
 CUDA_CONTEXT_BYTES = int(0.32 * GIB)
-NCCL_INIT_BYTES = int(1.96 * GIB)
 INIT_BAND_BYTES = int(0.25 * GIB)  # ranks of that log differ by 0.23 GiB
+# What init takes depends on the links between the GPUs. SGLang turns NCCL's NVLink SHARP
+# off (entrypoints/engine.py `_set_envs_and_config`: NCCL_NVLS_ENABLE = --enable-nccl-nvls,
+# default off) and builds its custom all-reduce (24 MiB of IPC buffers) only on fully
+# NVLinked GPUs or two GPUs (distributed/device_communicators/custom_all_reduce.py, "not
+# supported on more than two PCIe-only GPUs"); NCCL's own channel buffers grow with the
+# channels a topology gets, many over an NVLink switch, few over PCIe. Two public logs:
+# fully NVLinked (H200 TP 8, PR #11716): 1.96 GB; PCIe only (TP ≥ 3, sglang issue #7212,
+# "Custom allreduce is disabled because it's not supported on more than two PCIe-only GPUs"
+# then "Init torch distributed ends. mem usage=0.19 GB"): 0.19 GB.
+NCCL_INIT_BYTES_NVLINK = int(1.96 * GIB)
+NCCL_INIT_BYTES_PCIE = int(0.19 * GIB)
 
 
-def init_bytes(tp: int, pp: int) -> int:
-    """Memory gone before weights load (CUDA context, NCCL at TP × PP > 1), in bytes."""
-    return CUDA_CONTEXT_BYTES + (NCCL_INIT_BYTES if tp * pp > 1 else 0)
+def fully_linked(sku: SkuSpec | None) -> bool:
+    """Whether every GPU of a board reaches every other over NVLink (an NVSwitch board or a
+    fully connected xGMI platform), not PCIe or NVLink bridges between pairs."""
+    link = (sku.interconnect or "") if sku is not None else "NVLink"
+    if "bridge" in link:
+        return False
+    return link.startswith("NVLink") or "fully connected" in link
+
+
+def init_bytes(tp: int, pp: int, sku: SkuSpec | None = None) -> int:
+    """Memory gone before weights load (CUDA context; the communicators at TP × PP > 1, by
+    the GPUs' links), in bytes."""
+    if tp * pp == 1:
+        return CUDA_CONTEXT_BYTES
+    nccl = NCCL_INIT_BYTES_NVLINK if fully_linked(sku) else NCCL_INIT_BYTES_PCIE
+    return CUDA_CONTEXT_BYTES + nccl
 
 
 def load_overhead_bytes(tp: int, pp: int) -> int:
-    """Memory the weight loader keeps beyond the weights' own bytes, in bytes."""
+    """Memory the weight loader keeps beyond the weights' own bytes, in bytes: none counted
+    (no public log states it apart from the weights)."""
     return 0
 
 
@@ -67,7 +91,12 @@ class Readings:
 
 
 def readings(
-    given: ReadingSettings, total_bytes: int, weights_bytes: int, tp: int, pp: int
+    given: ReadingSettings,
+    total_bytes: int,
+    weights_bytes: int,
+    tp: int,
+    pp: int,
+    sku: SkuSpec | None = None,
 ) -> Readings:
     """The readings as the settings give them, the rest estimated, for one rank of `tp` × `pp`
     (with DP attention: every GPU of the replica set) holding `weights_bytes` of weights.
@@ -80,7 +109,7 @@ def readings(
     if before is None:
         init = settings.non_torch_bytes
         if init is None:
-            init, band = init_bytes(tp, pp), INIT_BAND_BYTES
+            init, band = init_bytes(tp, pp, sku), INIT_BAND_BYTES
         before = total_bytes - init
     elif before > total_bytes:
         raise SettingError(

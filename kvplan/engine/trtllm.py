@@ -282,6 +282,28 @@ class TrtllmProfile(EngineProfile[TrtLayout]):
 # --- startup log -------------------------------------------------------------------------
 
 PREFIX = "[TensorRT-LLM][INFO] "
+# The warning when max_seq_len is cut to what the pool holds (`max_sequence_len`).
+_CUT = (
+    "maxAttentionWindow and maxSequenceLen are too large for at least one sequence to fit in "
+    "kvCache."
+)
+
+
+def max_sequence_len(pool: KvPool[TrtLayout], max_model_len: int) -> int:
+    """max_seq_len after TensorRT-LLM fits one sequence in the pool: `max_model_len`, or the
+    pool's tokens when one sequence of that length would not fit.
+
+    Read from NVIDIA/TensorRT-LLM: the PyTorch backend's KVCacheManager
+    (`_torch/pyexecutor/resource_manager.py` `get_max_atten_window_upper_bound`: blocks ×
+    tokens per block, less the sink bubble; beam 1, no sink tokens here) and the C++ executor's
+    `trtGptModelInflightBatching.cpp` with `KVCacheManager::getMaxAttentionWindowUpperBound`,
+    which then warn "maxAttentionWindow and maxSequenceLen are too large for at least one
+    sequence to fit in kvCache" and set both to that bound. (Later C++ builds credit the
+    output tokens' last partial block through `calculateMaxAttentionWindow`, which needs
+    max_input_len; kvplan takes the shared bound.)
+    """
+    bound = pool.num_blocks * pool.layout.tokens_per_block
+    return min(max_model_len, bound) if bound > 0 else max_model_len
 
 
 def startup_record(budget: Budget, pool: KvPool[TrtLayout], max_model_len: int) -> dict[str, Any]:
@@ -295,6 +317,7 @@ def startup_record(budget: Budget, pool: KvPool[TrtLayout], max_model_len: int) 
     unrounded_tokens = budget.kv_bytes // layout.kv_bytes_per_token
     if layout.max_tokens is not None:
         unrounded_tokens = min(unrounded_tokens, layout.max_tokens)
+    window = max_sequence_len(pool, max_model_len)
     record: dict[str, Any] = {
         "primary_blocks": pool.num_blocks,
         "secondary_blocks": 0,
@@ -302,8 +325,9 @@ def startup_record(budget: Budget, pool: KvPool[TrtLayout], max_model_len: int) 
         "max_tokens": tokens,
         "max_tokens_before_block_rounding": unrounded_tokens,
         "allocated_bytes": tokens * layout.kv_bytes_per_token,
-        "max_blocks_per_sequence": ceil_div(max_model_len, layout.tokens_per_block),
+        "max_blocks_per_sequence": ceil_div(window, layout.tokens_per_block),
         "max_model_len": max_model_len,
+        "max_seq_len": window,
     }
     if not budget.fixed and budget.fraction_of_bytes is not None:
         record |= {"total_bytes": budget.total_bytes, "available_bytes": budget.fraction_of_bytes}
@@ -332,11 +356,13 @@ def startup_lines(budget: Budget, pool: KvPool[TrtLayout], max_model_len: int) -
         f"{PREFIX}[MemUsageChange] Allocated {pool_bytes / GIB:.2f} GiB for max tokens in paged "
         f"KV cache ({tokens})."
     )
-    per_sequence = record["max_blocks_per_sequence"]
+    per_sequence, window = record["max_blocks_per_sequence"], record["max_seq_len"]
+    cut = window < max_model_len
     if release >= (1, 0, 0):
         return [
+            *([f"[TRT-LLM] [W] {_CUT} They are reduced to {window}"] if cut else []),
             f"{PREFIX}Max KV cache blocks per sequence: {per_sequence} "
-            f"[window size={max_model_len}], tokens per block={tpb}, primary blocks={blocks}, "
+            f"[window size={window}], tokens per block={tpb}, primary blocks={blocks}, "
             "secondary blocks=0",
             f"{PREFIX}Number of tokens per block: {tpb}.",
             allocated,
@@ -353,6 +379,7 @@ def startup_lines(budget: Budget, pool: KvPool[TrtLayout], max_model_len: int) -
         f"{PREFIX}Number of blocks in KV cache primary pool: {blocks}",
         f"{PREFIX}Number of blocks in KV cache secondary pool: 0, onboard blocks to primary "
         "memory before reuse: true",
+        *([f"[TensorRT-LLM][WARNING] {_CUT} they are reduced to {window}"] if cut else []),
         f"{PREFIX}Max KV cache pages per sequence: {per_sequence}",
         f"{PREFIX}Number of tokens per block: {tpb}.",
         allocated,

@@ -12,13 +12,14 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from kvplan.engine import vllm_memory
+from kvplan.engine import sparse_mla, vllm_memory
 from kvplan.engine.base import EngineProfile, Scheduler, model_reference
 from kvplan.engine.budget import Budget, device_memory, subtract_terms
 from kvplan.engine.choices import SearchChoices, released_in_16_bit
 from kvplan.engine.pool import KvLayout, KvPool
 from kvplan.engine.resolved import resolve
 from kvplan.engine.settings import EngineSettings
+from kvplan.engine.vllm_mla import fp8_mla_refusal, pre_mla_caches
 from kvplan.engine.vllm_pages import (
     VllmStage,
     estimated_max_model_len,
@@ -26,17 +27,14 @@ from kvplan.engine.vllm_pages import (
     stage_layout,
 )
 from kvplan.engine.vllm_version import DEFAULT_VERSION, VllmVersion, parse_version
-from kvplan.kvmath import LayerCache, MlaIndexerCache
+from kvplan.errors import KvplanError
+from kvplan.kvmath import LayerCache
 from kvplan.units import GIB
 
 if TYPE_CHECKING:
     from kvplan.engine.deployment import Deployment
     from kvplan.specs import ModelSpec, RopeScalingSpec, SkuSpec
 
-# v1/kv_cache_interface.py MLAAttentionSpec: with --kv-cache-dtype fp8, sparse MLA
-# (DeepSeek-V3.2) stores "fp8_ds_mla": 512 fp8 latent values, 4 fp32 scales and the 64 rope
-# values in bf16, 656 bytes per token where dense fp8 MLA takes 576.
-FP8_DS_MLA_TOKEN_BYTES = 656
 # platforms/cuda.py (0.11): 16 tokens per block; MLA backends need their own page size:
 # FlashMLA (the default on Hopper, compute capability 9.0) 64, CUTLASS MLA (Blackwell
 # SM100) 128; other GPUs run Triton MLA with the default 16.
@@ -91,7 +89,7 @@ def block_tokens(deployment: Deployment, sku: SkuSpec | None) -> int:
     """Tokens per block: --block-size, else 16, or the MLA backend's page on this GPU."""
     if deployment.settings.tokens_per_block:
         return deployment.settings.tokens_per_block
-    if deployment.model.mla is None:
+    if deployment.model.mla is None or not version_of(deployment).stores_mla_latent:
         return BLOCK_TOKENS
     if sku is None or sku.compute_capability is None:
         return MLA_BLOCK_TOKENS_UNKNOWN_GPU
@@ -146,16 +144,15 @@ class VllmProfile(EngineProfile[VllmLayout]):
     def stored_caches(
         self, deployment: Deployment, full_reservation: bool = False
     ) -> tuple[LayerCache, ...]:
-        """The physics caches, with sparse MLA's fp8 latent in vLLM's fp8_ds_mla layout."""
+        """The physics caches, with sparse MLA's fp8 latent in vLLM's fp8_ds_mla layout, and
+        MLA layers as plain attention before vLLM stored the latent (`pre_mla_caches`)."""
         caches = deployment.exact_caches(full_reservation)
-        if resolve(deployment).k_dtype.bits != 8:
-            return caches
-        return tuple(
-            replace(c, token_bytes=FP8_DS_MLA_TOKEN_BYTES + c.indexer_token_bytes)
-            if isinstance(c, MlaIndexerCache)
-            else c
-            for c in caches
-        )
+        if deployment.model.mla is not None and not version_of(deployment).stores_mla_latent:
+            resolved = resolve(deployment)
+            return pre_mla_caches(
+                caches, deployment.model, deployment.tp, resolved.release, resolved.k_dtype
+            )
+        return sparse_mla.stored_caches(caches, resolve(deployment).k_dtype)
 
     def tp_refusal(self, model: ModelSpec, tp: int) -> str | None:
         """Why vLLM refuses `tp` for `model` (config/model.py, QKVParallelLinear), or None;
@@ -198,6 +195,9 @@ class VllmProfile(EngineProfile[VllmLayout]):
         """vLLM's "Available KV cache memory" on one rank (the V0 profile depends on the
         length: it batches whole prompts)."""
         version = version_of(deployment)
+        refusal = fp8_mla_refusal(deployment.model, version, resolve(deployment).k_dtype, sku)
+        if refusal:
+            raise KvplanError(f"--kv-dtype: {refusal}")
         total, basis = device_memory(sku, deployment.settings.total_gpu_memory_bytes)
         scheduler = resolve(deployment, sku).scheduler(max_model_len)
 

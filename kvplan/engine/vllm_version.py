@@ -42,6 +42,18 @@ class VllmVersion:
         return self.major_minor >= (0, 20)
 
     @property
+    def release(self) -> tuple[int, int, int]:
+        """(major, minor, patch) of the text ('0.7.1' → (0, 7, 1); '0.11' → (0, 11, 0))."""
+        match = match_release(self.text, "a version like 0.11 or 0.10.1", VLLM_VERSION)
+        return (int(match.group(1)), int(match.group(2)), int(match.group(3) or 0))
+
+    @property
+    def stores_mla_latent(self) -> bool:
+        """DeepSeek's MLA cache is the latent from 0.7.1 (`DeepseekV2MLAAttention`,
+        `model_config.use_mla`); before, vLLM ran MLA models as plain attention."""
+        return self.release >= (0, 7, 1)
+
+    @property
     def group_size_prefers_max(self) -> bool:
         """Hybrid grouping takes the largest layer count when it is under 1.5× the smallest."""
         return self.major_minor >= (0, 22)

@@ -89,8 +89,13 @@ def _workload_notes(run: PoolsRun) -> list[str]:
     )
     if run.colocated_requests_served != run.requests_served:
         served += f" (colocated: {run.colocated_requests_served:,})"
+    rate = (
+        f"at {run.offered_requests_per_s:,.2f} req/s"
+        if run.arrival_window_s is not None
+        else "all sent at t = 0"  # offline: no arrival window to divide by
+    )
     notes = [
-        f"{label}: {served} at {run.offered_requests_per_s:,.2f} req/s; KV copy "
+        f"{label}: {served} {rate}; KV copy "
         f"{_ms(run.kv_transfer_mean_s)} mean, {_ms(run.kv_transfer_percentile_s)} p{p} over "
         f"{run.link_bytes_per_s / 1e9:,.0f} GB/s links"
     ]

@@ -43,6 +43,7 @@ def _rows(run: SimulationRun) -> list[tuple[str, str]]:
         ("instances", f"{run.instances}" + (f" ({run.router})" if run.instances > 1 else "")),
         ("KV pool / instance", _pool(run)),
         ("requests", f"{run.requests_completed:,} done, {rejected:,} rejected"),
+        *_offered_rows(run),
         (
             "throughput",
             f"{run.throughput_requests_per_s:,.2f} req/s · "
@@ -76,6 +77,21 @@ def _rows(run: SimulationRun) -> list[tuple[str, str]]:
     return rows + _memory_rows(run)
 
 
+def _offered_rows(run: SimulationRun) -> list[tuple[str, str]]:
+    """The offered rate over the arrival window, and what is sustainable when it is more."""
+    rows = (
+        []
+        if run.concurrency is None
+        else [("concurrency", f"at most {run.concurrency:,} in flight")]
+    )
+    if run.offered_requests_per_s is None:
+        return rows
+    shown = f"{run.offered_requests_per_s:,.2f} req/s over {_seconds(run.arrival_window_s)}"
+    if run.overloaded:
+        shown += f" · overloaded: about {run.sustainable_requests_per_s:,.2f} req/s sustainable"
+    return [*rows, ("offered", shown)]
+
+
 def _pool(run: SimulationRun) -> str:
     """The pool in the engine's own terms: blocks and tokens, or tokens alone for a byte pool."""
     tokens = f"{run.kv_capacity_tokens:,} tokens"
@@ -86,6 +102,10 @@ def _pool(run: SimulationRun) -> str:
     return f"{blocks} = {human_bytes(run.kv_pool_bytes)} ({tokens})"
 
 
+def _bytes_share(value: int, pool: int) -> str:
+    return f"{human_bytes(value)} ({_share(value, pool)})"
+
+
 def _memory_rows(run: SimulationRun) -> list[tuple[str, str]]:
     """The pool's time-averaged split, each part with its share of the pool."""
     pool, mean = run.kv_pool_bytes, dump(run.kv_memory_mean)
@@ -93,6 +113,15 @@ def _memory_rows(run: SimulationRun) -> list[tuple[str, str]]:
         (f"KV mean: {label}", f"{human_bytes(value)} ({_share(value, pool)})")
         for label, value in zip(MEMORY_LABELS, mean.values(), strict=True)
     ]
+    if run.allocator != "paged":  # reservations: the paper's Fig. 2 split
+        split = run.kv_reserved_split_mean
+        rows += [
+            ("KV mean: reserved, will be used", _bytes_share(split.reserved_bytes, pool)),
+            (
+                "KV mean: internal fragmentation",
+                _bytes_share(split.internal_fragmentation_bytes, pool),
+            ),
+        ]
     # Of the memory taken, not of the pool (the rows above): a label that says which, beside
     # "token states 3.3 %", keeps 99.5 % from reading as a contradiction.
     rows.append(("token states ÷ KV taken", _fraction(run.kv_utilization_fraction)))

@@ -8,8 +8,9 @@ optimiser can maximise: requests per second that meet both latency targets. Whet
 meets its SLO at a percentile is `SimulationResult.meets_slo(percentile)` (rejected requests
 are misses; `slo_met_count` and `meets_percentile` are its two steps, which `pools` uses too),
 and `kv_refusal` says why a deployment leaves no KV memory before anything is simulated.
-Workloads come from `poisson_workload` or `read_trace`; `pools` sizes disaggregated
-prefill/decode pools.
+Workloads come from `poisson_workload`, `offline_workload` (all at t = 0, or a closed loop
+with `max_concurrency`) or `read_trace`, and `Workload.capped` limits any of them to N in
+flight; `pools` sizes disaggregated prefill/decode pools.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from kvplan.simulate.results import (
     summarize,
 )
 from kvplan.simulate.trace import read_trace
-from kvplan.simulate.workload import RequestSpec, Workload, poisson_workload
+from kvplan.simulate.workload import RequestSpec, Workload, offline_workload, poisson_workload
 from kvplan.specs import SkuSpec
 
 __all__ = [
@@ -48,6 +49,7 @@ __all__ = [
     "instance_model",
     "kv_refusal",
     "meets_percentile",
+    "offline_workload",
     "parse_distribution",
     "parse_seconds",
     "poisson_workload",
@@ -81,8 +83,10 @@ def goodput(
 ) -> float:
     """Requests per second that meet every target of `slo` (TTFT and TPOT), serving `workload`.
 
-    Completed requests with TTFT ≤ slo.ttft_s and TPOT ≤ slo.tpot_s, divided by the time from
-    the first arrival to the last return; rejected requests count as missed. Divide by
+    The share of the workload's requests with TTFT ≤ slo.ttft_s and TPOT ≤ slo.tpot_s times
+    the rate served over the arrival window (the offered rate, or the sustainable one when the
+    deployment falls behind); offline and closed-loop workloads count over the makespan.
+    Rejected requests count as missed. Divide by
     `deployment.gpus` (× config.instances) for goodput per GPU.
     """
     result = simulate(deployment, sku, workload, replace(config or SimConfig(), slo=slo))

@@ -11,8 +11,17 @@ from kvplan.perf.estimates import DEFAULT_EFFICIENCY, Efficiency
 if TYPE_CHECKING:
     from kvplan.simulate.step_table import StepTable
 
-SCHEDULERS = ("continuous", "static")
+# "engine": the deployment's engine's own (policies.ENGINE_DEFAULT; vLLM's is continuous).
+SCHEDULERS = (
+    "engine",
+    "continuous",
+    "static",
+    "trtllm-guaranteed-no-evict",
+    "trtllm-max-utilization",
+    "sglang",
+)
 ALLOCATORS = ("paged", "reserve-max", "reserve-pow2", "reserve-exact")
+PLACEMENTS = ("first-fit", "buddy")  # where a contiguous reservation goes (allocators.py)
 PREEMPTIONS = ("recompute", "swap")
 ROUTERS = ("round-robin", "least-loaded")
 # vLLM V0 --swap-space: 4 GiB of CPU memory per GPU for swapped-out blocks.
@@ -44,8 +53,9 @@ class SimConfig:
     plain factors otherwise.
     """
 
-    scheduler: str = "continuous"
+    scheduler: str = "engine"
     allocator: str = "paged"
+    placement: str = "first-fit"  # contiguous allocators only
     chunked_prefill: bool = True
     preemption: str = "recompute"
     max_model_len: int | None = None  # None: the model's native context
@@ -66,6 +76,7 @@ class SimConfig:
         for option, value, allowed in (
             ("--scheduler", self.scheduler, SCHEDULERS),
             ("--allocator", self.allocator, ALLOCATORS),
+            ("--placement", self.placement, PLACEMENTS),
             ("--preemption", self.preemption, PREEMPTIONS),
             ("--router", self.router, ROUTERS),
         ):
@@ -77,6 +88,11 @@ class SimConfig:
         ):
             if not 0 < factor <= MAX_FACTOR:  # also refuses NaN
                 raise KvplanError(f"{option}: {factor} must be in (0, {MAX_FACTOR:g}]")
+        if self.placement != "first-fit" and self.allocator == "paged":
+            raise KvplanError(
+                f"--placement {self.placement}: places contiguous reservations; --allocator "
+                "paged has none (give reserve-max, reserve-pow2 or reserve-exact)"
+            )
         if self.kv_window_tokens is not None and self.kv_window_tokens < 1:
             raise KvplanError(f"--kv-window: {self.kv_window_tokens} must be at least 1 token")
         if self.kv_sink_tokens < 0:

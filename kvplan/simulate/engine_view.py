@@ -15,11 +15,13 @@ from kvplan.engine import KvLayout
 from kvplan.engine.analytic import byte_layout
 from kvplan.engine.deployment import Deployment
 from kvplan.engine.pool import largest_fitting
+from kvplan.engine.vllm import version_of
 from kvplan.errors import KvplanError
 from kvplan.plan.capacity import Capacity
 from kvplan.simulate.allocators import reservation_tokens
 from kvplan.simulate.config import SimConfig
 from kvplan.simulate.growth import GrowthProfile, growth_profile
+from kvplan.simulate.policies import ENGINE_DEFAULT
 from kvplan.simulate.step_cost import ModelCost, StepCost
 from kvplan.simulate.step_table import TableCost
 from kvplan.specs import SkuSpec
@@ -54,6 +56,9 @@ class InstanceModel:
     host_link_bytes_per_s: float | None
     notes: tuple[str, ...]
     capacity_tokens: int  # tokens of KV the pool holds, as the engine reports it
+    # A prefill batch runs as a step of its own, decodes waiting (SGLang without
+    # --enable-mixed-chunk; vLLM V0 without chunked prefill); else steps are mixed.
+    separate_prefill: bool = False
 
     @property
     def pool_bytes(self) -> float:
@@ -72,6 +77,9 @@ def instance_model(deployment: Deployment, sku: SkuSpec, config: SimConfig) -> I
     Raises:
         KvplanError: the weights leave no KV memory, or --max-model-len is out of range.
     """
+    if config.scheduler == "engine":
+        own = ENGINE_DEFAULT.get(deployment.engine.name, "continuous")
+        config = replace(config, scheduler=own)
     capacity = _capacity(deployment, sku, config)
     refusal = _refusal(capacity)
     if refusal is not None:
@@ -115,7 +123,22 @@ def instance_model(deployment: Deployment, sku: SkuSpec, config: SimConfig) -> I
         host_link_bytes_per_s=config.host_link_bytes_per_s or sku.host_link_bytes_per_s,
         notes=tuple(notes),
         capacity_tokens=deployment.engine.capacity_tokens(pool, max_model_len),
+        separate_prefill=_separate_prefill(deployment, config, batched_tokens, max_model_len),
     )
+
+
+def _separate_prefill(
+    deployment: Deployment, config: SimConfig, batched_tokens: int, max_model_len: int
+) -> bool:
+    """Whether prefill batches run unmixed: SGLang's default (`scheduler.py`
+    get_next_batch_to_run: a new prefill batch first, else the decode batch), and vLLM V0's
+    default scheduler when no prompt is chunked (`core/scheduler.py` _schedule_default:
+    prefills first, decodes only in a step without them)."""
+    if config.scheduler == "sglang":
+        return True
+    if config.scheduler != "continuous" or deployment.engine.name != "vllm":
+        return False
+    return version_of(deployment).era == "v0" and batched_tokens >= max_model_len
 
 
 def kv_refusal(deployment: Deployment, sku: SkuSpec, config: SimConfig) -> str | None:

@@ -38,12 +38,13 @@ class Instance(Scheduling):
 
     # --- arrivals -------------------------------------------------------------------
 
-    def submit(self, spec: RequestSpec, order: int) -> None:
-        """Queue a request that arrived at `spec.arrival_s` (the clock may be past it)."""
+    def submit(self, spec: RequestSpec, order: int) -> bool:
+        """Queue a request that arrived at `spec.arrival_s` (the clock may be past it);
+        False when it is rejected on arrival."""
         view = self.view
         if spec.prompt_tokens + spec.output_tokens > view.max_model_len:
             self.metrics.rejected[TOO_LONG] += 1
-            return
+            return False
         reservation = 0
         if view.reserve_tokens is not None:
             tokens = view.reserve_tokens(spec.prompt_tokens, spec.output_tokens)
@@ -55,7 +56,7 @@ class Instance(Scheduling):
         # The pool's own limit (a llama.cpp slot) and, for reservations, the address space.
         if kept > view.request_limit_tokens or not self.alloc.fits_ever(final_blocks, reservation):
             self.metrics.rejected[TOO_LARGE] += 1
-            return
+            return False
         if self.t < spec.arrival_s:
             self._advance(spec.arrival_s - self.t, self._memory())
         else:  # it waited while the step in progress ran
@@ -63,20 +64,34 @@ class Instance(Scheduling):
             self.metrics.in_system_s += late_s
             self.metrics.queue_s += late_s
         req = Req(spec.order if spec.order is not None else order, spec, reservation)
+        req.final_blocks = final_blocks
         if spec.prefilled:  # its KV came over the network: admitted straight into decoding
             req.swapped_tokens, req.generated = spec.prompt_tokens, 1
             req.first_s = req.last_s = spec.arrival_s
         self.waiting.append(req)
         self.metrics.queue_peak = max(self.metrics.queue_peak, len(self.waiting))
+        return True
 
     def run_until(self, limit_s: float) -> None:
         """Run every step that starts before `limit_s` (all of them for infinity)."""
         while self.in_system and self.t < limit_s:
-            if not self._jump(limit_s):
-                if self.static:
-                    self._static_step()
-                else:
-                    self._continuous_step()
+            self._take_steps(limit_s)
+
+    def run_to_return(self, limit_s: float) -> None:
+        """Take at least one step, then those starting before `limit_s`, stopping after the
+        first step that returns a request (a closed loop sends its next one then)."""
+        returned = len(self.metrics.finish_s)
+        self._take_steps(limit_s)
+        while self.in_system and self.t < limit_s and len(self.metrics.finish_s) == returned:
+            self._take_steps(limit_s)
+
+    def _take_steps(self, limit_s: float) -> None:
+        """A run of identical decode steps ending before `limit_s`, or else one step."""
+        if not self._jump(limit_s):
+            if self.static:
+                self._static_step()
+            else:
+                self._continuous_step()
 
     # --- jumps over identical decode steps ------------------------------------------
 
@@ -91,6 +106,8 @@ class Instance(Scheduling):
             steps = min(steps, event - self.step)
         if self.paged:
             steps = self.sums[CHARGE].steps_within(self.step, self.alloc.free_blocks, steps)
+        if self.waiting and self.policy.jump_limit is not None:
+            steps = min(steps, self.policy.jump_limit)
         if steps < 1:
             return False
         sequences = decoding + len(self.padded)
@@ -100,6 +117,8 @@ class Instance(Scheduling):
             sequences, reads.total + frozen[2], reads.rate_sum, kv_tokens, decoding
         )
         steps = steps_starting_before(pieces, steps, limit_s - self.t)
+        if steps < 1:  # the limit is now: the caller takes a single step if it must
+            return False
         before = self._memory()
         self._grow(steps)
         metrics = self.metrics
@@ -107,6 +126,7 @@ class Instance(Scheduling):
         metrics.decode_tokens += decoding * steps
         metrics.padded_decode_tokens += len(self.padded) * steps
         metrics.itl += itl_samples(pieces, steps, decoding)
+        self.policy.decoded(steps)
         seconds = run_s(pieces, steps)
         metrics.busy_s += seconds
         self._advance(seconds, before)
@@ -130,6 +150,8 @@ class Instance(Scheduling):
             blocks = view.charge.value(head.target)
         else:
             return False
+        if not head.swapped_tokens and not self.policy.admits(self, head):
+            return False
         if not self.paged:
-            return self.alloc.largest_hole >= head.reservation  # type: ignore[union-attr]
+            return self.alloc.can_place(head.reservation)
         return blocks <= self.alloc.free_blocks - self.sums[CHARGE].need(self.step, 1)

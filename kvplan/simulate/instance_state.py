@@ -12,10 +12,16 @@ from __future__ import annotations
 import heapq
 from collections import deque
 
-from kvplan.simulate.allocators import ContiguousAllocator, PagedAllocator
+from kvplan.simulate.allocators import (
+    BuddyAllocator,
+    ContiguousAllocator,
+    PagedAllocator,
+    allocator,
+)
 from kvplan.simulate.engine_view import InstanceModel
 from kvplan.simulate.growth import Lockstep
 from kvplan.simulate.metrics import Metrics
+from kvplan.simulate.policies import policy
 from kvplan.simulate.requests import Req
 
 CHARGE, TOKENS, READS = 0, 1, 2  # the three growth profiles, in InstanceModel order
@@ -30,9 +36,11 @@ class InstanceState:
         self.static = config.scheduler == "static"
         self.swap = config.preemption == "swap" and not self.static
         self.paged = config.allocator == "paged"
-        allocator = PagedAllocator if self.paged else ContiguousAllocator
-        self.alloc: PagedAllocator | ContiguousAllocator = allocator(view.num_blocks)
+        self.alloc: PagedAllocator | ContiguousAllocator | BuddyAllocator = allocator(
+            config.allocator, config.placement, view.num_blocks
+        )
         self.metrics = metrics
+        self.policy = policy(config.scheduler, view.num_blocks, view.charge.tokens_per_block)
         self.t = 0.0
         self.step = 0
         self.waiting: deque[Req] = deque()
@@ -48,6 +56,7 @@ class InstanceState:
             else None
         )
         self.kv_offset = 0  # Σ (join_tokens − join_step) over decoding requests
+        self.generated_offset = 0  # Σ (generated at join − join_step) over decoding requests
         self.prefill_blocks = 0  # Σ blocks of the requests being prefilled
         self.frozen = [0, 0, 0, 0]  # padded requests: blocks, token bytes, read bytes, tokens
         self.finishing: list[tuple[int, int, int, Req]] = []  # (step, order, version, req)
@@ -60,6 +69,16 @@ class InstanceState:
         """Requests that arrived and have not returned."""
         return len(self.waiting) + len(self.prefilling) + len(self.decoding) + len(self.padded)
 
+    def decoders_generated(self) -> int:
+        """Output tokens the decoding requests have generated so far, summed."""
+        return self.generated_offset + len(self.decoding) * self.step
+
+    def generated_now(self, req: Req) -> int:
+        """Output tokens `req` has generated so far."""
+        if req.order in self.decoding:
+            return req.generated + self.step - req.join_step
+        return req.generated
+
     # --- the lockstep of decoding requests -------------------------------------------
 
     def _join(self, req: Req, tokens: int) -> None:
@@ -69,6 +88,7 @@ class InstanceState:
         req.fin_step = step + req.output - req.generated
         final_tokens = tokens + req.output - req.generated
         self.kv_offset += tokens - step
+        self.generated_offset += req.generated - step
         self.decoding[req.order] = req
         heapq.heappush(self.finishing, (req.fin_step, req.order, req.version, req))
         if self.flat_rates is not None:
@@ -109,6 +129,7 @@ class InstanceState:
         """Stop decoding; (blocks, token bytes, read bytes, tokens) it holds now."""
         tokens = req.kv_tokens(self.step)
         self.kv_offset -= req.join_tokens - req.join_step
+        self.generated_offset -= req.generated - req.join_step
         del self.decoding[req.order]
         req.version += 1
         sums, residues, rates = self.sums, req.residues, req.rates
@@ -161,7 +182,8 @@ class InstanceState:
         self.t += seconds
 
     def _memory(self) -> tuple[float, ...]:
-        """The pool now, as MemorySplit's five values in bytes."""
+        """The pool now, as MemorySplit's five values in bytes, then the part of the
+        reservations their requests will never use."""
         view, alloc, frozen = self.view, self.alloc, self.frozen
         charged = self.sums[CHARGE].total + self.prefill_blocks + frozen[0]
         token_value = view.token_bytes.value
@@ -177,4 +199,5 @@ class InstanceState:
             (allocated - charged) * per_block,
             fragmented * per_block,
             (alloc.num_blocks - allocated - fragmented) * per_block,
+            (allocated - max(alloc.final_blocks, charged)) * per_block,
         )

@@ -19,6 +19,19 @@ class MemorySplit:
     reserved_unused_bytes: float  # reserved for tokens not generated yet (contiguous only)
     fragmentation_bytes: float  # free, but outside the largest hole (contiguous only)
     free_bytes: float  # the rest of the pool
+    # The part of reserved_unused_bytes its requests will never use (beyond their final
+    # length, and a buddy run's rounding): with partial_block_bytes, internal fragmentation.
+    reserved_never_used_bytes: float = 0.0
+
+    @property
+    def reserved_later_used_bytes(self) -> float:
+        """Reserved for tokens a request has still to generate (the paper's "reserved")."""
+        return self.reserved_unused_bytes - self.reserved_never_used_bytes
+
+    @property
+    def internal_fragmentation_bytes(self) -> float:
+        """Taken and never to hold a token: partial last blocks and never-used reservation."""
+        return self.partial_block_bytes + self.reserved_never_used_bytes
 
     def values(self) -> tuple[float, ...]:
         return (
@@ -58,7 +71,7 @@ class Metrics:
         self.in_system_s = 0.0  # ∫ requests in the system dt
         self.queue_s = 0.0  # ∫ requests waiting dt
         self.queue_peak = 0
-        self.memory_s = [0.0] * 5  # ∫ split dt, in MemorySplit's order
+        self.memory_s = [0.0] * 6  # ∫ split dt, in MemorySplit's order
         self.busy_s = 0.0  # time with a step running
         # (t, queue, running, the split's five values)
         self.timeline: list[tuple[float, int, int, tuple[float, ...]]] = []
@@ -111,9 +124,9 @@ class Metrics:
             self.queue_peak = queue
         half = seconds / 2
         memory = self.memory_s
-        for i in range(5):
+        for i in range(6):
             memory[i] += (before[i] + after[i]) * half
         end = start_s + seconds
         if end >= self._next_sample_s:
-            self.timeline.append((end, queue, running, after))
+            self.timeline.append((end, queue, running, after[:5]))
             self._next_sample_s = end + self.timeline_interval_s

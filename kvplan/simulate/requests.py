@@ -19,6 +19,7 @@ class Req:
         "blocks",
         "done",
         "fin_step",
+        "final_blocks",
         "first_s",
         "generated",
         "handle",
@@ -50,6 +51,7 @@ class Req:
         self.blocks = 0  # blocks charged while prefilling or padded (decoders: in Lockstep)
         self.handle: int | None = None  # the allocator's handle while memory is held
         self.reservation = reservation  # contiguous allocators: blocks reserved
+        self.final_blocks = 0  # blocks it holds at its longest (set on arrival)
         self.first_s = -1.0
         self.last_s = -1.0
         self.preemptions = 0

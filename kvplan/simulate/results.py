@@ -11,6 +11,7 @@ from typing import Any, NamedTuple
 from kvplan.simulate.config import Slo
 from kvplan.simulate.engine_view import InstanceModel
 from kvplan.simulate.metrics import MemorySplit, Metrics
+from kvplan.simulate.saturation import Saturation, saturation
 from kvplan.simulate.workload import Workload
 
 PERCENTILES = (50, 90, 99)
@@ -90,6 +91,8 @@ class SimulationResult:
     memory_mean: MemorySplit  # time-averaged, per instance
     timeline: tuple[tuple[float, int, int, tuple[float, ...]], ...] = field(repr=False)
     notes: tuple[str, ...]
+    # The arrival window and whether the deployment kept up with it (saturation.py).
+    saturation: Saturation
 
     @property
     def completed(self) -> int:
@@ -116,10 +119,19 @@ class SimulationResult:
 
     @property
     def goodput_requests_per_s(self) -> float | None:
-        """Requests meeting both targets per second of makespan (None: no SLO)."""
+        """Requests/s meeting both targets, over the arrival window (None: no SLO).
+
+        The share of the workload meeting them × the rate the window was served at (the
+        offered rate, or the sustainable one when overloaded), so a drain after the last
+        arrival neither lowers it nor an unbounded queue raises it; a workload with no
+        window (offline, a closed loop) counts them over the makespan.
+        """
         if self.slo_met_requests is None:
             return None
-        return self.slo_met_requests * (1 / self.makespan_s if self.makespan_s else 0.0)
+        served = self.saturation.served_requests_per_s
+        if served is None:
+            return self.slo_met_requests * (1 / self.makespan_s if self.makespan_s else 0.0)
+        return self.slo_met_requests / self.offered * served if self.offered else 0.0
 
     @property
     def offered(self) -> int:
@@ -168,6 +180,8 @@ def summarize(
     summed = {name: sum(getattr(run, name) for run in runs) for name in SUMMED}
     steps = summed["steps"]
     per_makespan = 1 / makespan if makespan else 0.0
+    verdict = _saturation(workload, requests)
+    overload = verdict.note()
     return SimulationResult(
         label=label,
         view=view,
@@ -189,9 +203,24 @@ def summarize(
         requests_in_system_mean=sum(run.in_system_s for run in runs) * per_makespan,
         memory_mean=_memory_mean(runs, makespan),
         timeline=tuple(runs[0].timeline),
-        notes=view.notes + workload.notes + _instance_notes(len(runs)),
+        notes=(() if overload is None else (overload,))
+        + view.notes
+        + workload.notes
+        + _instance_notes(len(runs)),
+        saturation=verdict,
         **summed,
     )
+
+
+def _saturation(workload: Workload, requests: tuple[RequestRecord, ...]) -> Saturation:
+    """Overload over the workload's scheduled arrivals: a capped workload's requests were
+    sent later than scheduled, and that wait is backlog too."""
+    specs = workload.requests
+    if workload.max_concurrency is None:
+        returns = [(r.arrival_s, r.finish_s) for r in requests]
+    else:  # the cluster numbers a capped workload's requests by their index
+        returns = [(specs[r.order].arrival_s, r.finish_s) for r in requests]
+    return saturation([spec.arrival_s for spec in specs], returns)
 
 
 def slo_met_count(records: Iterable[RequestRecord], slo: Slo) -> int:
@@ -232,7 +261,7 @@ def _records(runs: list[Metrics]) -> tuple[RequestRecord, ...]:
 
 def _memory_mean(runs: list[Metrics], makespan: float) -> MemorySplit:
     """The pool split averaged over the makespan and over the instances."""
-    totals = [sum(run.memory_s[i] for run in runs) for i in range(5)]
+    totals = [sum(run.memory_s[i] for run in runs) for i in range(6)]
     share = 1 / (makespan * len(runs)) if makespan else 0.0
     return MemorySplit(*(value * share for value in totals))
 
@@ -292,6 +321,7 @@ def result_fields(result: SimulationResult) -> dict[str, Any]:
         "instances": result.instances,
         "scheduler": config.scheduler,
         "allocator": config.allocator,
+        "placement": config.placement,
         "chunked_prefill": config.chunked_prefill,
         "preemption": config.preemption,
     }

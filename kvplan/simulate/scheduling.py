@@ -25,7 +25,10 @@ class Scheduling(InstanceState):
         view, metrics = self.view, self.metrics
         self.step_extra_s = 0.0
         self._make_room()
-        budget = view.max_num_batched_tokens - len(self.decoding)
+        # SGLang (no mixed chunk) and vLLM V0 (no chunked prefill) run a prefill batch as a
+        # step of its own whenever one can start; the decodes wait for the next step.
+        prefill_first = view.separate_prefill and bool(self.prefilling or self._admissible())
+        budget = view.max_num_batched_tokens - (0 if prefill_first else len(self.decoding))
         chunks: list[tuple[Req, int]] = []
         for req in sorted(self.prefilling, key=lambda r: r.order):
             if budget <= 0:
@@ -37,10 +40,11 @@ class Scheduling(InstanceState):
                 chunks.append((req, tokens))
                 budget -= tokens
         resumed = self._admit(budget, chunks)
-        decoding = len(self.decoding)
+        decodes = not (prefill_first and chunks)
+        decoding = len(self.decoding) if decodes else 0
         if not (decoding or chunks or resumed):
             raise RuntimeError("a scheduler step with nothing to run")  # admission guarantees
-        self._run_step(decoding, chunks)
+        self._run_step(decoding, chunks, decodes)
         metrics.record_steps(1, decoding + len(chunks))
         self._end_prefills(chunks)
         for req in resumed:  # the pause since its last token counts as one gap
@@ -81,10 +85,13 @@ class Scheduling(InstanceState):
         """Give a waiting request its first blocks, leaving this step's growth its room."""
         if self.paged and blocks > self.alloc.free_blocks - self._growth():
             return False
-        handle = self.alloc.admit(blocks, req.reservation)
+        if not self.static and not self.policy.admits(self, req):
+            return False
+        handle = self.alloc.admit(blocks, req.reservation, req.final_blocks)
         if handle is None:
             return False
         req.handle, req.blocks, req.done = handle, blocks, 0
+        self.policy.started(req)
         return True
 
     def _charge_chunk(self, req: Req, tokens: int) -> bool:
@@ -109,8 +116,9 @@ class Scheduling(InstanceState):
             while self._growth() > self.alloc.free_blocks:
                 self._preempt_newest()
 
-    def _run_step(self, decoding: int, chunks: list[tuple[Req, int]]) -> None:
-        """Time one step, charge the decoders' growth, and move the clock."""
+    def _run_step(self, decoding: int, chunks: list[tuple[Req, int]], decodes: bool = True) -> None:
+        """Time one step, charge the decoders' growth, and move the clock (a prefill-only
+        step, `decodes` False, leaves the decoders where they are)."""
         view, reads, frozen = self.view, self.sums[2], self.frozen
         read_value = view.read_bytes.value
         sequences = decoding + len(self.padded)
@@ -118,15 +126,16 @@ class Scheduling(InstanceState):
         if sequences or chunks:
             seconds += view.cost.step_s(
                 sequences,
-                reads.total + frozen[2],
-                self.kv_offset + decoding * self.step + frozen[3],
+                reads.total + frozen[2] if decodes else 0,
+                self.kv_offset + decoding * self.step + frozen[3] if decodes else 0,
                 [(req.done, tokens) for req, tokens in chunks],
                 sum(read_value(req.done) for req, _ in chunks if req.done),
             )
         for req, tokens in chunks:  # this step writes the chunks' KV: it counts as held
             req.done += tokens
         before = self._memory()
-        self._grow(1)
+        if decodes:
+            self._grow(1)
         metrics = self.metrics
         metrics.decode_tokens += decoding
         metrics.padded_decode_tokens += len(self.padded)
@@ -134,6 +143,7 @@ class Scheduling(InstanceState):
         metrics.busy_s += seconds
         if decoding:
             metrics.itl.append((seconds, decoding))
+            self.policy.decoded(1)
         self._advance(seconds, before)
 
     def _end_prefills(self, chunks: list[tuple[Req, int]]) -> None:
@@ -197,6 +207,8 @@ class Scheduling(InstanceState):
         self._record(req, self.t)
 
     def _record(self, req: Req, finish_s: float) -> None:
+        if not self.static:
+            self.policy.stopped(req)
         self.metrics.record_request(
             req.arrival_s,
             req.first_s,
@@ -210,8 +222,8 @@ class Scheduling(InstanceState):
 
     def _preempt_newest(self) -> Req:
         """Preempt the newest running request (recompute, or swap when asked and room)."""
-        candidates = [*self.prefilling, *self.decoding.values()]
-        victim = max(candidates, key=lambda r: r.order)
+        victim = self.policy.victim(self)
+        self.policy.stopped(victim)
         metrics = self.metrics
         if victim.order in self.decoding:
             blocks, _, _, tokens = self._leave(victim)
@@ -234,6 +246,7 @@ class Scheduling(InstanceState):
         victim.preemptions += 1
         metrics.preemptions["swap" if victim.swapped_tokens else "recompute"] += 1
         self.waiting.appendleft(victim)
+        self.policy.preempted(self)
         return victim
 
     def _swap_out(self, req: Req, tokens: int, swap_bytes: float) -> None:

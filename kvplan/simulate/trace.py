@@ -66,7 +66,7 @@ def read_trace(
     kept = f"{len(made):,} rows"
     if len(made) < len(parsed):
         kept = f"{len(made):,} of {len(parsed):,} rows"
-    return Workload(tuple(made), f"trace {path.name}, {kept}", tuple(notes))
+    return Workload(tuple(made), f"trace {path.name}, {kept}", tuple(notes), kind="trace")
 
 
 def _csv_rows(path: Path, text: str) -> list[tuple[int, dict[str, Any]]]:

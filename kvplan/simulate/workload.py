@@ -2,7 +2,19 @@
 
 A workload is generated once (Poisson arrivals with token distributions, from one seed) or
 read from a trace, and then handed unchanged to every configuration that is compared, so
-`--vs` and `pools` judge their options on the very same requests.
+`--vs` and `pools` judge their options on the very same requests. The three kinds people
+benchmark with:
+
+- rate: Poisson arrivals (`vllm bench serve --request-rate`) or a trace's own times;
+- offline: every request at t = 0 (`trtllm-bench throughput`);
+- closed loop: N clients, each sending its next request when its previous one returns
+  (`vllm bench serve --max-concurrency N`, genai-perf and AIPerf `--concurrency N`).
+
+A closed loop is a cap on the requests in flight (`max_concurrency`): request i is sent at
+its scheduled arrival or when one of the N in flight returns, whichever is later, in order,
+as vllm bench serve's semaphore does (its requests are scheduled at t = 0 when no rate is
+given). The send times therefore come out of the run (`simulate/cluster.py`), not the
+workload.
 """
 
 from __future__ import annotations
@@ -16,6 +28,7 @@ from kvplan.simulate.distributions import TokenDistribution
 
 # The stated maximum (kvplan.limits.SIMULATED_REQUESTS): what simulates in about 20 s.
 MAX_REQUESTS = limits.SIMULATED_REQUESTS.maximum
+KINDS = ("rate", "trace", "offline", "closed-loop")
 
 
 @dataclass(frozen=True)
@@ -37,6 +50,32 @@ class Workload:
     requests: tuple[RequestSpec, ...]
     description: str  # e.g. "Poisson 10 req/s, prompt lognormal:mean=1000,sigma=1, seed 0"
     notes: tuple[str, ...] = ()
+    kind: str = "rate"  # one of KINDS
+    # Most requests in flight at once (a closed loop of this many clients); None: no cap.
+    max_concurrency: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"workload kind {self.kind!r} is not one of {KINDS}")
+        if self.max_concurrency is not None and not 1 <= self.max_concurrency <= MAX_REQUESTS:
+            raise KvplanError(
+                f"--concurrency: {self.max_concurrency} must be between 1 and {MAX_REQUESTS:,}"
+            )
+
+    @property
+    def arrival_window_s(self) -> float | None:
+        """Seconds from the start of the run to the last scheduled arrival, over which an
+        offered rate is measured; None when every request is scheduled at t = 0 (offline, or
+        a closed loop with no rate): such a run measures throughput, not a rate it keeps up
+        with."""
+        window = self.duration_s
+        return window if window > 0 else None
+
+    @property
+    def offered_requests_per_s(self) -> float | None:
+        """Requests ÷ the arrival window (None: no window)."""
+        window = self.arrival_window_s
+        return None if window is None else len(self.requests) / window
 
     @property
     def duration_s(self) -> float:
@@ -60,7 +99,14 @@ class Workload:
             for r in self.requests
         )
         label = f"{self.description}; prompts ×{prompt_factor:g}, outputs ×{output_factor:g}"
-        return Workload(requests, label, self.notes)
+        return replace(self, requests=requests, description=label)
+
+    def capped(self, max_concurrency: int) -> Workload:
+        """The same arrivals with at most `max_concurrency` requests in flight: a request
+        waits for its scheduled time and for a free place (vllm bench serve given both
+        --request-rate and --max-concurrency)."""
+        description = f"{self.description}, at most {max_concurrency:,} in flight"
+        return replace(self, description=description, max_concurrency=max_concurrency)
 
 
 def poisson_workload(
@@ -106,3 +152,34 @@ def poisson_workload(
         f"seed {seed}"
     )
     return Workload(tuple(made), description)
+
+
+def offline_workload(
+    prompt: TokenDistribution,
+    output: TokenDistribution,
+    *,
+    requests: int,
+    seed: int = 0,
+    max_concurrency: int | None = None,
+) -> Workload:
+    """`requests` requests all scheduled at t = 0, lengths drawn as `poisson_workload` draws
+    them (prompt, output per request from one `random.Random(seed)`).
+
+    Alone, every request arrives at once (offline, as `trtllm-bench throughput`); with
+    `max_concurrency` N, they go N at a time, each next one when one returns (a closed loop).
+    """
+    if not 1 <= requests <= MAX_REQUESTS:
+        raise KvplanError(f"--requests: {requests} must be between 1 and {MAX_REQUESTS:,}")
+    rng = random.Random(seed)
+    made = tuple(RequestSpec(0.0, prompt.sample(rng), output.sample(rng)) for _ in range(requests))
+    noun = "request" if requests == 1 else "requests"
+    lengths = f"prompt {prompt.text}, output {output.text}, seed {seed}"
+    workload = Workload(made, f"offline, {requests:,} {noun} at t = 0, {lengths}", kind="offline")
+    if max_concurrency is None:
+        return workload
+    return replace(
+        workload,
+        description=f"closed loop, {max_concurrency:,} clients, {requests:,} {noun}, {lengths}",
+        kind="closed-loop",
+        max_concurrency=max_concurrency,
+    )

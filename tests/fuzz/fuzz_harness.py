@@ -6,7 +6,10 @@ bound real: a hang inside C code (a regex, a repr, a parser) ignores signals, bu
 be killed, and a runaway allocation hits the child's memory cap instead of the machine.
 
 The bound is a hang detector, not a benchmark: CALL_LIMIT_S is far above any real run
-(~0.05–0.3 s), so only a call that is stuck fails it.
+(~0.05–0.3 s), so only a call that is stuck fails it. It bounds the child's CPU time, not the
+wall clock: on a machine shared with other jobs a call's wall time stretches with the load
+while its CPU time does not. The wall clock only kills a child that is still running at
+WALL_FACTOR × the limit (one asleep or starved, not computing).
 """
 
 from __future__ import annotations
@@ -25,7 +28,8 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, settings
 
-CALL_LIMIT_S = 5.0
+CALL_LIMIT_S = 5.0  # seconds of the child's CPU time (user + system)
+WALL_FACTOR = 6.0
 MEMORY_HEADROOM_BYTES = 2 * 2**30  # on top of the test process's own address space
 _WARMED: list[bool] = []
 
@@ -129,14 +133,17 @@ def cli(
             finally:
                 os._exit(0)
         while True:
-            done, _ = os.waitpid(pid, os.WNOHANG)
+            done, _, usage = os.wait4(pid, os.WNOHANG)
             elapsed = time.perf_counter() - start
             if done:
+                cpu_s = usage.ru_utime + usage.ru_stime
+                if cpu_s > limit_s:
+                    return Outcome(tuple(argv), None, "", "", cpu_s)
                 break
-            if elapsed > limit_s:
+            if elapsed > limit_s * WALL_FACTOR or _cpu_s(pid) > limit_s:
                 os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-                return Outcome(tuple(argv), None, "", "", elapsed)
+                _, _, usage = os.wait4(pid, 0)
+                return Outcome(tuple(argv), None, "", "", usage.ru_utime + usage.ru_stime)
             time.sleep(0.002)
         try:
             record = json.loads(Path(result_path).read_text())
@@ -150,6 +157,16 @@ def cli(
         record["seconds"],
         record["crash"],
     )
+
+
+def _cpu_s(pid: int) -> float:
+    """A running child's CPU seconds so far (Linux /proc; 0 where it cannot be read)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    # utime and stime are fields 14 and 15 of stat(5), counted after the ")" from field 3.
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def assert_clean(outcome: Outcome) -> None:

@@ -67,7 +67,7 @@ def test_hostile_token_samples(tmp_path, text, fragment):
 
 _NUMBERS = st.sampled_from(["1", "0", "-1", "nan", "inf", "1e308", "9" * 40, "８", "0.5", ""])
 _OPTIONS = st.sampled_from(["--rate", "--requests", "--duration", "--seed", "--instances",
-                            "--step-time-factor", "--kv-sinks"])  # fmt: skip
+                            "--step-time-factor", "--kv-sinks", "--concurrency"])  # fmt: skip
 
 
 @fuzz(15)

@@ -102,12 +102,12 @@ class PoolSearch:
         # A request longer than max_model_len keeps its length, so the prefill pool rejects
         # it on arrival as the engine does (it checks prompt + max_tokens).
         limit = self.config.max_model_len or self.deployment.model.max_context
-        only_prompts = Workload(
-            tuple(
+        only_prompts = replace(
+            self.workload,
+            requests=tuple(
                 r if r.prompt_tokens + r.output_tokens > limit else replace(r, output_tokens=1)
                 for r in self.workload.requests
             ),
-            self.workload.description,
         )
         target = Slo(ttft_s=self.slo.ttft_s)
 
@@ -139,7 +139,8 @@ class PoolSearch:
             ),
             key=lambda r: r.arrival_s,
         )
-        decode_workload = Workload(tuple(handed), self.workload.description)
+        # Arrivals come from the prefill pool's first tokens: a trace of its own.
+        decode_workload = Workload(tuple(handed), self.workload.description, kind="trace")
         target = Slo(tpot_s=self.slo.tpot_s)
         # One-token outputs end in the prefill pool: their TPOT target is met there.
         done = [
