@@ -406,8 +406,9 @@ def test_prefill_tp_divides_and_pp_does_not(catalog):
     model, sku = catalog.model("llama-3.1-8b"), catalog.sku("h100-sxm")
     one = prefill(Deployment(model, EXACT), 2048, sku)
     four_way = prefill(Deployment(model, EXACT, tp=4), 2048, sku)
-    # TP 4 divides every matmul by 4 and adds two all-reduces a layer: above a quarter.
-    assert one.time_s / 4 < four_way.time_s < one.time_s / 2
+    # TP 4 divides every matmul by 4 and adds two all-reduces a layer (2048 x 4096 x 2 B each,
+    # 1.5 x of it over NVLink): faster than one GPU, slower than a quarter of it.
+    assert one.time_s / 4 < four_way.time_s < one.time_s
     two_stages = prefill(Deployment(model, EXACT, pp=2), 2048, sku)
     # Stages run in turn for one prompt: pp does not divide; one send of 2048 x 4096 x 2 B.
     assert one.time_s < two_stages.time_s < one.time_s * 1.02

@@ -400,9 +400,16 @@ def test_equal_cost_and_slo_share_rank_by_requests_held_then_goodput():
             assert all(row[k] == first[k] for k in keys), row
     first = ranked[0]
     assert first["sku"] == "h200" and first["gpus"] == 2
-    h100 = next(r for r in ranked if r["sku"] == "h100-sxm" and r["kv_dtype"] == first["kv_dtype"])
-    # The H100's smaller pool (11 requests of 16k within headroom against the H200's 31) shows
-    # first as fewer requests held or, once steps are long enough that the short pool queues
-    # some requests past the TTFT target, as a lower SLO share: either way it ranks second.
-    assert h100["loses_by"][0]["kind"] in ("held", "slo_met")
-    assert h100["concurrency_within_headroom"] < first["concurrency_within_headroom"]
+    # The H100's smaller pool (80 GB against 141) holds fewer 16k requests than the H200 with
+    # the same KV dtype and GPUs; it shows as fewer requests held, or, once steps are long
+    # enough that the short pool queues requests past the TTFT target, as a lower SLO share
+    # (the bf16-KV H100 may then miss the 90 % target and drop out): it ranks below.
+    h100 = next(r for r in ranked if r["sku"] == "h100-sxm")
+    twin = next(
+        r
+        for r in ranked
+        if r["sku"] == "h200" and r["kv_dtype"] == h100["kv_dtype"] and r["gpus"] == h100["gpus"]
+    )
+    assert ranked.index(twin) < ranked.index(h100)
+    assert h100["concurrency_within_headroom"] < twin["concurrency_within_headroom"]
+    assert {loss["kind"] for loss in h100["loses_by"]} & {"held", "slo_met"}
