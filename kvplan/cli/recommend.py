@@ -167,6 +167,17 @@ def recommend(
             "every SLO (--slo-ttft, --slo-tpot); rejected requests count as misses: 90% or 0.9",
         ),
     ] = "90%",
+    pareto: Annotated[
+        bool,
+        typer.Option(
+            "--pareto",
+            help="instead of the cheapest: the frontier of output tokens/s per GPU against "
+            "tokens/s per user over tp, batch, KV and weight dtypes, for requests of "
+            "--prompt-tokens and --output-tokens (token counts, both needed), with KV bytes "
+            "per token and requests held beside each point; --context is the max_model_len "
+            "(default prompt + output)",
+        ),
+    ] = False,
     rope_scaling: RopeScalingOpt = None,
     columns: ColumnsOpt = None,
     fmt: FormatOpt = "table",
@@ -199,11 +210,32 @@ def recommend(
         from kvplan.report.recommend_report import render_recommendation
 
         output = _format(fmt)
-        throughput = _throughput_options(ctx, workload_options, serving_options)
         catalog = _catalog(catalog_dirs)
         base = _deployment_of(
             _model(catalog, model, rope_scaling), engine_options, None, None, tp or 1, pp or 1
         )
+        if pareto:
+            from kvplan.cli.recommend_pareto import pareto_frontier
+
+            pareto_frontier(
+                ctx,
+                base,
+                workload_options,
+                serving_options,
+                output,
+                _columns(columns),
+                context=context,
+                skus=_sku_names(sku) if sku else None,
+                max_gpus=max_gpus,
+                kv_dtypes=kv_dtypes,
+                quantization=not no_quantization,
+                weight_dtypes=weight_dtypes,
+                tp=tp,
+                pp=pp,
+                catalog=catalog,
+            )
+            return
+        throughput = _throughput_options(ctx, workload_options, serving_options)
         result = recommend_report(
             base,
             context=context,

@@ -1,0 +1,59 @@
+"""`recommend --pareto`: the options that go with it, checked, and the frontier rendered."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+from kvplan.cli.simulate_options import (
+    SERVING_PARAMETERS,
+    WORKLOAD_PARAMETERS,
+    ServingOptions,
+    WorkloadOptions,
+)
+from kvplan.errors import KvplanError
+
+# The simulate options that mean something to the frontier: the request lengths and what
+# sets the step times. The others (arrivals, scheduler, SLOs) belong to a simulation.
+PARETO_OPTIONS = ("prompt_tokens", "output_tokens", "bandwidth_efficiency", "compute_efficiency")
+NOT_WITH_PARETO = ("concurrency", "headroom", "price", "rank", "top", "slo_attainment", "dp", "ep")
+
+
+def pareto_frontier(
+    ctx: typer.Context,
+    base: Any,
+    workload: WorkloadOptions,
+    serving: ServingOptions,
+    output: Any,
+    columns: list[str] | None,
+    **search: Any,
+) -> None:
+    """Check the options, sweep and print the frontier (`kvplan.api.pareto.pareto`)."""
+    from kvplan.api.pareto import pareto
+    from kvplan.perf.roofline import Efficiency
+    from kvplan.report.pareto_report import render_pareto
+    from kvplan.units import parse_tokens
+
+    for name in (*WORKLOAD_PARAMETERS, *SERVING_PARAMETERS, *NOT_WITH_PARETO):
+        if name not in PARETO_OPTIONS and _given(ctx, name):
+            raise KvplanError(f"{_flag(name)}: does not apply to --pareto")
+    lengths = {}
+    for name in ("prompt_tokens", "output_tokens"):
+        if not _given(ctx, name):
+            raise KvplanError(f"--pareto: give {_flag(name)} N (a token count: 1024, 8k)")
+        lengths[name] = parse_tokens(workload.values[name], _flag(name))
+    values = serving.values
+    efficiency = Efficiency(values["bandwidth_efficiency"], values["compute_efficiency"])
+    result = pareto(base, efficiency=efficiency, **lengths, **search)
+    render_pareto(result, output, columns)
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _given(ctx: typer.Context, name: str) -> bool:
+    """Whether the user set option `name` (on the command line, not by its default)."""
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name != "DEFAULT"
