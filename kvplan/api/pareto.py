@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from kvplan.api.pareto_results import ParetoReport, ParetoRow
@@ -12,7 +12,7 @@ from kvplan.perf.roofline import DEFAULT_EFFICIENCY, Efficiency
 from kvplan.plan.recommend import DEFAULT_MAX_GPUS, SearchSpace
 from kvplan.plan.recommend.pareto import ParetoPoint, ParetoSearch, ParetoWorkload
 from kvplan.plan.recommend.pareto import pareto as sweep
-from kvplan.specs import kv_dtype_info, weight_dtype_info
+from kvplan.specs import SkuSpec, kv_dtype_info, weight_dtype_info
 
 STEADY_STATE_NOTE = (
     "closed loop: `batch` requests always in flight; one request's life = (output − 1) decode "
@@ -34,7 +34,7 @@ def pareto(
     weight_dtypes: Iterable[str] | None = None,
     tp: int | None = None,
     pp: int | None = None,
-    efficiency: Efficiency = DEFAULT_EFFICIENCY,
+    efficiency: Efficiency | Callable[[SkuSpec], Efficiency] = DEFAULT_EFFICIENCY,
     speed_model: str = "shipped constants",
     notes: Iterable[str] = (),
     catalog: Catalog | None = None,
@@ -43,6 +43,7 @@ def pareto(
     """The frontier of output tokens/s per GPU against tokens/s per user for requests of
     `prompt_tokens` in and `output_tokens` out (`kvplan recommend --pareto`), over tp, batch,
     KV and weight dtypes on `skus`; `context` is the max_model_len (default prompt + output).
+    `efficiency` may be a function of the SKU (a calibration file's, for the SKU it measured).
     """
     from kvplan.api.calls import _as_deployment, _catalog, _skus, _tokens
 

@@ -16,7 +16,13 @@ from kvplan.errors import KvplanError
 
 # The simulate options that mean something to the frontier: the request lengths and what
 # sets the step times. The others (arrivals, scheduler, SLOs) belong to a simulation.
-PARETO_OPTIONS = ("prompt_tokens", "output_tokens", "bandwidth_efficiency", "compute_efficiency")
+PARETO_OPTIONS = (
+    "prompt_tokens",
+    "output_tokens",
+    "bandwidth_efficiency",
+    "compute_efficiency",
+    "calibration",
+)
 NOT_WITH_PARETO = ("concurrency", "headroom", "price", "rank", "top", "slo_attainment", "dp", "ep")
 
 
@@ -31,6 +37,7 @@ def pareto_frontier(
 ) -> None:
     """Check the options, sweep and print the frontier (`kvplan.api.pareto.pareto`)."""
     from kvplan.api.pareto import pareto
+    from kvplan.cli.calibration_options import calibrated_efficiency, read
     from kvplan.perf.roofline import Efficiency
     from kvplan.report.pareto_report import render_pareto
     from kvplan.units import parse_tokens
@@ -44,8 +51,20 @@ def pareto_frontier(
             raise KvplanError(f"--pareto: give {_flag(name)} N (a token count: 1024, 8k)")
         lengths[name] = parse_tokens(workload.values[name], _flag(name))
     values = serving.values
-    efficiency = Efficiency(values["bandwidth_efficiency"], values["compute_efficiency"])
-    result = pareto(base, efficiency=efficiency, **lengths, **search)
+    default = Efficiency(values["bandwidth_efficiency"], values["compute_efficiency"])
+    path = values["calibration"]
+    notes: dict[str, None] = {}  # each note once, in the order the SKUs first give it
+
+    def efficiency_of(sku):
+        efficiency, said = calibrated_efficiency(path, sku, default)
+        notes.update(dict.fromkeys(said))
+        return efficiency
+
+    speed_model = "shipped constants" if path is None else f"--calibration {read(path).name}"
+    result = pareto(base, efficiency=efficiency_of, **lengths, **search)
+    result = result.model_copy(
+        update={"speed_model": speed_model, "notes": [*result.notes, *notes]}
+    )
     render_pareto(result, output, columns)
 
 

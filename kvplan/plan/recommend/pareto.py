@@ -21,7 +21,7 @@ token holds half as many.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import kvplan.limits as limits
@@ -156,9 +156,11 @@ def pareto(
     base: Deployment,
     workload: ParetoWorkload,
     space: SearchSpace,
-    efficiency: Efficiency = DEFAULT_EFFICIENCY,
+    efficiency: Efficiency | Callable[[SkuSpec], Efficiency] = DEFAULT_EFFICIENCY,
 ) -> ParetoSearch:
-    """The sweep of the module docstring over `space` (its pp and dp are fixed at base's)."""
+    """The sweep of the module docstring over `space` (its pp and dp are fixed at base's);
+    `efficiency` may be one per SKU (a calibration applies to the SKU it was measured on)."""
+    efficiency_of = efficiency if callable(efficiency) else lambda _: efficiency
     space = replace(
         space, pp=space.pp or base.pp, dp=1, ep=False if base.model.moe is None else space.ep
     )
@@ -176,7 +178,7 @@ def pareto(
         configurations += 1
         try:
             deployment = point_deployment(point, base, workload.context_tokens)
-            swept = _sweep(deployment, point.sku, workload, efficiency)
+            swept = _sweep(deployment, point.sku, workload, efficiency_of(point.sku))
         except KvplanError:
             swept = []
         refused += not swept

@@ -1,0 +1,256 @@
+"""`--calibration FILE`: the file format, the fit onto the speed model's efficiencies, its
+path through report / simulate / recommend --pareto, and hostile files (one line, exit 2)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from calibration_files import calibration_data, write_calibration
+from typer.testing import CliRunner
+
+from kvplan.cli import app
+from kvplan.engine import EngineSettings, engine
+from kvplan.engine.batch import Batch
+from kvplan.engine.deployment import Deployment
+from kvplan.perf.calibration import read_calibration
+from kvplan.perf.calibration_map import calibrated_for, fitted_values, step_constants
+from kvplan.perf.constants import shipped_constants
+from kvplan.perf.roofline import DEFAULT_EFFICIENCY, decode_step, prefill
+
+
+def run(*args: str):
+    return CliRunner().invoke(app, list(args))
+
+
+def test_fit_recovers_the_efficiencies_the_times_were_made_from(tmp_path):
+    values, notes = fitted_values(read_calibration(write_calibration(tmp_path / "c.json")))
+    expected = {
+        "gemm_bandwidth_fraction": 0.8,
+        "gemm_compute_fraction": 0.7,
+        "gemm_half_efficiency_tokens": 512,
+        "attention_decode_bandwidth_fraction": 0.8,
+        "attention_decode_fixed_tokens": 256,
+        "collective_bandwidth_fraction": 0.7,
+        "collective_latency_s": 10e-6,
+    }
+    assert values == pytest.approx(expected, rel=1e-6)
+    assert notes == []
+
+
+def test_fitted_names_are_step_model_constants(tmp_path):
+    calibration = read_calibration(write_calibration(tmp_path / "c.json"))
+    merged = shipped_constants().with_overrides(step_constants(calibration))
+    assert merged.value("attention_decode_fixed_tokens") == pytest.approx(256)
+    assert "verify --profile" in merged.sources["gemm_compute_fraction"]
+
+
+@pytest.fixture
+def llama(catalog):
+    return Deployment(catalog.model("llama-3.1-8b"), engine("vllm"), settings=EngineSettings())
+
+
+def test_halved_bandwidth_doubles_a_decode_bound_step(tmp_path, catalog, llama):
+    sku = catalog.sku("h100-sxm")
+    steps = []
+    for name, scale in (("full.json", 1.0), ("half.json", 0.5)):
+        calibration = read_calibration(write_calibration(tmp_path / name, bandwidth_scale=scale))
+        efficiency, _ = calibrated_for(calibration, sku, DEFAULT_EFFICIENCY)
+        steps.append(decode_step(llama, Batch.uniform(4096, 8), sku, efficiency).step_s)
+    # A decode step only reads (weights + KV), so its time is bytes / (fraction × bandwidth).
+    assert steps[1] == pytest.approx(2 * steps[0], rel=1e-12)
+    default = decode_step(llama, Batch.uniform(4096, 8), sku).step_s
+    assert steps[0] == pytest.approx(default * 0.85 / 0.8, rel=1e-12)
+
+
+def test_halved_compute_doubles_a_prefill(tmp_path, catalog, llama):
+    sku = catalog.sku("h100-sxm")
+    times = []
+    for name, scale in (("full.json", 1.0), ("half.json", 0.5)):
+        calibration = read_calibration(write_calibration(tmp_path / name, compute_scale=scale))
+        efficiency, _ = calibrated_for(calibration, sku, DEFAULT_EFFICIENCY)
+        assert efficiency.compute_fraction == pytest.approx(0.7 * scale)
+        times.append(prefill(llama, 8192, sku, efficiency=efficiency).time_s)
+    assert times[1] == pytest.approx(2 * times[0], rel=1e-12)
+
+
+def test_other_skus_and_cpu_files_keep_the_shipped_constants(tmp_path, catalog):
+    calibration = read_calibration(write_calibration(tmp_path / "c.json"))
+    efficiency, notes = calibrated_for(calibration, catalog.sku("h200"), DEFAULT_EFFICIENCY)
+    assert efficiency == DEFAULT_EFFICIENCY
+    assert "measured on h100-sxm; h200 keeps the shipped constants" in notes[0]
+    data = calibration_data()
+    data["measured_on"]["meaningful"] = False
+    (tmp_path / "cpu.json").write_text(json.dumps(data))
+    cpu = read_calibration(tmp_path / "cpu.json")
+    efficiency, notes = calibrated_for(cpu, catalog.sku("h100-sxm"), DEFAULT_EFFICIENCY)
+    assert efficiency == DEFAULT_EFFICIENCY and "not meaningful" in notes[0]
+
+
+def report_json(*args: str) -> list[dict]:
+    result = run("report", "-m", "llama-3.1-8b", "--tp", "1", "-f", "json", *args)
+    assert result.exit_code in (0, 1), result.output
+    return json.loads(result.stdout)
+
+
+def test_report_rows_of_the_calibrated_sku_only(tmp_path):
+    full = write_calibration(tmp_path / "full.json")
+    half = write_calibration(tmp_path / "half.json", bandwidth_scale=0.5)
+    skus = ("--sku", "h100-sxm", "--sku", "h200")
+    plain, calibrated, halved = (
+        {row["sku"]: row for row in report_json(*skus, *extra)}
+        for extra in ((), ("--calibration", str(full)), ("--calibration", str(half)))
+    )
+    assert list(calibrated) == list(plain)  # the same rows in the same order
+    h100 = [rows["h100-sxm"]["decode_step_s"] for rows in (plain, calibrated, halved)]
+    assert h100[1] == pytest.approx(h100[0] * 0.85 / 0.8, rel=1e-9)
+    assert h100[2] == pytest.approx(2 * h100[1], rel=1e-9)
+    assert calibrated["h200"]["decode_step_s"] == plain["h200"]["decode_step_s"]
+    assert any("calibrated by full.json" in n for n in calibrated["h100-sxm"]["notes"])
+
+
+def test_simulate_tpot_doubles_with_halved_bandwidth(tmp_path):
+    tpots = []
+    for name, scale in (("full.json", 1.0), ("half.json", 0.5)):
+        path = write_calibration(tmp_path / name, bandwidth_scale=scale)
+        result = run(
+            "simulate",
+            "llama-3.1-8b",
+            "--sku",
+            "h100-sxm",
+            "--rate",
+            "0.001",
+            "--requests",
+            "2",
+            "--prompt-tokens",
+            "16",
+            "--output-tokens",
+            "64",
+            "--calibration",
+            str(path),
+            "-f",
+            "json",
+        )
+        assert result.exit_code == 0, result.output
+        (payload,) = json.loads(result.stdout)["runs"]
+        assert payload["bandwidth_fraction"] == pytest.approx(0.8 * scale)
+        tpots.append(payload["tpot_s"]["p50"])
+    # One request at a time, every decode step memory-bound: TPOT is the step time.
+    assert tpots[1] == pytest.approx(2 * tpots[0], rel=1e-6)
+
+
+def test_pareto_says_which_step_times(tmp_path):
+    path = write_calibration(tmp_path / "c.json")
+    result = run(
+        "recommend",
+        "llama-3.1-8b",
+        "--pareto",
+        "--prompt-tokens",
+        "1k",
+        "--output-tokens",
+        "128",
+        "-s",
+        "h100-sxm",
+        "--max-gpus",
+        "1",
+        "--no-quantization",
+        "--kv-dtype",
+        "bf16",
+        "--calibration",
+        str(path),
+        "-f",
+        "json",
+    )
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert payload["speed_model"].startswith("--calibration c.json (NVIDIA H100")
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("not json", "not valid JSON"),
+        ("[1, 2]", "not a calibration file"),
+        ('{"format": "kvplan-perf-constants/1"}', "format: 'kvplan-perf-constants/1' is not"),
+        (lambda d: d | {"extra": 1}, "unknown field 'extra'"),
+        (lambda d: d | {"gemm": [{"op": "gemm"}]}, "gemm[0].dtype: None"),
+        (lambda d: d | {"gemm": "x"}, "gemm: must be a list"),
+        (lambda d: d | {"decode_attention": [1]}, "decode_attention[0]: must be an object"),
+        (
+            lambda d: d | {"all_reduce": [{"gpus": 1, "bytes": 8, "seconds": 1e-6}]},
+            "all_reduce[0].gpus: 1",
+        ),
+        (
+            lambda d: d | {"all_reduce": [{"gpus": 2, "bytes": 8, "seconds": -1}]},
+            "all_reduce[0].seconds: -1 must be a finite number above 0",
+        ),
+        (
+            lambda d: d | {"all_reduce": [{"gpus": True, "bytes": 8, "seconds": 1}]},
+            "all_reduce[0].gpus: True is not a whole number",
+        ),
+        (
+            lambda d: d | {"measured_on": d["measured_on"] | {"gpu": "x" * 500}},
+            "measured_on.gpu: 'xxxxxxxx",
+        ),
+        (lambda d: d | {"gemm": [d["gemm"][0]] * 10_001}, "gemm: 10,001 entries"),
+        (lambda d: d | {"datasheet": {"bandwidth_bytes_per_s": 0}}, "datasheet.peak_flop_per_s"),
+    ],
+)
+def test_hostile_files_are_one_line_exit_2(tmp_path, text, fragment):
+    path = tmp_path / "c.json"
+    path.write_text(text if isinstance(text, str) else json.dumps(text(calibration_data())))
+    result = run("report", "-m", "llama-3.1-8b", "--sku", "h100-sxm", "--calibration", str(path))
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and fragment in lines[0], result.stderr
+
+
+def test_unreadable_paths_are_one_line_exit_2(tmp_path):
+    big = tmp_path / "big.json"
+    big.write_bytes(b" " * (5 * 2**20))
+    for path in (tmp_path / "missing.json", tmp_path, big):
+        result = run(
+            "simulate",
+            "llama-3.1-8b",
+            "--sku",
+            "h100-sxm",
+            "--rate",
+            "1",
+            "--calibration",
+            str(path),
+        )
+        assert result.exit_code == 2 and result.stdout == ""
+        assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_calibration_with_step_times_or_calibrate_refused(tmp_path):
+    path = write_calibration(tmp_path / "c.json")
+    for other in ("--step-times", "--calibrate"):
+        result = run(
+            "simulate",
+            "llama-3.1-8b",
+            "--sku",
+            "h100-sxm",
+            "--rate",
+            "1",
+            "--calibration",
+            str(path),
+            other,
+            str(path),
+        )
+        assert result.exit_code == 2
+        assert "not both: both set step times" in result.stderr
+
+
+def test_reading_a_calibration_loads_no_torch(tmp_path):
+    path = write_calibration(tmp_path / "c.json")
+    code = (
+        "import sys; from pathlib import Path; from kvplan.perf.calibration import "
+        "read_calibration; from kvplan.perf.calibration_map import fitted_values; "
+        f"fitted_values(read_calibration(Path({str(path)!r}))); "
+        "assert not {'torch', 'triton', 'numpy'} & set(sys.modules), sys.modules.keys()"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
