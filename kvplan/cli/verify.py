@@ -228,12 +228,29 @@ def verify(
             show_default=False,
         ),
     ] = None,
+    profile: Annotated[
+        Path | None,
+        typer.Option(
+            "--profile",
+            help="instead: time the model's GEMMs (torch.matmul at its QKV, output and MLP "
+            "shapes, M 1 to 8192), the paged decode kernel over batch × context, and an "
+            "all-reduce when several GPUs are visible, and write the calibration FILE (JSON) "
+            "that report, simulate, pools and recommend take with --calibration",
+            show_default=False,
+        ),
+    ] = None,
     fmt: FormatOpt = "table",
     catalog_dirs: CatalogOpt = None,
 ) -> None:
-    """Allocate the KV pool the plan predicts on a GPU, run the decode kernel, measure, compare."""
+    """Allocate the KV pool the plan predicts on a GPU, run the decode kernel, measure, compare
+    (or, with --profile, measure the speed model's operations and write a calibration file)."""
     with user_errors():
         output = _format(fmt)
+        if profile is not None:
+            from kvplan.cli.verify_profile import verify_profile
+
+            verify_profile(model, profile, sku, device, tp, output, catalog_dirs)
+            return
         if json_path is not None:  # a bad path is refused before minutes of work, not after
             from kvplan.files import output_target
 
