@@ -249,7 +249,13 @@ def verify(
         if profile is not None:
             from kvplan.cli.verify_profile import verify_profile
 
-            verify_profile(model, profile, sku, device, tp, output, catalog_dirs)
+            try:
+                verify_profile(model, profile, sku, device, tp, output, catalog_dirs)
+            except ImportError as error:  # torch, triton or numpy: the verify extra
+                raise KvplanError(
+                    f"kvplan verify needs the verify extra ({error.name} is missing): "
+                    f"{install_hint()}"
+                ) from None
             return
         if json_path is not None:  # a bad path is refused before minutes of work, not after
             from kvplan.files import output_target

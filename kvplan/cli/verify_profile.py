@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 from kvplan.cli.common import _catalog, _model
-from kvplan.errors import KvplanError
 
 
 def verify_profile(
@@ -30,16 +29,11 @@ def verify_profile(
     from kvplan.validate.plan import check_device
 
     check_device(device_name)
-    try:  # torch, triton, numpy: the optional `verify` extra
-        from kvplan.validate.harness import _load_step_module, detect_sku, resolve_device
-        from kvplan.validate.profile import run_profile
-    except ImportError as error:
-        from kvplan.cli.verify import install_hint
-
-        raise KvplanError(
-            f"kvplan verify needs the verify extra ({error.name} is missing): {install_hint()}"
-        ) from None
+    # torch, triton, numpy: the optional `verify` extra (`verify` turns an ImportError into
+    # its install hint).
     from kvplan.validate.environment import collect_environment
+    from kvplan.validate.harness import _load_step_module, detect_sku, resolve_device
+    from kvplan.validate.profile import run_profile
 
     device = resolve_device(device_name)
     _load_step_module(device)  # the kernels in Triton's interpreter on CPU, compiled on CUDA
