@@ -254,3 +254,14 @@ def test_reading_a_calibration_loads_no_torch(tmp_path):
         "assert not {'torch', 'triton', 'numpy'} & set(sys.modules), sys.modules.keys()"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_the_documented_format_example_is_the_hand_written_file():
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parents[1] / "docs/examples/calibration-format-example.json"
+    shown = json.loads(example.read_text())
+    assert {k: v for k, v in shown.items() if k != "notes"} == {
+        k: v for k, v in calibration_data().items() if k != "notes"
+    }
+    assert "none is measured" in shown["notes"][0]

@@ -62,6 +62,8 @@ def calibrated_report(
         return rows_of(skus, default)
     rows = rows_of(others, default) if others else []
     efficiency, notes = calibrated_efficiency(path, mine[0], default)
+    for note in notes:  # the table shows no row notes; JSON carries them on each row
+        warn(f"{mine[0].name} rows: {note}")
     rows += [
         row.model_copy(update={"notes": [*row.notes, *notes]}) if hasattr(row, "notes") else row
         for row in rows_of(mine, efficiency)
