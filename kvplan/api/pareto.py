@@ -9,10 +9,11 @@ from kvplan.api.pareto_results import ParetoReport, ParetoRow
 from kvplan.catalog.store import Catalog
 from kvplan.engine.deployment import Deployment
 from kvplan.perf.roofline import DEFAULT_EFFICIENCY, Efficiency
-from kvplan.plan.recommend import DEFAULT_MAX_GPUS, SearchSpace
+from kvplan.plan.recommend import DEFAULT_MAX_GPUS
 from kvplan.plan.recommend.pareto import ParetoPoint, ParetoSearch, ParetoWorkload
 from kvplan.plan.recommend.pareto import pareto as sweep
-from kvplan.specs import SkuSpec, kv_dtype_info, weight_dtype_info
+from kvplan.plan.recommend.space import named_space
+from kvplan.specs import SkuSpec
 
 STEADY_STATE_NOTE = (
     "closed loop: `batch` requests always in flight; one request's life = (output − 1) decode "
@@ -55,16 +56,12 @@ def pareto(
     output = _tokens(output_tokens, "--output-tokens")
     context_tokens = _tokens(context, "--context") if context else prompt + output
     workload = ParetoWorkload(prompt, output, context_tokens)
-    space = SearchSpace(
-        skus=tuple({s.name: s for s in _skus(skus, known)}.values()),
+    space = named_space(
+        tuple({s.name: s for s in _skus(skus, known)}.values()),
+        kv_dtypes,
+        weight_dtypes,
         max_gpus=max_gpus,
-        kv_dtypes=tuple(dict.fromkeys(kv_dtype_info(k).name for k in kv_dtypes))
-        if kv_dtypes
-        else None,
         quantization=quantization,
-        weight_dtypes=tuple(dict.fromkeys(weight_dtype_info(w).name for w in weight_dtypes))
-        if weight_dtypes
-        else None,
         tp=tp,
         pp=pp,
     )

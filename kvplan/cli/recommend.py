@@ -214,47 +214,37 @@ def recommend(
         base = _deployment_of(
             _model(catalog, model, rope_scaling), engine_options, None, None, tp or 1, pp or 1
         )
+        space = {
+            "context": context,
+            "skus": _sku_names(sku) if sku else None,
+            "max_gpus": max_gpus,
+            "kv_dtypes": kv_dtypes,
+            "quantization": not no_quantization,
+            "weight_dtypes": weight_dtypes,
+            "tp": tp,
+            "pp": pp,
+            "catalog": catalog,
+        }
         if pareto:
             from kvplan.cli.recommend_pareto import pareto_frontier
 
+            given = [name for name in ctx.params if _given(ctx, name)]
             pareto_frontier(
-                ctx,
-                base,
-                workload_options,
-                serving_options,
-                output,
-                _columns(columns),
-                context=context,
-                skus=_sku_names(sku) if sku else None,
-                max_gpus=max_gpus,
-                kv_dtypes=kv_dtypes,
-                quantization=not no_quantization,
-                weight_dtypes=weight_dtypes,
-                tp=tp,
-                pp=pp,
-                catalog=catalog,
+                given, base, workload_options, serving_options, output, _columns(columns), **space
             )
             return
         throughput = _throughput_options(ctx, workload_options, serving_options)
         result = recommend_report(
             base,
-            context=context,
             concurrency=concurrency,
-            skus=_sku_names(sku) if sku else None,
-            max_gpus=max_gpus,
-            kv_dtypes=kv_dtypes,
-            quantization=not no_quantization,
-            weight_dtypes=weight_dtypes,
-            tp=tp,
-            pp=pp,
             dp=base.dp if _given(ctx, "dp") else None,
             ep=base.ep if _given(ctx, "ep") else None,
             headroom=headroom,
             prices=_prices(price or []),
             rank=rank,
             top=top,
-            catalog=catalog,
             slo_attainment=slo_attainment,
+            **space,
             **_simulation(throughput, workload_options, serving_options, context, base),
         )
         render_recommendation(result, output, _columns(columns))

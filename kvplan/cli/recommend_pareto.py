@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import typer
-
 from kvplan.cli.simulate_options import (
     SERVING_PARAMETERS,
     WORKLOAD_PARAMETERS,
@@ -27,7 +25,7 @@ NOT_WITH_PARETO = ("concurrency", "headroom", "price", "rank", "top", "slo_attai
 
 
 def pareto_frontier(
-    ctx: typer.Context,
+    given: list[str],
     base: Any,
     workload: WorkloadOptions,
     serving: ServingOptions,
@@ -35,7 +33,8 @@ def pareto_frontier(
     columns: list[str] | None,
     **search: Any,
 ) -> None:
-    """Check the options, sweep and print the frontier (`kvplan.api.pareto.pareto`)."""
+    """Check the options (`given`: those set on the command line), sweep and print the
+    frontier (`kvplan.api.pareto.pareto`)."""
     from kvplan.api.pareto import pareto
     from kvplan.cli.calibration_options import calibrated_efficiency, read
     from kvplan.perf.roofline import Efficiency
@@ -43,11 +42,11 @@ def pareto_frontier(
     from kvplan.units import parse_tokens
 
     for name in (*WORKLOAD_PARAMETERS, *SERVING_PARAMETERS, *NOT_WITH_PARETO):
-        if name not in PARETO_OPTIONS and _given(ctx, name):
+        if name not in PARETO_OPTIONS and name in given:
             raise KvplanError(f"{_flag(name)}: does not apply to --pareto")
     lengths = {}
     for name in ("prompt_tokens", "output_tokens"):
-        if not _given(ctx, name):
+        if name not in given:
             raise KvplanError(f"--pareto: give {_flag(name)} N (a token count: 1024, 8k)")
         lengths[name] = parse_tokens(workload.values[name], _flag(name))
     values = serving.values
@@ -70,9 +69,3 @@ def pareto_frontier(
 
 def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
-
-
-def _given(ctx: typer.Context, name: str) -> bool:
-    """Whether the user set option `name` (on the command line, not by its default)."""
-    source = ctx.get_parameter_source(name)
-    return source is not None and source.name != "DEFAULT"
