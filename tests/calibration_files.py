@@ -3,10 +3,12 @@
 H100 SXM datasheet (sku_profiles/h100-sxm.yaml): 3.35 TB/s HBM3, 989.4 TFLOP/s dense bf16,
 NVLink 450 GB/s one way. Every time below is chosen from a stated efficiency:
 
-- GEMM m = 1, 4096 × 4096 bf16: (1·4096 + 4096² + 1·4096) · 2 B = 33,570,816 B moved at
-  0.8 × 3.35e12 B/s; m = 512: 2 · 512 · 4096² FLOP at 0.35 × 989.4e12 (its reads, 41.9 MB
-  over 49.6 µs = 0.85 TB/s, well under the streaming rate: compute-bound); m = 8192: at 0.7.
-  So gemm_bandwidth_fraction 0.8, gemm_compute_fraction 0.7 and m½ = 512 · (0.7/0.35 − 1) = 512.
+- GEMM m × 4096 @ 4096 × 4096 in bf16, each the slower of its bytes (m·4096 + 4096² +
+  m·4096) · 2 at 0.8 × 3.35e12 B/s and its FLOPs 2 · m · 4096² at 0.7 · m / (m + 64) of
+  989.4e12: m = 1 streams 33,570,816 B (memory-bound), m = 512 computes at 0.622 of the peak
+  in 27.9 µs (its 41.9 MB would take 15.6 µs: compute-bound), m = 8192 at 0.693. So
+  gemm_bandwidth_fraction 0.8, gemm_compute_fraction 0.7 · 8192 / 8256 and m½ from the
+  512 point: 512 · (0.6946 / 0.6222 − 1) = 59.5 (the largest point is not quite saturated).
 - Decode attention, one layer of 8 KV heads × 128 × 2 (K, V) × 2 B = 4,096 B per token:
   t = B · (L + 256) · 4096 / (0.8 × 3.35e12) at (1, 1024), (8, 4096), (32, 2048): fraction
   0.8, fixed cost 256 tokens.
@@ -25,7 +27,11 @@ LINK = 450e9
 TOKEN_BYTES = 8 * 128 * 2 * 2
 
 
-def gemm(m: int, seconds: float) -> dict:
+def gemm(m: int, bytes_per_s: float, peak: float) -> dict:
+    """m × 4096 @ 4096 × 4096 in bf16: the slower of its bytes at `bytes_per_s` and its FLOPs
+    at 0.7 · m / (m + 64) of `peak`."""
+    moved = (m * 4096 + 4096**2 + m * 4096) * 2
+    seconds = max(moved / bytes_per_s, 2 * m * 4096**2 / (0.7 * m / (m + 64) * peak))
     return {"op": "gemm", "dtype": "bf16", "m": m, "n": 4096, "k": 4096, "seconds": seconds}
 
 
@@ -57,11 +63,7 @@ def calibration_data(bandwidth_scale: float = 1.0, compute_scale: float = 1.0) -
             "peak_flop_per_s": {"bf16": PEAK_BF16},
             "interconnect_bytes_per_s": LINK,
         },
-        "gemm": [
-            gemm(1, 33_570_816 / bw),
-            gemm(512, 2 * 512 * 4096**2 / (0.35 * peak)),
-            gemm(8192, 2 * 8192 * 4096**2 / (0.7 * peak)),
-        ],
+        "gemm": [gemm(m, bw, peak) for m in (1, 512, 8192)],
         "decode_attention": attention,
         "all_reduce": [
             {"gpus": 2, "bytes": size, "seconds": 10e-6 + size / (0.7 * LINK)}

@@ -92,13 +92,28 @@ def test_import_kvplan_is_cheap():
 def test_the_lazy_names_are_the_apis():
     import kvplan.api
 
-    public = {
-        name
-        for name, value in vars(kvplan.api).items()
-        if not name.startswith("_") and not inspect.ismodule(value) and name != "API_NAMES"
-    }
-    assert public == kvplan.API_NAMES
-    assert all(hasattr(kvplan, name) for name in kvplan.API_NAMES)
+    assert set(kvplan.api._HOMES) == kvplan.API_NAMES == set(kvplan.api.__all__)
+    for name in kvplan.API_NAMES:
+        value = getattr(kvplan.api, name)
+        assert not inspect.ismodule(value)
+        assert hasattr(kvplan, name)
+
+
+def test_size_loads_neither_the_guardrail_nor_the_search_nor_other_engines():
+    # `kvplan size` imports kvplan.api on every start: the API's other questions (check,
+    # claim, recommend) and the engines it does not ask about load only when used.
+    code = (
+        "import sys, kvplan\n"
+        "kvplan.size('llama-3.1-8b', context='8k', sku='h100-sxm')\n"
+        "print(sorted(m for m in sys.modules if m.startswith('kvplan')))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = set(eval(done.stdout))
+    assert "kvplan.engine.vllm" in loaded
+    for lazy in ("kvplan.plan.guardrail", "kvplan.plan.recommend", "kvplan.api.calls_check"):
+        assert lazy not in loaded
+    for other in ("sglang", "trtllm", "llamacpp", "ollama", "analytic"):
+        assert f"kvplan.engine.{other}" not in loaded
 
 
 def test_deployment_takes_engine_like_every_other_call():

@@ -18,7 +18,7 @@ from kvplan.engine.deployment import Deployment
 from kvplan.perf.calibration import read_calibration
 from kvplan.perf.calibration_map import calibrated_for, fitted_values, step_constants
 from kvplan.perf.constants import shipped_constants
-from kvplan.perf.roofline import DEFAULT_EFFICIENCY, decode_step, prefill
+from kvplan.perf.estimates import DEFAULT_EFFICIENCY, batched_step
 
 
 def run(*args: str):
@@ -29,8 +29,8 @@ def test_fit_recovers_the_efficiencies_the_times_were_made_from(tmp_path):
     values, notes = fitted_values(read_calibration(write_calibration(tmp_path / "c.json")))
     expected = {
         "gemm_bandwidth_fraction": 0.8,
-        "gemm_compute_fraction": 0.7,
-        "gemm_half_efficiency_tokens": 512,
+        "gemm_compute_fraction": 0.7 * 8192 / 8256,
+        "gemm_half_efficiency_tokens": 512 * ((0.7 * 8192 / 8256) / (0.7 * 512 / 576) - 1),
         "attention_decode_bandwidth_fraction": 0.8,
         "attention_decode_fixed_tokens": 256,
         "collective_bandwidth_fraction": 0.7,
@@ -52,28 +52,53 @@ def llama(catalog):
     return Deployment(catalog.model("llama-3.1-8b"), engine("vllm"), settings=EngineSettings())
 
 
+# The operations a profile measures: the GEMMs (qkv, out, MLP, and lm_head's logits) stream
+# weights at the GEMM bandwidth, decode attention reads KV at its own. Elementwise kernels,
+# sampling and the engine's overhead are not measured and keep the shipped constants.
+MEASURED = ("qkv_proj", "out_proj", "mlp", "logits", "attention_decode")
+UNMEASURED = ("elementwise", "sampling", "engine_overhead")
+
+
+def parts_with(tmp_path, sku, deployment, name, step, **scales):
+    calibration = read_calibration(write_calibration(tmp_path / name, **scales))
+    efficiency, _ = calibrated_for(calibration, sku, DEFAULT_EFFICIENCY)
+    return step(efficiency).parts_s
+
+
 def test_halved_bandwidth_doubles_a_decode_bound_step(tmp_path, catalog, llama):
     sku = catalog.sku("h100-sxm")
-    steps = []
-    for name, scale in (("full.json", 1.0), ("half.json", 0.5)):
-        calibration = read_calibration(write_calibration(tmp_path / name, bandwidth_scale=scale))
-        efficiency, _ = calibrated_for(calibration, sku, DEFAULT_EFFICIENCY)
-        steps.append(decode_step(llama, Batch.uniform(4096, 8), sku, efficiency).step_s)
-    # A decode step only reads (weights + KV), so its time is bytes / (fraction × bandwidth).
-    assert steps[1] == pytest.approx(2 * steps[0], rel=1e-12)
-    default = decode_step(llama, Batch.uniform(4096, 8), sku).step_s
-    assert steps[0] == pytest.approx(default * 0.85 / 0.8, rel=1e-12)
+
+    def step(efficiency):
+        return batched_step(llama, sku, Batch.uniform(4096, 8), efficiency=efficiency)
+
+    full = parts_with(tmp_path, sku, llama, "full.json", step)
+    half = parts_with(tmp_path, sku, llama, "half.json", step, bandwidth_scale=0.5)
+    # Batch 8 is far below any GEMM's ridge point: every measured part is its bytes ÷ the
+    # measured bandwidth, so half the bandwidth is twice the time.
+    for operation in MEASURED:
+        assert full[operation] > 0
+        assert half[operation] == pytest.approx(2 * full[operation], rel=1e-12), operation
+    for operation in UNMEASURED:
+        assert half[operation] == full[operation], operation
+    # And the calibrated GEMM reads run at 0.8 of 3.35 TB/s (the shipped constant differs).
+    shipped = step(DEFAULT_EFFICIENCY).parts_s
+    ratio = shipped_constants().value("gemm_bandwidth_fraction") / 0.8
+    assert full["mlp"] == pytest.approx(shipped["mlp"] * ratio, rel=1e-12)
 
 
-def test_halved_compute_doubles_a_prefill(tmp_path, catalog, llama):
+def test_halved_compute_doubles_a_compute_bound_gemm(tmp_path, catalog, llama):
     sku = catalog.sku("h100-sxm")
-    times = []
-    for name, scale in (("full.json", 1.0), ("half.json", 0.5)):
-        calibration = read_calibration(write_calibration(tmp_path / name, compute_scale=scale))
-        efficiency, _ = calibrated_for(calibration, sku, DEFAULT_EFFICIENCY)
-        assert efficiency.compute_fraction == pytest.approx(0.7 * scale)
-        times.append(prefill(llama, 8192, sku, efficiency=efficiency).time_s)
-    assert times[1] == pytest.approx(2 * times[0], rel=1e-12)
+
+    def step(efficiency):
+        return batched_step(llama, sku, None, [(0, 8192)], efficiency=efficiency)
+
+    full = parts_with(tmp_path, sku, llama, "full.json", step)
+    half = parts_with(tmp_path, sku, llama, "half.json", step, compute_scale=0.5)
+    # An 8,192-token chunk computes: each GEMM takes FLOPs ÷ (fraction(M) × peak), and the
+    # fitted m½ is the same in both files (it depends on ratios of fractions only).
+    for operation in ("qkv_proj", "out_proj", "mlp"):
+        assert half[operation] == pytest.approx(2 * full[operation], rel=1e-12), operation
+    assert half["attention_prefill"] == full["attention_prefill"]  # not measured
 
 
 def test_other_skus_and_cpu_files_keep_the_shipped_constants(tmp_path, catalog):
@@ -95,7 +120,16 @@ def report_json(*args: str) -> list[dict]:
     return json.loads(result.stdout)
 
 
-def test_report_rows_of_the_calibrated_sku_only(tmp_path):
+def measured_s(tmp_path, catalog, llama, batch: Batch) -> float:
+    """Seconds of the measured operations of one step, under the full-bandwidth file."""
+    sku = catalog.sku("h100-sxm")
+    calibration = read_calibration(write_calibration(tmp_path / "measured.json"))
+    efficiency, _ = calibrated_for(calibration, sku, DEFAULT_EFFICIENCY)
+    parts = batched_step(llama, sku, batch, efficiency=efficiency).parts_s
+    return sum(parts[operation] for operation in MEASURED)
+
+
+def test_report_rows_of_the_calibrated_sku_only(tmp_path, catalog, llama):
     full = write_calibration(tmp_path / "full.json")
     half = write_calibration(tmp_path / "half.json", bandwidth_scale=0.5)
     skus = ("--sku", "h100-sxm", "--sku", "h200")
@@ -105,40 +139,32 @@ def test_report_rows_of_the_calibrated_sku_only(tmp_path):
     )
     assert list(calibrated) == list(plain)  # the same rows in the same order
     h100 = [rows["h100-sxm"]["decode_step_s"] for rows in (plain, calibrated, halved)]
-    assert h100[1] == pytest.approx(h100[0] * 0.85 / 0.8, rel=1e-9)
-    assert h100[2] == pytest.approx(2 * h100[1], rel=1e-9)
+    assert h100[1] != h100[0]
+    # Halving the bandwidth doubles the measured operations and nothing else: the step grows
+    # by exactly their time (report decodes one request of the model's 131,072 tokens).
+    grown = measured_s(tmp_path, catalog, llama, Batch.uniform(131_072, 1))
+    assert h100[2] - h100[1] == pytest.approx(grown, rel=1e-9)
     assert calibrated["h200"]["decode_step_s"] == plain["h200"]["decode_step_s"]
     assert any("calibrated by full.json" in n for n in calibrated["h100-sxm"]["notes"])
 
 
-def test_simulate_tpot_doubles_with_halved_bandwidth(tmp_path):
+def test_simulate_tpot_grows_by_the_measured_operations(tmp_path, catalog, llama):
     tpots = []
     for name, scale in (("full.json", 1.0), ("half.json", 0.5)):
         path = write_calibration(tmp_path / name, bandwidth_scale=scale)
         result = run(
-            "simulate",
-            "llama-3.1-8b",
-            "--sku",
-            "h100-sxm",
-            "--rate",
-            "0.001",
-            "--requests",
-            "2",
-            "--prompt-tokens",
-            "16",
-            "--output-tokens",
-            "64",
-            "--calibration",
-            str(path),
-            "-f",
-            "json",
-        )
+            "simulate", "llama-3.1-8b", "--sku", "h100-sxm", "--rate", "0.001", "--requests",
+            "2", "--prompt-tokens", "16", "--output-tokens", "64", "--calibration", str(path),
+            "-f", "json",
+        )  # fmt: skip
         assert result.exit_code == 0, result.output
+        assert "step times calibrated by" in result.stderr
         (payload,) = json.loads(result.stdout)["runs"]
-        assert payload["bandwidth_fraction"] == pytest.approx(0.8 * scale)
         tpots.append(payload["tpot_s"]["p50"])
-    # One request at a time, every decode step memory-bound: TPOT is the step time.
-    assert tpots[1] == pytest.approx(2 * tpots[0], rel=1e-6)
+    # One request at a time, its 63 decode steps at 16 + 1 … 16 + 63 tokens: every step grows
+    # by the measured operations' time, linear in the context, so the mean at 48 tokens.
+    grown = measured_s(tmp_path, catalog, llama, Batch.uniform(48, 1))
+    assert tpots[1] - tpots[0] == pytest.approx(grown, rel=0.01)
 
 
 def test_pareto_says_which_step_times(tmp_path):

@@ -239,37 +239,9 @@ def _cycles(graph: dict[str, set[str]]) -> list[tuple[str, ...]]:
     return sorted(found)
 
 
-# The one cycle left, listed so that the test holds every other module to the rule meanwhile:
-# the engine registry, settings and resolved record name the engines and the deployment, which
-# name them back. Delete the entry once it is gone: a listed cycle that no longer exists fails.
-KNOWN_CYCLES: set[tuple[str, ...]] = {
-    tuple(
-        f"kvplan.engine.{name}"
-        for name in (
-            "analytic",
-            "base",
-            "deployment",
-            "llamacpp",
-            "llamacpp_log",
-            "ollama",
-            "registry",
-            "resolved",
-            "settings",
-            "sglang",
-            "trtllm",
-            "vllm",
-            "vllm_memory",
-        )
-    ),
-}
-
-
 def test_no_import_cycles():
-    cycles = set(_cycles(_import_graph()))
-    assert cycles - KNOWN_CYCLES == set(), "import cycles: " + "; ".join(
-        " <-> ".join(c) for c in sorted(cycles - KNOWN_CYCLES)
-    )
-    assert KNOWN_CYCLES - cycles == set(), "gone, delete from KNOWN_CYCLES"
+    cycles = _cycles(_import_graph())
+    assert cycles == [], "import cycles: " + "; ".join(" <-> ".join(c) for c in cycles)
 
 
 def test_the_cycle_finder_sees_type_checking_and_lazy_imports(tmp_path):

@@ -11,8 +11,10 @@ from typer.testing import CliRunner
 
 from kvplan.cli import app
 from kvplan.engine import EngineSettings, engine
+from kvplan.engine.batch import Batch
 from kvplan.engine.deployment import Deployment
 from kvplan.errors import KvplanError
+from kvplan.perf.estimates import batched_step, decode_step
 from kvplan.plan.recommend import SearchSpace
 from kvplan.plan.recommend.pareto import ParetoWorkload, frontier_flags, pareto
 
@@ -70,34 +72,42 @@ def test_sweep_batches_stop_at_what_the_pool_holds(sweep):
     assert 1.9 < largest["fp8_e4m3"] / largest["bf16"] <= 2.1
 
 
-def test_one_point_timed_by_hand(catalog):
+def test_one_point_by_hand(catalog):
     """llama-3.1-8b, engine exact, h100-sxm, tp 1, bf16, batch 2, 1000 prompt + 3 output.
 
-    Llama-3.1-8B config.json: 8,030,261,248 parameters, 32 layers, 32 heads, 8 KV heads,
-    head_dim 128, vocab 128,256, hidden 4,096, untied. bf16: 2 bytes.
-    KV per token: 2 × 32 × 8 × 128 × 2 = 131,072 B.
-    Decode: the two sequences stagger over the outputs: 1000 + ⌊j·2/2⌋ = 1000 and 1001
-    tokens; bytes = 2 × 8,030,261,248 + 2001 × 131,072 at 0.85 × 3.35 TB/s.
-    Prefill of 1000 tokens, one chunk: matmul params per token = all but the input
-    embedding (128,256 × 4,096) = 7,504,924,672; FLOPs = 2 × that × 1000 + 2 × (32 × 2 × 128)
-    × 32 layers × 1000·1001/2; at 0.5 × 989.4 TFLOP/s (compute-bound: 15.3 TFLOP vs 16 GB).
+    The steady state by hand, from the speed model's own decode step and prefill (what
+    `report` and `simulate` time with): the two sequences stagger over the outputs,
+    1000 + ⌊j · 2 / 2⌋ = 1000 and 1001 tokens; one prompt of 1000 tokens is one chunk
+    (8,192-token steps). One request's life is 2 decode steps + 2 prefills; it emits 3
+    tokens, the two slots 6. KV per token (Llama-3.1-8B config.json: 32 layers, 8 KV heads,
+    head_dim 128, bf16): 2 × 32 × 8 × 128 × 2 = 131,072 B.
     """
     base = Deployment(catalog.model("llama-3.1-8b"), engine("exact"), settings=EngineSettings())
-    space = SearchSpace(
-        skus=(catalog.sku("h100-sxm"),), tp=1, kv_dtypes=("bf16",), quantization=False
-    )
+    sku = catalog.sku("h100-sxm")
+    space = SearchSpace(skus=(sku,), tp=1, kv_dtypes=("bf16",), quantization=False)
     result = pareto(base, ParetoWorkload(1000, 3, 1003), space)
     (point,) = [p for p in result.points if p.batch == 2]
-    decode_s = (2 * 8_030_261_248 + 2001 * 131_072) / (0.85 * 3.35e12)
-    prefill_flops = 2 * 7_504_924_672 * 1000 + 2 * 8192 * 32 * (1000 * 1001 // 2)
-    prefill_s = prefill_flops / (0.5 * 989.4e12)
+    decode_s = decode_step(point.deployment, Batch.of([1000, 1001]), sku).step_s
+    prefill_s = batched_step(point.deployment, sku, None, [(0, 1000)]).step_s
     request_s = 2 * decode_s + 2 * prefill_s
-    assert point.times.decode_s == pytest.approx(decode_s, rel=1e-9)
-    assert point.times.prefill_s == pytest.approx(prefill_s, rel=1e-9)
-    assert point.request_s == pytest.approx(request_s, rel=1e-9)
-    assert point.tokens_per_s_per_user == pytest.approx(3 / request_s, rel=1e-9)
-    assert point.output_tokens_per_s_per_gpu == pytest.approx(2 * 3 / request_s, rel=1e-9)
+    assert point.times.decode_s == pytest.approx(decode_s, rel=1e-12)
+    assert point.times.prefill_s == pytest.approx(prefill_s, rel=1e-12)
+    assert point.request_s == pytest.approx(request_s, rel=1e-12)
+    assert point.tokens_per_s_per_user == pytest.approx(3 / request_s, rel=1e-12)
+    assert point.output_tokens_per_s_per_gpu == pytest.approx(6 / request_s, rel=1e-12)
     assert point.kv_bytes_per_token == 131_072
+
+
+def test_long_prompts_prefill_in_chunks(catalog):
+    # 20,000 prompt tokens in 8,192-token steps: chunks (0, 8192), (8192, 8192), (16384, 3616).
+    base = Deployment(catalog.model("llama-3.1-8b"), engine("exact"), settings=EngineSettings())
+    sku = catalog.sku("h100-sxm")
+    space = SearchSpace(skus=(sku,), tp=1, kv_dtypes=("bf16",), quantization=False)
+    result = pareto(base, ParetoWorkload(20_000, 2, 20_002), space)
+    point = result.points[0]
+    chunks = [(0, 8192), (8192, 8192), (16384, 3616)]
+    expected = sum(batched_step(point.deployment, sku, None, [c]).step_s for c in chunks)
+    assert point.times.prefill_s == pytest.approx(expected, rel=1e-12)
 
 
 def test_workload_shorter_context_refused():

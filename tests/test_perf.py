@@ -14,17 +14,19 @@ from kvplan.engine.batch import Batch
 from kvplan.engine.deployment import Deployment
 from kvplan.errors import KvplanError
 from kvplan.kvmath import ChunkedCache, FullCache, SlidingCache, StateCache
-from kvplan.perf.roofline import (
+from kvplan.perf.estimates import (
     DecodeEstimate,
     Efficiency,
     _stage_weight_bytes_read,
-    attended_tokens_sum,
     batched_step,
-    causal_attention_flops,
     decode_step,
+    prefill,
+)
+from kvplan.perf.flops import (
+    attended_tokens_sum,
+    causal_attention_flops,
     expected_experts_touched,
     matmul_params_per_token,
-    prefill,
 )
 from kvplan.plan.sizing import size
 from kvplan.specs import SkuSpec
@@ -45,8 +47,9 @@ TINY_MATMUL_PARAMS = 8_916_992 + 512 + 512_000  # embedding excluded, lm_head in
 # --- efficiency -------------------------------------------------------------------
 
 
-def test_default_efficiencies():
-    assert Efficiency() == Efficiency(bandwidth_fraction=0.85, compute_fraction=0.5)
+def test_default_efficiencies_are_the_fitted_constants():
+    # None: the step model's per-operation fractions (kvplan/perf/constants.yaml) apply.
+    assert Efficiency() == Efficiency(bandwidth_fraction=None, compute_fraction=None)
 
 
 @pytest.mark.parametrize(
@@ -110,13 +113,17 @@ def test_llama_3_1_8b_decode_batch_one_context_one(catalog):
     assert estimate.weight_bytes_read_per_gpu == 16_060_522_496
     assert estimate.kv_bytes_read_per_gpu == 131_072
     assert estimate.bytes_read_per_step == 16_060_653_568
-    assert estimate.step_s == pytest.approx(16_060_653_568 / H100_BANDWIDTH_BYTES_PER_S, rel=1e-12)
+    # The bytes at full datasheet bandwidth are a floor (the embedding table, which a lookup
+    # does not read, aside: 525_336_576 B); overheads and launch gaps come on top.
+    floor_s = (16_060_653_568 - 525_336_576) / H100_BANDWIDTH_BYTES_PER_S
+    assert floor_s < estimate.step_s < 1.5 * floor_s
     assert estimate.tokens_per_s == pytest.approx(1 / estimate.step_s, rel=1e-12)
     assert estimate.kv_bytes_per_token == estimate.kv_bytes_per_token_per_gpu == 131_072
     assert estimate.experts_touched_per_layer is None
-    # The default 85 % of bandwidth: the same bytes take 1/0.85 as long.
+    # Below full bandwidth the same bytes take longer.
     default = decode_step(deployment, Batch.of([1]), sku)
-    assert default.step_s == pytest.approx(estimate.step_s / 0.85, rel=1e-12)
+    assert default.step_s > estimate.step_s
+    assert (default.context_tokens, default.batch) == (1, 1)
 
 
 def test_llama_3_1_8b_decode_batch_32_at_8k(catalog):
@@ -128,8 +135,9 @@ def test_llama_3_1_8b_decode_batch_32_at_8k(catalog):
     estimate = decode_step(deployment, Batch.uniform(8192, 32), sku)
     assert estimate.kv_bytes_read_per_gpu == 34_359_738_368
     assert estimate.bytes_read_per_step == 50_420_260_864
-    assert estimate.step_s == pytest.approx(50_420_260_864 / 2.8475e12, rel=1e-12)
-    assert estimate.tokens_per_s == pytest.approx(32 * 2.8475e12 / 50_420_260_864, rel=1e-12)
+    assert estimate.step_s > (50_420_260_864 - 525_336_576) / H100_BANDWIDTH_BYTES_PER_S
+    assert estimate.tokens_per_s == pytest.approx(32 / estimate.step_s, rel=1e-12)
+    assert estimate.context_tokens == 8192
 
 
 def test_tp_splits_weights_and_kv_heads(catalog):
@@ -147,12 +155,13 @@ def test_tp_splits_weights_and_kv_heads(catalog):
 def test_pipeline_stages_add_up_rather_than_overlap(catalog):
     # Llama-3.1-8B is untied: with pp 2 stage 0 holds the embedding and layers 0-15, stage 1
     # layers 16-31, the final norm and lm_head. One token passes both stages in turn, so
-    # the bytes on the critical path are the whole model's: same step time as pp 1.
+    # the bytes on the critical path are the whole model's: the step time of pp 1 plus one
+    # stage-to-stage send (4 x 4096 x 2 B over NVLink, ~6 µs) and no more.
     model, sku = catalog.model("llama-3.1-8b"), catalog.sku("h100-sxm")
     one = decode_step(Deployment(model, EXACT), Batch.of([4096] * 4), sku)
     two = decode_step(Deployment(model, EXACT, pp=2), Batch.of([4096] * 4), sku)
     assert two.bytes_read_per_step == one.bytes_read_per_step
-    assert two.step_s == pytest.approx(one.step_s, rel=1e-12)
+    assert one.step_s < two.step_s < one.step_s + 1e-4
     assert two.weight_bytes_read_per_gpu < one.weight_bytes_read_per_gpu
     assert one.notes == ()
     assert two.notes == ("pp 2: stage times add up (no micro-batch overlap)",)
@@ -352,7 +361,7 @@ def test_state_layers_have_no_attention_flops(catalog):
 def test_tiny_prefill_by_hand(catalog):
     # matmul params 9_429_504 (see TINY_MATMUL_PARAMS); L = 4:
     # 2 x 9_429_504 x 4 = 75_436_032, + attention 81_920 = 75_517_952 FLOPs.
-    # H100 SXM bf16 dense 989.4 TFLOP/s at 50 %: 75_517_952 / 4.947e14 s.
+    # H100 SXM bf16 dense 989.4 TFLOP/s: 75_517_952 / 9.894e14 s is a floor.
     model = make_model()
     assert matmul_params_per_token(model) == TINY_MATMUL_PARAMS == 9_429_504
     estimate = prefill(Deployment(model, EXACT), 4, catalog.sku("h100-sxm"))
@@ -360,7 +369,7 @@ def test_tiny_prefill_by_hand(catalog):
     assert estimate.flops == 75_517_952
     assert estimate.dtype == "bf16"
     assert estimate.prompt_tokens == 4
-    assert estimate.time_s == pytest.approx(75_517_952 / (H100_BF16_FLOP_PER_S * 0.5), rel=1e-12)
+    assert estimate.time_s > 75_517_952 / H100_BF16_FLOP_PER_S
 
 
 def test_tied_lm_head_still_multiplies():
@@ -387,18 +396,21 @@ def test_llama_3_1_8b_prefill_8k(catalog):
     estimate = prefill(deployment, 8192, catalog.sku("h100-sxm"))
     assert estimate.matmul_flops == 122_960_685_826_048
     assert estimate.attention_flops == 17_594_333_528_064
-    assert estimate.time_s == pytest.approx(
-        140_555_019_354_112 / (H100_BF16_FLOP_PER_S * 0.5), rel=1e-12
-    )
+    # 140_555_019_354_112 FLOPs at the dense peak is 142 ms: a floor; public H100 runs of an
+    # 8k prompt on Llama-3.1-8B take ~0.2-0.3 s, so the model may not exceed 3x the floor.
+    floor_s = 140_555_019_354_112 / H100_BF16_FLOP_PER_S
+    assert floor_s < estimate.time_s < 3 * floor_s
 
 
 def test_prefill_tp_divides_and_pp_does_not(catalog):
     model, sku = catalog.model("llama-3.1-8b"), catalog.sku("h100-sxm")
     one = prefill(Deployment(model, EXACT), 2048, sku)
     four_way = prefill(Deployment(model, EXACT, tp=4), 2048, sku)
-    assert four_way.time_s == pytest.approx(one.time_s / 4, rel=1e-12)
+    # TP 4 divides every matmul by 4 and adds two all-reduces a layer: above a quarter.
+    assert one.time_s / 4 < four_way.time_s < one.time_s / 2
     two_stages = prefill(Deployment(model, EXACT, pp=2), 2048, sku)
-    assert two_stages.time_s == pytest.approx(one.time_s, rel=1e-12)
+    # Stages run in turn for one prompt: pp does not divide; one send of 2048 x 4096 x 2 B.
+    assert one.time_s < two_stages.time_s < one.time_s * 1.02
 
 
 @pytest.mark.parametrize(
@@ -478,11 +490,11 @@ def test_tiny_batched_step_by_hand():
     step = batched_step(deployment, sku, Batch.uniform(100, 2), [(0, 64)], efficiency=NO_LOSS)
     # Reads: weights + 2 sequences x 100 tokens x 2_048 B = 19_883_008 + 409_600.
     assert step.bytes_read == 20_292_608
-    assert step.memory_s == pytest.approx(20_292_608 / 10**12, rel=1e-12)
     # FLOPs: 2 x 9_429_504 x (2 decode + 64 prompt tokens) = 1_244_694_528, plus the chunk's
     # attention: 4 layers x 2 x 2 x 8 heads x 64 x Σ_{i=1..64} i (= 2_080) = 17_039_360.
     assert step.flops == 1_244_694_528 + 17_039_360
-    assert step.step_s == step.memory_s  # 20.3 µs of reads against 1.26 µs of compute
+    # 20.3 µs of reads against 1.26 µs of compute: the weight reads set the time.
+    assert step.parts_s["mlp"] > step.parts_s["attention_prefill"]
     # A chunk that attends to 100 cached tokens reads them: 100 x 2_048 B more.
     later = batched_step(deployment, sku, Batch.uniform(100, 2), [(100, 64)], efficiency=NO_LOSS)
     assert later.bytes_read == 20_292_608 + 204_800
@@ -493,8 +505,10 @@ def test_long_chunk_makes_the_step_compute_bound():
     # at 1 PFLOP/s, against 20 µs of weight reads.
     deployment = Deployment(make_model(), EXACT)
     step = batched_step(deployment, make_sku(), None, [(0, 8000)], efficiency=NO_LOSS)
-    assert step.step_s == step.compute_s > step.memory_s
-    assert step.compute_s == pytest.approx(step.flops / 10**15, rel=1e-12)
+    # Compute-bound: every FLOP at no more than the peak, so the step is at least flops/peak.
+    assert step.step_s > step.flops / 10**15
+    mlp_weights_s = 4 * 1_572_864 * 2 / 10**12
+    assert step.parts_s["mlp"] > 5 * mlp_weights_s
 
 
 def test_a_step_needs_something_to_do():

@@ -7,7 +7,7 @@ import pytest
 from kvplan.errors import KvplanError
 from kvplan.perf.constants import FORMAT, parse_constants, shipped_constants
 
-FITTED = "fitted on the fit split of tests/golden/speed_cases, bench/speed_errors.py --fit"
+FITTED_SOURCE = "fitted on the fit split of tests/golden/speed_cases, bench/speed_errors.py --fit"
 
 
 def test_every_shipped_constant_has_a_source():
@@ -17,7 +17,7 @@ def test_every_shipped_constant_has_a_source():
         assert source.strip(), name
         # A fitted constant says so in the agreed words, so a reader can find the fit.
         if "fitted on" in source:
-            assert FITTED in source, name
+            assert FITTED_SOURCE in source, name
 
 
 def test_every_engine_constant_has_a_fallback():
@@ -64,3 +64,22 @@ def test_a_calibration_file_replaces_only_what_it_names():
     unknown = parse_constants(_doc(made_up_s={"value": 1, "source": "x"}), "cal.yaml")
     with pytest.raises(KvplanError, match="made_up_s: not a step-model constant"):
         shipped.with_overrides(unknown)
+
+
+def test_a_constant_says_fitted_exactly_when_the_fit_changes_it():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+    from speed_errors import FITTED
+
+    claimed = {n for n, s in shipped_constants().sources.items() if FITTED_SOURCE in s}
+    assert claimed == set(FITTED)
+
+
+def test_the_bands_come_from_the_test_split():
+    bands = shipped_constants().bands
+    assert set(bands) <= {"output_tokens_per_s", "itl_ms", "ttft_ms", "latency_s"}
+    for band in bands.values():
+        assert 0 <= band.median_abs_log_ratio <= band.worst_abs_log_ratio
+        assert band.cases >= 1 and "test split" in band.source

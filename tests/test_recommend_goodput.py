@@ -55,12 +55,12 @@ def test_a_rate_one_gpu_clearly_serves_needs_one_gpu():
 
 
 # 8000-token prompts (8016 tokens with the output: within the 8k context): each prefill is at
-# least 2 x 8.03e9 x 8000 = 1.28e14 FLOP, 0.26 s at half of 989 TFLOP/s, so one H100 prefills
-# at most 3.85 prompts/s and four at most 15.4. At 20 requests/s the queue of four GPUs (in
-# any tp x pp x dp split) grows by over 4 requests/s and most requests wait far beyond TTFT
-# 2 s: more than 4 GPUs are needed.
+# least 2 x 8.03e9 x 8000 = 1.28e14 FLOP, 0.13 s even at the full 989 TFLOP/s dense bf16 peak,
+# so one H100 prefills at most 7.7 prompts/s and four at most 30.9. At 40 requests/s the queue
+# of four GPUs (in any tp x pp x dp split) grows by over 9 requests/s and most requests wait
+# far beyond TTFT 2 s: more than 4 GPUs are needed.
 def test_a_rate_four_gpus_clearly_cannot_serve_needs_more():
-    load = workload(20, 8000, 16)
+    load = workload(40, 8000, 16)
     result = goodput("llama-3.1-8b", "h100-sxm", load, Slo(2.0, None), max_gpus=8)
     if result.meets:
         assert result.ranked[0].gpus > 4

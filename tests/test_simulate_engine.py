@@ -1,6 +1,6 @@
 """`kvplan simulate`'s event loop, checked against independent arithmetic.
 
-Step times come from the roofline in `kvplan.perf.roofline` (tested by hand in test_perf.py);
+Step times come from the roofline in `kvplan.perf.estimates` (tested by hand in test_perf.py);
 these tests check that the simulator strings those steps together as a serving engine does:
 one request alone, identical requests under both schedulers, padding, Little's law, token and
 block conservation, and the PagedAttention paper's reserve-max capacity on OPT-13B.
@@ -15,7 +15,7 @@ import pytest
 from kvplan.engine import EngineSettings, engine
 from kvplan.engine.batch import Batch
 from kvplan.engine.deployment import Deployment
-from kvplan.perf.roofline import batched_step, decode_step, prefill
+from kvplan.perf.estimates import batched_step, decode_step, prefill
 from kvplan.simulate import (
     RequestSpec,
     SimConfig,

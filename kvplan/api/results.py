@@ -21,7 +21,7 @@ BlockUnit = Literal["page", "byte", "slot"]
 class Result(BaseModel):
     """A frozen result."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 class WithCurve(Result):

@@ -83,21 +83,25 @@ def report(
     kv_dtype: KvDtypeOpt = None,
     weight_dtype: WeightDtypeOpt = None,
     bandwidth_efficiency: Annotated[
-        float,
+        float | None,
         typer.Option(
             parser=fraction(),
             metavar="FRACTION",
-            help="fraction of datasheet bandwidth decode reaches (roofline)",
+            help="fraction of datasheet bandwidth every read of a step reaches, in place of "
+            "the step model's fitted per-operation fractions (docs/speed-model.md)",
+            show_default=False,
         ),
-    ] = 0.85,
+    ] = None,
     compute_efficiency: Annotated[
-        float,
+        float | None,
         typer.Option(
             parser=fraction(),
             metavar="FRACTION",
-            help="fraction of dense peak FLOP/s prefill reaches (roofline)",
+            help="fraction of dense peak FLOP/s large GEMMs and prefill attention reach, in "
+            "place of the fitted fractions (docs/speed-model.md)",
+            show_default=False,
         ),
-    ] = 0.5,
+    ] = None,
     calibration: CalibrationOpt = None,
     sort: Annotated[
         str | None,
@@ -123,7 +127,7 @@ def report(
     """Per-SKU capacity: KV budget, longest context, highest concurrency, decode tokens/s."""
     with user_errors():
         from kvplan.api import report as capacity_report
-        from kvplan.perf.roofline import Efficiency
+        from kvplan.perf.estimates import Efficiency
         from kvplan.report.capacity_report import SORT_KEYS, render_report
 
         output = _format(fmt)

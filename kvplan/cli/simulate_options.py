@@ -151,18 +151,18 @@ SERVING_PARAMETERS: dict[str, tuple[Any, Any]] = {
         float, 1.0, "--step-time-factor", "every step time × this (0.8: a kernel 20 % faster)", True
     ),
     "bandwidth_efficiency": _entry(
-        float,
-        0.85,
+        float | None,
+        None,
         "--bandwidth-efficiency",
-        "fraction of datasheet bandwidth steps read at (roofline)",
-        True,
+        "fraction of datasheet bandwidth every read of a step reaches, in place of the step "
+        "model's fitted per-operation fractions (docs/speed-model.md)",
     ),
     "compute_efficiency": _entry(
-        float,
-        0.5,
+        float | None,
+        None,
         "--compute-efficiency",
-        "fraction of dense peak FLOP/s steps compute at (roofline)",
-        True,
+        "fraction of dense peak FLOP/s large GEMMs and prefill attention reach, in place of "
+        "the fitted fractions (docs/speed-model.md)",
     ),
     "calibration": _entry(Path | None, None, "--calibration", CALIBRATION_HELP),
     "calibrate": _entry(
@@ -259,7 +259,7 @@ class ServingOptions:
         """(SimConfig for `sku`, notes): reads the step-time table and the verify record."""
         from kvplan.cli.calibration_options import calibrated_efficiency as calibration_efficiency
         from kvplan.errors import KvplanError
-        from kvplan.perf.roofline import Efficiency
+        from kvplan.perf.estimates import Efficiency
         from kvplan.simulate import SimConfig, Slo, parse_seconds
         from kvplan.simulate.calibration import calibrated_efficiency
         from kvplan.simulate.step_table import read_step_table

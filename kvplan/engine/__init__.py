@@ -14,10 +14,12 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from kvplan.engine.base import EngineProfile, Scheduler
+    from kvplan.engine.base import EngineProfile
     from kvplan.engine.budget import Budget
+    from kvplan.engine.names import DEFAULT_ENGINE, ENGINE_ALIASES
     from kvplan.engine.pool import KvLayout, KvPool
-    from kvplan.engine.registry import DEFAULT_ENGINE, ENGINE_ALIASES, ENGINES, engine
+    from kvplan.engine.registry import ENGINES, engine
+    from kvplan.engine.resolved import Scheduler
     from kvplan.engine.settings import EngineSettings
 
 # name -> the module of kvplan.engine that defines it
@@ -26,9 +28,9 @@ _HOMES = {
     "EngineProfile": "base",
     "KvLayout": "pool",
     "KvPool": "pool",
-    "Scheduler": "base",
-    "DEFAULT_ENGINE": "registry",
-    "ENGINE_ALIASES": "registry",
+    "Scheduler": "resolved",
+    "DEFAULT_ENGINE": "names",
+    "ENGINE_ALIASES": "names",
     "ENGINES": "registry",
     "engine": "registry",
     "EngineSettings": "settings",

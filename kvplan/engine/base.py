@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic
 
 from kvplan.engine.choices import SearchChoices, default_search_choices
 from kvplan.engine.pool import UNLIMITED_REQUESTS, KvPool, Layout
-from kvplan.engine.resolved import resolve
+from kvplan.engine.resolved import Scheduler, resolve
 from kvplan.engine.settings import BY_NAME
 from kvplan.errors import KvplanError, SettingError
 from kvplan.specs import KV_DTYPES, kv_dtype_info
@@ -25,14 +24,6 @@ if TYPE_CHECKING:
     from kvplan.engine.deployment import Deployment
     from kvplan.kvmath import LayerCache
     from kvplan.specs import ModelSpec, SkuSpec
-
-
-@dataclass(frozen=True)
-class Scheduler:
-    """The scheduler limits an engine runs with (defaults resolved for one SKU)."""
-
-    max_num_batched_tokens: int  # tokens one step may process (prefill chunks + decodes)
-    max_num_seqs: int  # requests running at once
 
 
 def model_reference(model: ModelSpec) -> str:

@@ -7,7 +7,6 @@ from typing import Any, Protocol
 
 import kvplan.limits as limits
 from kvplan.catalog.checkpoint import CheckpointWeights
-from kvplan.engine.resolved import resolve
 from kvplan.engine.settings import BY_NAME, EngineSettings
 from kvplan.engine.weights import (
     WeightBytes,
@@ -17,7 +16,7 @@ from kvplan.engine.weights import (
 )
 from kvplan.errors import KvplanError, SettingError
 from kvplan.kvmath import LayerCache, layer_caches, stage_layer_ranges
-from kvplan.specs import ModelSpec, kv_dtype_info
+from kvplan.specs import DtypeInfo, ModelSpec, kv_dtype_info
 
 
 class ServingEngine(Protocol):
@@ -97,19 +96,26 @@ class Deployment:
         return self.tp * self.dp if self.ep else self.tp
 
     @property
+    def k_dtype_info(self) -> DtypeInfo:
+        """The K cache's element type (`kv_dtype`), looked up once."""
+        return self._memo("_k_dtype", lambda: kv_dtype_info(self.kv_dtype))
+
+    @property
+    def v_dtype_info(self) -> DtypeInfo:
+        """The V cache's element type: the v_dtype setting (llama.cpp -ctv) when set, else
+        the K type; looked up once."""
+        return self._memo("_v_dtype", lambda: kv_dtype_info(self.settings.v_dtype or self.kv_dtype))
+
+    @property
     def v_dtype(self) -> str:
-        """The V cache's dtype: --v-dtype (llama.cpp -ctv) when set, else the K type."""
-        return resolve(self).v_dtype.name
+        """The V cache's dtype name: the v_dtype setting when set, else the K type."""
+        return self.v_dtype_info.name
 
     def exact_caches(self, full_reservation: bool = False) -> tuple[LayerCache, ...]:
         """The physics: one cache per layer on one TP rank (kvmath), no engine rounding; K in
         `kv_dtype`, V in `v_dtype`."""
         return layer_caches(
-            self.model,
-            resolve(self).k_dtype,
-            self.tp,
-            full_reservation,
-            resolve(self).v_dtype,
+            self.model, self.k_dtype_info, self.tp, full_reservation, self.v_dtype_info
         )
 
     def stage_ranges(self) -> tuple[range, ...]:
@@ -140,7 +146,7 @@ class Deployment:
     # times a row: its hash, like its weights, is worked out once. The remembered values live
     # beside the fields, never in comparisons, copies or pickles (a hash differs between
     # processes).
-    _MEMOS = ("_hash", "_weights")
+    _MEMOS = ("_hash", "_weights", "_k_dtype", "_v_dtype")
 
     def __hash__(self) -> int:
         return self._memo("_hash", lambda: hash(tuple(getattr(self, f.name) for f in fields(self))))

@@ -1,40 +1,48 @@
-"""The registry of engine profiles: one line per engine, and the lookup by name."""
+"""The registry of engine profiles: each loaded from its module on first use.
+
+`kvplan size` under vLLM loads the vLLM module and no other engine's; the names, aliases and
+the module of each profile are in `names.py`.
+"""
 
 from __future__ import annotations
 
-import difflib
+from collections.abc import Iterator, Mapping
+from importlib import import_module
+from typing import TYPE_CHECKING
 
-from kvplan.engine.analytic import EXACT, HF, NAIVE
-from kvplan.engine.base import EngineProfile
-from kvplan.engine.llamacpp import LLAMA_CPP
-from kvplan.engine.ollama import OLLAMA
-from kvplan.engine.sglang import SGLANG
-from kvplan.engine.trtllm import TRTLLM
-from kvplan.engine.vllm import VLLM
-from kvplan.errors import SettingError
+from kvplan.engine.names import DEFAULT_ENGINE, ENGINE_ALIASES, PROFILES, engine_name
 
-ENGINES: dict[str, EngineProfile] = {
-    e.name: e for e in (VLLM, SGLANG, TRTLLM, LLAMA_CPP, OLLAMA, EXACT, HF, NAIVE)
-}
-# Other spellings of engine names people type.
-ENGINE_ALIASES = {
-    "llamacpp": "llama.cpp",
-    "llama-cpp": "llama.cpp",
-    "llama_cpp": "llama.cpp",
-    "llama-server": "llama.cpp",
-    "tensorrt-llm": "trtllm",
-    "tensorrt_llm": "trtllm",
-    "trt-llm": "trtllm",
-}
-# The engine every command uses unless told otherwise: what most deployments run.
-DEFAULT_ENGINE = "vllm"
+if TYPE_CHECKING:
+    from kvplan.engine.base import EngineProfile
+
+__all__ = ["DEFAULT_ENGINE", "ENGINES", "ENGINE_ALIASES", "engine"]
+
+
+class _Profiles(Mapping[str, "EngineProfile"]):
+    """Engine name -> profile, in PROFILES order; a profile's module loads when it is read."""
+
+    def __getitem__(self, name: str) -> EngineProfile:
+        module, attribute = PROFILES[name]
+        profile: EngineProfile = getattr(import_module(f"kvplan.engine.{module}"), attribute)
+        return profile
+
+    def __contains__(self, name: object) -> bool:  # without loading the profile
+        return name in PROFILES
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(PROFILES)
+
+    def __len__(self) -> int:
+        return len(PROFILES)
+
+
+ENGINES: Mapping[str, EngineProfile] = _Profiles()
 
 
 def engine(name: str) -> EngineProfile:
-    """The engine profile called `name` (any case)."""
-    found = ENGINES.get(ENGINE_ALIASES.get(name.lower(), name.lower()))
-    if found is not None:
-        return found
-    close = difflib.get_close_matches(name.lower(), list(ENGINES), n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
-    raise SettingError("engine", f"unknown engine {name!r}{hint} (allowed: {', '.join(ENGINES)})")
+    """The engine profile called `name` (any case, or an alias).
+
+    Raises:
+        SettingError: no engine is called `name`.
+    """
+    return ENGINES[engine_name(name)]

@@ -15,14 +15,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from kvplan.specs import DtypeInfo, kv_dtype_info
+from kvplan.specs import DtypeInfo
 
 if TYPE_CHECKING:
-    from kvplan.engine.base import Scheduler
     from kvplan.engine.deployment import Deployment
     from kvplan.specs import SkuSpec
 
 _MEMO = "_resolved"  # the key of the records in a deployment's __dict__
+
+
+@dataclass(frozen=True)
+class Scheduler:
+    """The scheduler limits an engine runs with (defaults resolved for one SKU)."""
+
+    max_num_batched_tokens: int  # tokens one step may process (prefill chunks + decodes)
+    max_num_seqs: int  # requests running at once
 
 
 @dataclass(frozen=True)
@@ -74,8 +81,8 @@ def resolve(deployment: Deployment, sku: SkuSpec | None = None) -> Resolved:
             deployment,
             None,
             parse(deployment) if parse is not None else None,
-            kv_dtype_info(deployment.kv_dtype),
-            kv_dtype_info(settings.v_dtype or deployment.kv_dtype),
+            deployment.k_dtype_info,
+            deployment.v_dtype_info,
             settings.tokens_per_block,
             settings.utilization,
         )

@@ -21,6 +21,7 @@ from fractions import Fraction
 from typing import Any
 
 import kvplan.limits as limits
+from kvplan.engine.names import engine_name
 from kvplan.errors import KvplanError, SettingError
 from kvplan.units import parse_bytes, parse_count, parse_fraction
 
@@ -281,8 +282,6 @@ def settings_from(
         SettingError: a value the declaration refuses.
         KvplanError: an unknown engine.
     """
-    from kvplan.engine.registry import engine  # the engines import this module
-
     given = {s.name: s.check(_given(s, values.get(name_of(s)))) for s in SETTINGS}
     settings = EngineSettings(**{s.name: given[s.name] for s in ENGINE_SETTINGS})
-    return engine(given["engine"]).name, settings, given["dp"], bool(given["ep"])
+    return engine_name(given["engine"]), settings, given["dp"], bool(given["ep"])

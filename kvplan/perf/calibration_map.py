@@ -15,9 +15,9 @@ The one place that knows how measured kernels map onto the model's constants
   of the buffer (a ring's traffic per GPU, as nccl-tests' busbw counts it); a line through
   the points gives both.
 
-Fractions above 1 (a shape that stayed in L2) are taken as 1 and said so. Today's roofline
-(kvplan.perf.roofline.Efficiency) has one bandwidth and one compute fraction: it takes the
-lower of the GEMM and attention bandwidth fractions and the GEMM compute fraction.
+Fractions above 1 (a shape that stayed in L2) are taken as 1 and said so. The fitted values
+replace the shipped constants of the same names (`PerfConstants.with_overrides`); every other
+constant (elementwise kernels, engine overhead, grouped GEMMs) keeps its shipped value.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ import statistics
 from dataclasses import replace
 
 from kvplan.perf.calibration import Calibration
-from kvplan.perf.constants import PerfConstants
-from kvplan.perf.roofline import Efficiency
+from kvplan.perf.constants import PerfConstants, shipped_constants
+from kvplan.perf.estimates import Efficiency
 from kvplan.specs import SkuSpec
 
 
@@ -52,22 +52,6 @@ def step_constants(calibration: Calibration) -> PerfConstants:
     return PerfConstants(values, dict.fromkeys(values, source), {}, calibration.origin)
 
 
-def roofline_efficiency(calibration: Calibration, default: Efficiency) -> Efficiency:
-    """`default` with the measured fractions where the file has them (module docstring)."""
-    values, _ = fitted_values(calibration)
-    bandwidths = [
-        values[k]
-        for k in ("gemm_bandwidth_fraction", "attention_decode_bandwidth_fraction")
-        if k in values
-    ]
-    efficiency = default
-    if bandwidths:
-        efficiency = replace(efficiency, bandwidth_fraction=min(bandwidths))
-    if "gemm_compute_fraction" in values:
-        efficiency = replace(efficiency, compute_fraction=values["gemm_compute_fraction"])
-    return efficiency
-
-
 def calibrated_for(
     calibration: Calibration, sku: SkuSpec, default: Efficiency
 ) -> tuple[Efficiency, list[str]]:
@@ -87,13 +71,11 @@ def calibrated_for(
             f"--calibration {calibration.name}: measured on {calibration.sku or 'an unknown SKU'}"
             f"; {sku.name} keeps the shipped constants"
         ]
-    efficiency = roofline_efficiency(calibration, default)
-    _, notes = fitted_values(calibration)
-    return efficiency, [
-        f"step times calibrated by {calibration.name}: bandwidth fraction "
-        f"{efficiency.bandwidth_fraction:.3f}, compute fraction {efficiency.compute_fraction:.3f}",
-        *notes,
-    ]
+    base = default.constants or shipped_constants()
+    efficiency = replace(default, constants=base.with_overrides(step_constants(calibration)))
+    values, notes = fitted_values(calibration)
+    fitted = ", ".join(f"{name} {value:.4g}" for name, value in values.items())
+    return efficiency, [f"step times calibrated by {calibration.name}: {fitted}", *notes]
 
 
 def _gemm(calibration: Calibration, notes: list[str]) -> dict[str, float]:
@@ -113,10 +95,17 @@ def _gemm(calibration: Calibration, notes: list[str]) -> dict[str, float]:
     best = max(f for _, f, _ in fractions)
     values["gemm_compute_fraction"] = best
     # Only compute-bound points say how efficiency grows with m: one that streams bytes at
-    # more than half the best bandwidth is timed by its reads, not its FLOPs.
-    halves = [m * (best / f - 1) for m, f, rate in fractions if f < best and rate <= bandwidth / 2]
+    # more than 2/3 of the best bandwidth is (nearly) timed by its reads, not its FLOPs.
+    halves = [
+        m * (best / f - 1) for m, f, rate in fractions if f < best and rate <= bandwidth * 2 / 3
+    ]
     if halves:
         values["gemm_half_efficiency_tokens"] = statistics.median(halves)
+    else:
+        notes.append(
+            f"{calibration.name}: no compute-bound GEMM below the largest; "
+            "gemm_half_efficiency_tokens keeps the shipped value"
+        )
     return values
 
 

@@ -19,7 +19,7 @@ from kvplan.engine.deployment import Deployment
 from kvplan.engine.pool import UNLIMITED_REQUESTS, largest_fitting
 from kvplan.engine.resolved import resolve
 from kvplan.errors import KvplanError
-from kvplan.perf.roofline import DEFAULT_EFFICIENCY, DecodeEstimate, Efficiency, decode_step
+from kvplan.perf.estimates import DEFAULT_EFFICIENCY, DecodeEstimate, Efficiency, decode_step
 from kvplan.plan.context_limit import beyond_limit
 from kvplan.specs import SkuSpec
 from kvplan.units import gib

@@ -2,7 +2,8 @@
 
 The record's `bandwidth.achieved_fraction_of_datasheet` is what the Triton paged-decode
 kernel reached on that GPU: the fraction of datasheet bandwidth a decode step's reads run at,
-in place of the default `bandwidth_fraction`.
+in place of the step model's fitted bandwidth fractions (every one of them: GEMM weight reads,
+attention, elementwise).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 import kvplan.limits as limits
 from kvplan.errors import KvplanError
 from kvplan.files import parse_json, read_text
-from kvplan.perf.roofline import Efficiency
+from kvplan.perf.estimates import Efficiency
 
 FIELD = "bandwidth.achieved_fraction_of_datasheet"
 
@@ -40,8 +41,12 @@ def calibrated_efficiency(
     )
     if not isinstance(fraction, (int, float)) or not math.isfinite(fraction) or fraction <= 0:
         return efficiency, [
-            f"--calibrate {path.name}: no measured bandwidth ({FIELD}); the default bandwidth "
-            f"efficiency {efficiency.bandwidth_fraction:g} is used"
+            f"--calibrate {path.name}: no measured bandwidth ({FIELD}); "
+            + (
+                f"the bandwidth efficiency {efficiency.bandwidth_fraction:g} is used"
+                if efficiency.bandwidth_fraction is not None
+                else "the step model's fitted bandwidth fractions are used"
+            )
         ]
     notes = [
         f"bandwidth efficiency {min(fraction, 1.0):.3f} measured by kvplan verify ({path.name})"

@@ -20,7 +20,7 @@ from kvplan.plan.capacity import Capacity
 from kvplan.simulate.allocators import reservation_tokens
 from kvplan.simulate.config import SimConfig
 from kvplan.simulate.growth import GrowthProfile, growth_profile
-from kvplan.simulate.step_cost import RooflineCost, StepCost
+from kvplan.simulate.step_cost import ModelCost, StepCost
 from kvplan.simulate.step_table import TableCost
 from kvplan.specs import SkuSpec
 
@@ -177,7 +177,7 @@ def _profiles(
 def _cost(deployment: Deployment, sku: SkuSpec, config: SimConfig) -> StepCost:
     if config.step_table is not None:
         return TableCost(config.step_table, config.step_time_factor)
-    return RooflineCost(
+    return ModelCost(
         deployment, sku, config.efficiency, config.kv_bytes_factor, config.step_time_factor
     )
 

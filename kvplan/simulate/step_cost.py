@@ -1,4 +1,4 @@
-"""Step times: the roofline of `perf/roofline.py`, or a measured table, as pieces linear in steps.
+"""Step times: the step model of `kvplan.perf`, or a measured table, as pieces linear in steps.
 
 The event loop asks two things: the time of one step it has composed (decode sequences and
 prefill chunks), and, for a run of decode-only steps in which every sequence gains one token
@@ -8,19 +8,13 @@ taking them one by one.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Protocol
 
 from kvplan.engine.deployment import Deployment
 from kvplan.engine.pool import largest_fitting
-from kvplan.perf.roofline import (
-    Efficiency,
-    chunk_flops_function,
-    matmul_params_per_token,
-    step_rates,
-    weight_bytes_read,
-)
+from kvplan.perf.estimates import Efficiency
+from kvplan.perf.step_model import StepShape
 from kvplan.specs import SkuSpec
 
 # (first step j, a, b): s(j) = a + b·j from j up to the next piece's first step.
@@ -51,12 +45,12 @@ class StepCost(Protocol):
         ...
 
 
-class RooflineCost:
-    """`perf.step_rates`: a step takes max(bytes read / bandwidth, FLOPs / compute).
+class ModelCost:
+    """The per-operation step model (`perf.step_model`), with the simulator's factors.
 
-    Bytes: the weights once for the step's tokens (`perf.weight_bytes_read`) plus the KV it
-    reads × kv_bytes_factor. FLOPs: 2 · matmul params per token for every token plus each
-    chunk's attention (`perf.prefill_chunk_flops`). Every time × step_time_factor.
+    The KV a step reads is × kv_bytes_factor; every time × step_time_factor. A decode-only run
+    is one linear piece: everything but attention depends on the step's sequences alone, and
+    attention on the bytes read, which grow by `read_slope` a step (`StepModel.decode_line`).
     """
 
     def __init__(
@@ -67,22 +61,9 @@ class RooflineCost:
         kv_bytes_factor: float = 1.0,
         step_time_factor: float = 1.0,
     ) -> None:
-        self.deployment = deployment
-        self.rates = step_rates(deployment, sku, efficiency=efficiency)
-        self.matmul_flops_per_token = 2 * matmul_params_per_token(deployment.model)
+        self.model = efficiency.model(deployment, sku)
         self.kv_bytes_factor = kv_bytes_factor
         self.step_time_factor = step_time_factor
-        self._weights: dict[int, int] = {}
-        self._dense = deployment.model.moe is None
-        self._chunk_flops = chunk_flops_function(deployment.model)
-
-    def weight_bytes(self, tokens: int) -> int:
-        """Weight bytes a step of `tokens` tokens reads (MoE: more tokens touch more experts)."""
-        key = 1 if self._dense else tokens
-        found = self._weights.get(key)
-        if found is None:
-            found = self._weights[key] = weight_bytes_read(self.deployment, key)
-        return found
 
     def step_s(
         self,
@@ -92,30 +73,19 @@ class RooflineCost:
         chunks: Sequence[tuple[int, int]],
         prefix_read_bytes: int,
     ) -> float:
-        tokens, flops = decode_seqs, self.matmul_flops_per_token * decode_seqs
-        for done, chunk in chunks:
-            tokens += chunk
-            flops += self._chunk_flops(done, chunk)
-        kv = (decode_read_bytes + prefix_read_bytes) * self.kv_bytes_factor
-        return self.rates.step_s(self.weight_bytes(tokens) + kv, flops) * self.step_time_factor
+        factor = self.kv_bytes_factor
+        shape = StepShape(
+            decode_seqs, decode_read_bytes * factor, tuple(chunks), prefix_read_bytes * factor
+        )
+        return self.model.step_s(shape) * self.step_time_factor
 
     def decode_pieces(
         self, decode_seqs: int, read_bytes: int, read_slope: int, kv_tokens: int, kv_slope: int
     ) -> list[Piece]:
-        rates, factor = self.rates, self.step_time_factor
-        memory_s = (self.weight_bytes(decode_seqs) + read_bytes * self.kv_bytes_factor) / (
-            rates.bytes_per_s
-        )
-        memory_slope_s = read_slope * self.kv_bytes_factor / rates.bytes_per_s
-        compute_s = self.matmul_flops_per_token * decode_seqs / rates.flop_per_s
-        if memory_s >= compute_s:
-            return [(0, memory_s * factor, memory_slope_s * factor)]
-        if memory_slope_s <= 0:
-            return [(0, compute_s * factor, 0.0)]
-        # Compute-bound until the growing reads cross the compute line.
-        crossing = math.ceil((compute_s - memory_s) / memory_slope_s)
-        rising = (crossing, memory_s * factor, memory_slope_s * factor)
-        return [(0, compute_s * factor, 0.0), rising]
+        a, per_byte = self.model.decode_line(decode_seqs)
+        factor, scale = self.kv_bytes_factor, self.step_time_factor
+        start = (a + read_bytes * factor * per_byte) * scale
+        return [(0, start, read_slope * factor * per_byte * scale)]
 
 
 def run_s(pieces: list[Piece], steps: int) -> float:
