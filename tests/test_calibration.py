@@ -291,3 +291,15 @@ def test_the_documented_format_example_is_the_hand_written_file():
         k: v for k, v in calibration_data().items() if k != "notes"
     }
     assert "none is measured" in shown["notes"][0]
+
+
+def test_pools_takes_the_calibration(tmp_path):
+    path = write_calibration(tmp_path / "c.json")
+    args = ["pools", "llama-3.1-8b", "--sku", "h100-sxm", "--rate", "5", "--requests", "50"]
+    args += ["--max-model-len", "8k", "--slo-ttft", "1s", "--slo-tpot", "40ms"]
+    args += ["--max-instances", "2", "--format", "json", "--calibration", str(path)]
+    result = run(*args)
+    assert result.exit_code == 0, result.output
+    assert "step times calibrated by c.json" in result.stderr
+    bad = run(*args[:-1], str(tmp_path / "missing.json"))
+    assert bad.exit_code == 2 and bad.stdout == ""
