@@ -16,7 +16,7 @@ from kvplan.engine.deployment import Deployment
 from kvplan.errors import KvplanError
 from kvplan.perf.estimates import batched_step, decode_step
 from kvplan.plan.recommend import SearchSpace
-from kvplan.plan.recommend.pareto import ParetoWorkload, frontier_flags, pareto
+from kvplan.plan.recommend.pareto import ParetoWorkload, frontier_flags, pareto, staggered
 
 
 def dominates(a: tuple[float, float], b: tuple[float, float]) -> bool:
@@ -40,6 +40,14 @@ def test_frontier_is_exactly_the_undominated_points(values):
     assert not any(dominates(other, v) for v in on for other in values)
     # ... and every dominated point is left out.
     assert flags == brute_force(values)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 5000), st.integers(1, 300), st.integers(1, 300))
+def test_staggered_counts_are_one_length_per_sequence(prompt, output, batch):
+    # Sequence j of the closed loop holds P + ⌊j · (O − 1) / B⌋ tokens.
+    one_by_one = Batch.of(prompt + j * (output - 1) // batch for j in range(batch))
+    assert staggered(prompt, output, batch) == one_by_one
 
 
 def test_frontier_by_hand():

@@ -86,8 +86,7 @@ def step_times(
     P + ⌊j · (O − 1) / B⌋ tokens in KV, the steady state of a closed loop.
     """
     p, o = workload.prompt_tokens, workload.output_tokens
-    staggered = Batch.of(p + j * max(o - 1, 0) // batch for j in range(batch))
-    decode_s = decode_step(deployment, staggered, sku, efficiency).step_s
+    decode_s = decode_step(deployment, staggered(p, o, batch), sku, efficiency).step_s
     chunk = deployment.settings.max_num_batched_tokens or p
     prefill_s = sum(
         batched_step(
@@ -96,6 +95,20 @@ def step_times(
         for done in range(0, p, chunk)
     )
     return StepTimes(decode_s, prefill_s)
+
+
+def staggered(prompt_tokens: int, output_tokens: int, batch: int) -> Batch:
+    """`batch` sequences j = 0 … B − 1 of P + ⌊j · (O − 1) / B⌋ tokens, counted per length.
+
+    Length P + v is held by the j with v · B ≤ j · (O − 1) < (v + 1) · B: ⌈(v + 1) · B / m⌉ −
+    ⌈v · B / m⌉ of them (m = O − 1), so a batch of a million costs O steps, not a million.
+    """
+    m = output_tokens - 1
+    if m <= 0:
+        return Batch.uniform(prompt_tokens, batch)
+    ceil = [-(-v * batch // m) for v in range(m + 1)]  # ⌈v · B / m⌉
+    counts = ((prompt_tokens + v, ceil[v + 1] - ceil[v]) for v in range(m))
+    return Batch(tuple((tokens, n) for tokens, n in counts if n > 0))
 
 
 @dataclass(frozen=True)
