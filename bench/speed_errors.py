@@ -238,7 +238,7 @@ def _set(name: str, value: float) -> None:
     step_model._MODELS.clear()  # built models hold the old rates
 
 
-def fit(cases, rounds: int = 2) -> dict[str, float]:
+def fit(cases, rounds: int = 3) -> dict[str, float]:
     """Coordinate search: each constant × or ÷ a step, kept when the objective falls."""
     from kvplan.perf.constants import shipped_constants
 
@@ -246,7 +246,7 @@ def fit(cases, rounds: int = 2) -> dict[str, float]:
     fit_cases = [(c, s) for c, s in cases if c["split"] == "fit"]
     best = _objective(fit_cases, FIT_REQUESTS_CAP)
     print(f"fit: {len(fit_cases)} cases, start {best:.4f}", file=sys.stderr)
-    for step in (1.5, 1.2)[:rounds]:
+    for step in (1.5, 1.2, 1.1)[:rounds]:
         for name in FITTED:
             for factor in (step, 1 / step):
                 old = values[name]

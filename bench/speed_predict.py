@@ -140,7 +140,7 @@ def _measured_only(case: dict[str, Any], values: dict[str, float]) -> dict[str, 
 def _closed_loop(case: dict[str, Any], source: dict[str, Any]) -> dict:
     """The steady state of C users each sending a request when the last returns.
 
-    Per replica (n = C / dp users, at most as many as the KV pool holds at the mean length I + O / 2): a
+    Per replica (n = C / dp users, at most what the KV pool holds at the mean length I + O / 2): a
     request's service is its prefill P (one prompt alone) plus O decode steps of d (the step at
     n sequences, context I + O / 2), and every other user's prefill stalls the decode batch once
     per cycle: T = O · d + n · P. Requests/s = n · dp / T; TTFT = P + d / 2 (the step in

@@ -68,3 +68,38 @@ def test_a_node_of_no_gpus_is_refused(value, message):
     assert f"--gpus-per-node: {value} {message}" in result.stderr
     with pytest.raises(SettingError, match=f"^gpus_per_node: {value} {message}"):
         _api_budget(gpus_per_node=0)
+
+
+def _report(*argv: str) -> list[dict]:
+    result = CliRunner().invoke(
+        app,
+        [
+            "report",
+            "--model",
+            "qwen2.5-7b",
+            "--sku",
+            "a100-40gb",
+            "-c",
+            "4096",
+            "-f",
+            "json",
+            *argv,
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_every_engine_reads_the_one_node_size():
+    # The shipped A100 40GB profile is an 8-GPU board: by default the report's TP degrees go
+    # to 4 on one node (28 heads do not split over 8). With 2 GPUs per node they stop at 2.
+    assert [r["tp"] for r in _report("-e", "trtllm")] == [1, 2, 4]
+    assert [r["tp"] for r in _report("-e", "trtllm", "--gpus-per-node", "2")] == [1, 2]
+    # A stated tp 4 on nodes of 2 spans 2 nodes (the row's † and nodes field), and the note
+    # says which traffic crosses.
+    (row,) = _report("-e", "sglang", "--tp", "4", "--gpus-per-node", "2")
+    assert row["nodes"] == 2
+    notes = kvplan.size("qwen2.5-7b", sku="a100-40gb", tp=4, engine="sglang", gpus_per_node=2)
+    assert "tp 4 × pp 1 spans 2 nodes of 2 a100-40gb: TP traffic crosses the network" in (
+        notes.notes
+    )

@@ -51,8 +51,9 @@ UNITS = {
     "TiB": 2**40,
     "GB/s": 10**9,
     "TFLOP/s": 10**12,
+    "µs": 1e-6,
 }
-NUMBER = re.compile(r"(-?[\d,]+(?:\.(\d+))?)\s*(TFLOP/s|GB/s|KiB|MiB|GiB|TiB|B\b)?")
+NUMBER = re.compile(r"(-?[\d,]+(?:\.(\d+))?)\s*(TFLOP/s|GB/s|KiB|MiB|GiB|TiB|µs|B\b)?")
 
 
 def run(*args: str):

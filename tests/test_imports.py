@@ -55,12 +55,9 @@ ALLOWED = {
 }
 HEAVY = {"torch", "triton", "numpy"}
 # Renderers that still read a lower layer's objects, each with the layer it reads: the
-# simulator's runs and pools (no API record yet) and the catalogue listing's per-model facts.
+# catalogue listing's per-model facts.
 MODULE_ALLOWED = {
     "kvplan.report.catalog_report": {"plan"},
-    "kvplan.report.pools_report": {"simulate"},
-    "kvplan.report.simulate_plot": {"simulate"},
-    "kvplan.report.simulate_report": {"simulate"},
 }
 
 

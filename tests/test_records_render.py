@@ -88,3 +88,49 @@ def test_the_html_chart_is_drawn_from_the_sampled_curve(capsys):
     # plain report stay as they were).
     (plain,) = kvplan.report("llama-3.1-8b", skus="h100-sxm", tp=1, context="32k")
     assert "concurrency_by_context" not in plain.model_dump()
+
+
+def _cli_json(*args: str) -> dict:
+    import json
+
+    from typer.testing import CliRunner
+
+    from kvplan.cli import app
+
+    ran = CliRunner().invoke(app, [*args, "--format", "json"], env={"COLUMNS": "200"})
+    assert ran.exit_code in (0, 1), ran.output
+    return json.loads(ran.stdout)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_simulate_renders_from_its_json(fmt, capsys):
+    from typer.testing import CliRunner
+
+    from kvplan.api.results import SimulationRun
+    from kvplan.cli import app
+    from kvplan.report.simulate_report import render_simulation
+
+    # Two runs side by side, one static (its padded-tokens row), with SLOs (the goodput row).
+    args = ["simulate", "llama-3.1-8b", "--sku", "h100-sxm", "--rate", "4", "--requests", "60"]
+    args += ["--slo-ttft", "1s", "--slo-tpot", "50ms", "--vs", "--scheduler static"]
+    runs = [SimulationRun.model_validate(r) for r in _cli_json(*args)["runs"]]
+    printed = CliRunner().invoke(app, [*args, "--format", fmt], env={"COLUMNS": "200"})
+    render_simulation(runs, fmt)
+    assert capsys.readouterr().out == printed.stdout
+    assert "padded tokens" in printed.stdout or fmt in ("json", "csv")
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_pools_render_from_their_json(fmt, capsys):
+    from typer.testing import CliRunner
+
+    from kvplan.api.results import PoolsRun
+    from kvplan.cli import app
+    from kvplan.report.pools_report import render_pools
+
+    args = ["pools", "llama-3.1-8b", "--sku", "h100-sxm", "--rate", "20", "--requests", "120"]
+    args += ["--max-model-len", "16k", "--slo-ttft", "1s", "--slo-tpot", "40ms"]
+    runs = [PoolsRun.model_validate(r) for r in _cli_json(*args)["pools"]]
+    printed = CliRunner().invoke(app, [*args, "--format", fmt], env={"COLUMNS": "200"})
+    render_pools(runs, fmt)
+    assert capsys.readouterr().out == printed.stdout

@@ -18,6 +18,7 @@ from kvplan.engine import ENGINES, EngineSettings
 from kvplan.engine.deployment import Deployment
 from kvplan.engine.sglang_memory import mem_fraction_static
 from kvplan.plan.capacity import Capacity
+from kvplan.units import parse_bytes
 
 GOLDEN = Path(__file__).parent / "golden" / "sglang_logs"
 SGLANG = ENGINES["sglang"]
@@ -112,3 +113,38 @@ def test_dsa_log_is_not_reproduced():
     # DeepSeek-V3.2's DSA pool (656 B fp8 latent + 132 B indexer per layer, page 64) is not
     # modelled: kvplan's MLA cache is the 576-element latent. The golden says so too.
     assert _case("deepseek-v3.2-exp-dsa-b200-tp8-dp8-pr11309")["reproducible"] == "partial"
+
+
+def test_both_readings_give_the_pool_by_sglangs_rule(catalog):
+    # model_runner.py profile_max_num_token (sgl-project/sglang v0.4.6 – 0.5.x):
+    #   rest_memory = available_gpu_memory - total_gpu_memory * (1 - mem_fraction_static)
+    #   max_num_token = int(rest_memory * (1 << 30) // cell_size)
+    # where total_gpu_memory is the free memory before the weights load ("Load weight begin.
+    # avail mem=X GB") and available_gpu_memory the free memory after ("Load weight end. ...
+    # avail mem=Y GB"). Llama-3.1-8B bf16: cell = 8 heads x (128 + 128) x 32 layers x 2 B.
+    before, after, fraction = 78.60, 63.55, 0.85
+    cell = 8 * (128 + 128) * 32 * 2
+    expected = int((after - before * (1 - fraction)) * (1 << 30) // cell)
+    settings = EngineSettings(
+        version="0.5.3",
+        utilization=fraction,
+        avail_mem_before_load_bytes=parse_bytes(f"{before}GiB"),
+        avail_mem_after_load_bytes=parse_bytes(f"{after}GiB"),
+    )
+    deployment = Deployment(catalog.model("llama-3.1-8b"), SGLANG, settings=settings)
+    capacity = Capacity(deployment, catalog.sku("h100-sxm"), 1, 4096)
+    assert abs(capacity.kv_capacity_tokens - expected) <= 1
+    assert capacity.log_lines()[0] == f"Load weight begin. avail mem={before:.2f} GB"
+    record = capacity.startup_figures()
+    assert abs(record["avail_bytes_after_weights"] / GIB - after) < 1e-6
+
+
+def test_readings_out_of_order_are_refused(catalog):
+    from kvplan.errors import SettingError
+
+    settings = EngineSettings(
+        version="0.5.3", avail_mem_before_load_bytes=60 * GIB, avail_mem_after_load_bytes=70 * GIB
+    )
+    deployment = Deployment(catalog.model("llama-3.1-8b"), SGLANG, settings=settings)
+    with pytest.raises(SettingError, match=r"^avail_mem_after_load_bytes: "):
+        _ = Capacity(deployment, catalog.sku("h100-sxm"), 1, 4096).kv_capacity_tokens

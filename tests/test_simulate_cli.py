@@ -48,7 +48,7 @@ def test_simulate_json_contract_at_40_columns():
         "fragmentation_bytes",
         "free_bytes",
     }
-    assert record["timeline"] and record["step_times"] == "roofline"
+    assert record["timeline"] and record["step_times"] == "step-model"
 
 
 def test_simulate_table_shows_the_percentiles():

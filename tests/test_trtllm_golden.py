@@ -13,7 +13,6 @@ import yaml
 from factories import pinned_pool
 
 from kvplan.engine import ENGINES, EngineSettings
-from kvplan.engine.budget import fraction_of_free
 from kvplan.engine.deployment import Deployment
 from kvplan.plan.capacity import Capacity
 
@@ -27,32 +26,24 @@ def _case(name: str) -> dict:
 
 
 def _lines_from_available(case: dict, model, version: str, sku) -> set[tuple[str, ...]]:
+    """The lines kvplan prints given the log's "total" and "available" readings
+    (--total-gpu-memory, --available-memory), for every value within their rounding."""
     inputs = case["inputs"]
     kv_dtype = "fp8_e4m3" if inputs["kv_bytes"] == 1 else "fp16"
-    settings = EngineSettings(
-        version=version,
-        utilization=inputs["free_gpu_memory_fraction"],
-        tokens_per_block=inputs["tokens_per_block"],
-    )
-    deployment = Deployment(model, TRTLLM, kv_dtype=kv_dtype, settings=settings)
-    layout = TRTLLM.layout(deployment, sku)
     logged = case["expected"]["available_gib"]
+    total = int(case["expected"]["total_gib"] * GIB)
     outcomes = set()
     for step in range(-50, 51):  # +-0.005 GiB in steps of 0.0001 GiB
-        free = int((logged + step / 10_000) * GIB)
-        total = int(case["expected"]["total_gib"] * GIB)
-        # Everything the engine loaded before (weights, activations, buffers): total - free.
-        budget = fraction_of_free(
-            total_bytes=total,
-            total_basis="log",
+        settings = EngineSettings(
+            version=version,
             utilization=inputs["free_gpu_memory_fraction"],
-            weights_bytes=0,
-            free_bytes=free,
-            settings=settings,
-            non_torch_bytes=total - free,
+            tokens_per_block=inputs["tokens_per_block"],
+            total_gpu_memory_bytes=total,
+            available_memory_bytes=int((logged + step / 10_000) * GIB),
         )
-        pool = TRTLLM.pool(layout, budget)
-        outcomes.add(tuple(TRTLLM.log_lines(budget, pool, inputs.get("max_seq_len", 2048))))
+        deployment = Deployment(model, TRTLLM, kv_dtype=kv_dtype, settings=settings)
+        capacity = Capacity(deployment, sku, 1, inputs.get("max_seq_len", 2048))
+        outcomes.add(tuple(capacity.log_lines()))
     return outcomes
 
 

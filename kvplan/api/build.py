@@ -24,6 +24,7 @@ from kvplan.api.results import (
     WeightsBreakdown,
     WeightsPerGpu,
 )
+from kvplan.engine.nodes import gpus_per_node
 from kvplan.plan.capacity import concurrency_curve
 from kvplan.plan.sizing import formula_terms
 
@@ -130,6 +131,7 @@ def size_report(result: SizeResult) -> SizeReport:
         "kv_bytes_per_gpu": result.kv_bytes_per_gpu,
         "kv_bytes_per_token": result.kv_bytes_per_token,
         "kv_bytes_per_token_per_gpu": result.kv_bytes_per_token_per_gpu,
+        "engine_kv_bytes_per_token_per_gpu": result.layout.kv_bytes_per_token,
         "kv_bytes_per_request": result.kv_bytes_per_request,
         "kv_bytes_per_request_per_gpu": result.kv_bytes_per_request_per_gpu,
         "kv_bytes_by_kind": result.kv_bytes_by_kind,
@@ -187,7 +189,7 @@ def capacity_row(row: Capacity, curves: bool = False) -> CapacityRow:
         dp=d.dp,
         ep=d.ep,
         gpus=d.gpus,
-        nodes=d.nodes_per_replica(row.sku.max_gpus_per_node),
+        nodes=d.nodes_per_replica(gpus_per_node(d.settings, row.sku)),
         kv_dtype=d.kv_dtype,
         batch=row.batch,
         context=row.context_tokens,
@@ -207,10 +209,15 @@ def capacity_row(row: Capacity, curves: bool = False) -> CapacityRow:
         native_limit_binds=row.native_limit_binds,
         max_concurrency=row.max_concurrency(),
         fitting_batch=row.fitting_batch,
-        kv_bytes_per_token_per_gpu=row.layout.kv_bytes_per_token,
+        kv_bytes_per_token_per_gpu=d.kv_bytes_per_token_per_gpu,
+        engine_kv_bytes_per_token_per_gpu=row.layout.kv_bytes_per_token,
         decode_batch=decode.batch if decode else 0,
+        decode_context_tokens=decode.context_tokens if decode else 0,
         # The decode estimate is one replica's; dp replicas decode side by side.
         decode_tokens_per_s=decode.tokens_per_s * d.dp if decode else None,
+        decode_tokens_per_s_band_fraction=(
+            decode.band.median_fraction if decode and decode.band else None
+        ),
         decode_step_s=decode.step_s if decode else None,
         verdict=row.verdict,
         log_lines=row.log_lines(),

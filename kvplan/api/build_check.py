@@ -77,6 +77,7 @@ def claim_report(sheet: ClaimSheet, curves: bool = False) -> ClaimReport:
         native_context_limit=d.model.max_context,
         kv_bytes_per_token=result.kv_bytes_per_token,
         kv_bytes_per_token_per_gpu=result.kv_bytes_per_token_per_gpu,
+        engine_kv_bytes_per_token_per_gpu=result.layout.kv_bytes_per_token,
         kv_bytes_per_request=result.kv_bytes_per_request,
         kv_bytes_per_request_per_gpu=sheet.kv_bytes_per_request_per_gpu,
         kv_bytes_batch=result.kv_bytes,

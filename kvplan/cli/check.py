@@ -41,11 +41,12 @@ def check(
     """Check each product's promised context × concurrency against its SKU (exit 1 if over)."""
     with user_errors():
         from kvplan.api import check as check_file
+        from kvplan.cli.flags import with_flags
         from kvplan.report.check_report import render_check
 
         output = _format(fmt)
         result = check_file(file, catalog=_catalog(catalog_dirs), curves=output == "html")
-        render_check(result, output, _columns(columns))
+        render_check(with_flags(result), output, _columns(columns))
     # A failed promise is a result, not an error: rendered above, then exit 1 (STYLE).
     if not result.ok:
         raise typer.Exit(1)
@@ -78,6 +79,7 @@ def claim(
     """
     with user_errors():
         from kvplan.api import claim as claim_report
+        from kvplan.cli.flags import with_flags
         from kvplan.report.claim_report import render_claim
 
         output = _format(fmt)
@@ -99,6 +101,6 @@ def claim(
             batch=batch,
             curves=output == "html",  # the page's requests-against-context chart
         )
-        render_claim(sheet, output)
+        render_claim(with_flags(sheet), output)
     if not sheet.fits:
         raise typer.Exit(1)

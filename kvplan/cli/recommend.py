@@ -207,6 +207,7 @@ def recommend(
     """
     with user_errors():
         from kvplan.api import recommend as recommend_report
+        from kvplan.cli.flags import with_flags
         from kvplan.report.recommend_report import render_recommendation
 
         output = _format(fmt)
@@ -247,7 +248,7 @@ def recommend(
             **space,
             **_simulation(throughput, workload_options, serving_options, context, base),
         )
-        render_recommendation(result, output, _columns(columns))
+        render_recommendation(with_flags(result), output, _columns(columns))
     if not result.meets:
         raise typer.Exit(1)
 

@@ -29,6 +29,9 @@ from kvplan.errors import KvplanError
 RepeatOpt = list[str] | None
 
 
+EXPLAIN_ROWS = 64  # rows `report --explain` splits into operations (one table each)
+
+
 @engine_options
 def report(
     model: Annotated[
@@ -118,6 +121,15 @@ def report(
             show_default=False,
         ),
     ] = None,
+    explain: Annotated[
+        bool,
+        typer.Option(
+            "--explain",
+            help="instead of the report, each row's decode step split into its operations "
+            "(GEMMs, attention, collectives, engine overhead) with their share; at most "
+            f"{EXPLAIN_ROWS} rows",
+        ),
+    ] = False,
     columns: ColumnsOpt = None,
     fmt: FormatOpt = "table",
     catalog_dirs: CatalogOpt = None,
@@ -127,6 +139,7 @@ def report(
     """Per-SKU capacity: KV budget, longest context, highest concurrency, decode tokens/s."""
     with user_errors():
         from kvplan.api import report as capacity_report
+        from kvplan.cli.flags import with_flags
         from kvplan.perf.estimates import Efficiency
         from kvplan.report.capacity_report import SORT_KEYS, render_report
 
@@ -171,6 +184,10 @@ def report(
             # Refused rows have no figures: they sort last either way.
             descending = sort not in ("model", "sku", "tp")
             rows.sort(key=lambda r: _sort_key(getattr(r, sort, None), descending))
+        if explain:
+            _explain(rows, deployments, skus_list, output, bandwidth_efficiency, compute_efficiency)
+            return
+        rows = [with_flags(row) for row in rows]
         render_report(rows, output, log_lines=len(rows) <= 4, columns=_columns(columns))
         if plot is not None:
             from kvplan.api import CapacityRow
@@ -182,6 +199,35 @@ def report(
     # report with one row that fits has answered yes somewhere.
     if not any(getattr(row, "verdict", None) == "fits" for row in rows):
         raise typer.Exit(1)
+
+
+def _explain(rows, deployments, skus, output, bandwidth_efficiency, compute_efficiency) -> None:
+    """Print each row's decode step, operation by operation (--explain)."""
+    from kvplan.api import CapacityRow
+    from kvplan.api.step_explain import explain_step
+    from kvplan.perf.estimates import Efficiency
+    from kvplan.report.step_explain_report import render_explanations
+
+    decoding = [r for r in rows if isinstance(r, CapacityRow) and r.decode_batch]
+    if len(decoding) > EXPLAIN_ROWS:
+        raise KvplanError(
+            f"--explain: {len(decoding):,} rows; narrow the report with --model, --sku or --tp "
+            f"(at most {EXPLAIN_ROWS})"
+        )
+    by_model = {d.model.name: d for d in deployments}
+    by_sku = {s.name: s for s in skus}
+    efficiency = Efficiency(bandwidth_efficiency, compute_efficiency)
+    explained = []
+    for row in decoding:
+        deployment = by_model[row.model].replace(tp=row.tp, dp=row.dp, ep=row.ep)
+        # The replica's share of the batch: dp replicas decode side by side.
+        batch = -(-row.decode_batch // row.dp)
+        explained.append(
+            explain_step(
+                deployment, by_sku[row.sku], batch, row.decode_context_tokens, 0, efficiency
+            )
+        )
+    render_explanations(explained, output)
 
 
 def _sort_key(value: object, descending: bool) -> tuple[int, object]:

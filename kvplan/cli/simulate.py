@@ -63,6 +63,15 @@ def simulate(
             show_default=False,
         ),
     ] = None,
+    explain: Annotated[
+        bool,
+        typer.Option(
+            "--explain",
+            help="instead of the run's figures, its mean step (the run's decode and prefill "
+            "tokens per step, at the workload's mean context) split into its operations with "
+            "their share",
+        ),
+    ] = False,
     fmt: FormatOpt = "table",
     catalog_dirs: CatalogOpt = None,
     *,
@@ -73,9 +82,11 @@ def simulate(
     """Serve a workload: throughput, TTFT/TPOT/ITL/E2E percentiles, goodput, KV memory over time.
 
     A discrete-event simulation of serving instances over the engine model (the same budget
-    and blocks as `size` and `report`) with roofline step times.
+    and blocks as `size` and `report`) with the per-operation step model's step times.
     """
     with user_errors():
+        from kvplan.api.build_simulate import simulation_run
+        from kvplan.cli.flags import with_flags
         from kvplan.report.simulate_report import render_simulation
 
         output = _format(fmt)
@@ -104,12 +115,40 @@ def simulate(
             _simulate(catalog, values, engine_keys, workload_options, workload, label)
             for label, values in runs
         ]
-        render_simulation(results, output)
+        if explain:
+            _explain(results, output)
+            return
+        runs = [with_flags(simulation_run(result)) for result in results]
+        render_simulation(runs, output)
         if plot is not None:
             from kvplan.report.simulate_plot import plot_simulation
 
-            plot_simulation(results, plot)
+            plot_simulation(runs, plot)
             sys.stderr.write(f"wrote {plot}\n")
+
+
+def _explain(results, output) -> None:
+    """Print each run's mean step, operation by operation (--explain)."""
+    from kvplan.api.step_explain import explain_step
+    from kvplan.report.step_explain_report import render_explanations
+
+    explained = []
+    for result in results:
+        view, steps = result.view, max(result.steps, 1)
+        requests = result.workload.requests
+        prompt = sum(r.prompt_tokens for r in requests) / max(len(requests), 1)
+        output_tokens = sum(r.output_tokens for r in requests) / max(len(requests), 1)
+        explained.append(
+            explain_step(
+                view.deployment,
+                view.sku,
+                round(result.decode_tokens / steps),
+                max(round(prompt + output_tokens / 2), 1),
+                round(result.prefill_tokens / steps),
+                view.config.efficiency,
+            )
+        )
+    render_explanations(explained, output)
 
 
 def _simulate(catalog, values: dict[str, Any], engine_keys, workload_options, workload, label):
@@ -273,6 +312,8 @@ def pools(
     by simulation; the KV copy between the pools runs over the SKU's interconnect.
     """
     with user_errors():
+        from kvplan.api.build_simulate import pools_run
+        from kvplan.cli.flags import with_flags
         from kvplan.plan.capacity import tp_degrees
         from kvplan.report.pools_report import render_pools
         from kvplan.units import parse_bytes
@@ -314,7 +355,7 @@ def pools(
         )
         for note in notes:
             warn(note)
-        render_pools(results, output)
+        render_pools([with_flags(pools_run(label, r)) for label, r in results], output)
 
 
 def _pools_results(deployment, sku, workload, config, degrees, surge, percentile, link, limit):

@@ -51,6 +51,7 @@ def size(
     """
     with user_errors():
         from kvplan.api import size as size_report
+        from kvplan.cli.flags import with_flags
         from kvplan.report.size_report import render_size
 
         output = _format(fmt)
@@ -67,7 +68,7 @@ def size(
         )
         target = catalog.sku(sku) if sku is not None else None
         result = size_report(deployment, batch=_batch(context, batch, lengths), sku=target)
-        render_size(result, output, explain)
+        render_size(with_flags(result), output, explain)
     # Not fitting is a result, not an error: rendered above, then exit 1 like `check`.
     if result.fits is False:
         raise typer.Exit(1)

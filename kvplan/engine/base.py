@@ -13,6 +13,7 @@ from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, Generic
 
 from kvplan.engine.choices import SearchChoices, default_search_choices
+from kvplan.engine.nodes import gpus_per_node
 from kvplan.engine.pool import UNLIMITED_REQUESTS, KvPool, Layout
 from kvplan.engine.resolved import Scheduler, resolve
 from kvplan.engine.settings import BY_NAME
@@ -199,13 +200,14 @@ class EngineProfile(ABC, Generic[Layout]):
     def notes(self, deployment: Deployment, sku: SkuSpec | None) -> list[str]:
         """Assumptions this profile made for the plan, said where the numbers are shown."""
         notes = []
-        if sku is not None and deployment.gpus_per_replica > sku.max_gpus_per_node:
-            nodes = deployment.nodes_per_replica(sku.max_gpus_per_node)
+        node = gpus_per_node(deployment.settings, sku) if sku is not None else 0
+        if sku is not None and deployment.gpus_per_replica > node:
+            nodes = deployment.nodes_per_replica(node)
             # TP within a node keeps its all-reduces on the node's links; only the pipeline
             # hand-offs between stages cross the network then.
-            crossing = "TP" if deployment.tp > sku.max_gpus_per_node else "pipeline"
+            crossing = "TP" if deployment.tp > node else "pipeline"
             notes.append(
                 f"tp {deployment.tp} × pp {deployment.pp} spans {nodes} nodes of "
-                f"{sku.max_gpus_per_node} {sku.name}: {crossing} traffic crosses the network"
+                f"{node} {sku.name}: {crossing} traffic crosses the network"
             )
         return notes

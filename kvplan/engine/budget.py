@@ -174,13 +174,18 @@ def fraction_of_free(
     return dataclasses.replace(budget, kv_bytes=budget.requested_bytes - weights_bytes - reserved)
 
 
-def device_memory(sku: SkuSpec) -> tuple[int, str]:
+def device_memory(sku: SkuSpec, logged_bytes: int | None = None) -> tuple[int, str]:
     """Memory an engine sees on `sku` in bytes and where the figure comes from.
 
     Engines size their pools from what the runtime reports (`torch.cuda.mem_get_info()`
     total), a few hundred MiB below the datasheet/nvidia-smi figure; the datasheet figure is
-    the fallback for a SKU without a runtime figure, and says so.
+    the fallback for a SKU without a runtime figure, and says so. `logged_bytes`, the total
+    an engine's log states (the total_gpu_memory setting), replaces both.
     """
+    if logged_bytes is not None:
+        if logged_bytes <= 0:
+            raise SettingError("total_gpu_memory_bytes", "0 bytes: a GPU has some memory")
+        return logged_bytes, "the engine's logged total (total_gpu_memory)"
     if sku.runtime_memory_bytes is not None:
         return sku.runtime_memory_bytes, "runtime-visible memory (" + (
             sku.runtime_memory_basis or "catalogue"

@@ -118,6 +118,16 @@ class Deployment:
             self.model, self.k_dtype_info, self.tp, full_reservation, self.v_dtype_info
         )
 
+    @property
+    def kv_bytes_per_token_per_gpu(self) -> int:
+        """The physics of one token in every layer that keeps tokens, on the binding GPU (the
+        largest pipeline stage), in bytes; worked out once per deployment."""
+        return self._memo("_kv_bytes_per_token", self._kv_bytes_per_token_per_gpu)
+
+    def _kv_bytes_per_token_per_gpu(self) -> int:
+        caches = self.exact_caches()
+        return max(sum(caches[i].context_token_bytes for i in r) for r in self.stage_ranges())
+
     def stage_ranges(self) -> tuple[range, ...]:
         """The layers of each pipeline stage."""
         return stage_layer_ranges(self.model.num_layers, self.pp)
@@ -146,7 +156,7 @@ class Deployment:
     # times a row: its hash, like its weights, is worked out once. The remembered values live
     # beside the fields, never in comparisons, copies or pickles (a hash differs between
     # processes).
-    _MEMOS = ("_hash", "_weights", "_k_dtype", "_v_dtype")
+    _MEMOS = ("_hash", "_weights", "_k_dtype", "_v_dtype", "_kv_bytes_per_token")
 
     def __hash__(self) -> int:
         return self._memo("_hash", lambda: hash(tuple(getattr(self, f.name) for f in fields(self))))

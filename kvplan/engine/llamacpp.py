@@ -316,8 +316,8 @@ class LlamaCppProfile(EngineProfile[LlamaCppLayout]):
         settings = deployment.settings
         if settings.context_size_tokens is None:
             notes.append(
-                f"{self.engine_label}: no --ctx-size given, so each request is one slot of the "
-                f"cells {self.slots_text('L', 'B')}; the GPU holds the slots that fit"
+                f"{self.engine_label}: no `context_size_tokens` given, so each request is one "
+                f"slot of the cells {self.slots_text('L', 'B')}; the GPU holds the slots that fit"
             )
         else:
             parallel = settings.parallel or 1

@@ -183,11 +183,34 @@ SETTINGS: tuple[Setting, ...] = (
             "llama.cpp -b: tokens per logical batch (default 2048); the physical batch is the "
             "least of -c, -b and -ub",
             engines=LLAMA_CPP_FAMILY, limit=limits.BATCHED_TOKENS),
+    Setting("avail_mem_before_load_bytes", int, BYTES, ("--avail-mem-before-load",),
+            "avail_mem_before_load",
+            "SGLang's \"Load weight begin. avail mem=X GB\" (the lowest rank; SGLang's GB is "
+            "GiB: give 137.29GiB): free memory the pool's fraction applies to; default: the "
+            "runtime total less the CUDA context and NCCL",
+            engines=("sglang",), minimum=0),
+    Setting("avail_mem_after_load_bytes", int, BYTES, ("--avail-mem-after-load",),
+            "avail_mem_after_load",
+            "SGLang's \"Load weight end. … avail mem=Y GB\" (GiB, as above): free memory once "
+            "the weights are in; the pool is Y − X · (1 − mem_fraction_static); default: X "
+            "less the weights and the weight loader's overhead",
+            engines=("sglang",), minimum=0),
+    Setting("total_gpu_memory_bytes", int, BYTES, ("--total-gpu-memory",), "total_gpu_memory",
+            "device memory the engine reads: vLLM's \"total_gpu_memory (79.19GiB)\" or the total "
+            "of \"Free memory on device (78.68/79.19 GiB)\", TensorRT-LLM's \"total: 79.10 GiB\"; "
+            "default: the SKU's runtime-visible memory",
+            engines=("vllm", "trtllm"), minimum=1),
+    Setting("available_memory_bytes", int, BYTES, ("--available-memory",), "available_memory",
+            "TensorRT-LLM's \"Memory usage when calculating max tokens in paged kv cache: … "
+            "available: 70.48 GiB\": free memory after the engine loads, which "
+            "free_gpu_memory_fraction applies to; default: estimated from the model",
+            engines=("trtllm",), minimum=0),
     Setting("gpus_per_node", int, "GPUs", ("--gpus-per-node",), "gpus_per_node",
             "GPUs in one node of your cluster (default: the SKU's max_gpus_per_node, 8 on HGX "
-            "boards): a TP group larger than this crosses the network, and vLLM then keeps more "
-            "memory outside torch (custom all-reduce off, NCCL's network buffers)",
-            engines=("vllm",), limit=limits.GPUS, metavar="N"),
+            "boards): a TP group or pipeline larger than this spans nodes (the report's †, the "
+            "notes, the degrees report and recommend try), and vLLM then keeps more memory "
+            "outside torch (custom all-reduce off, NCCL's network buffers)",
+            limit=limits.GPUS, metavar="N"),
     Setting("dp", int, "GPUs", ("--dp",), "dp",
             "data-parallel replicas, each with its own KV cache (vLLM --data-parallel-size; with "
             "--ep, SGLang --enable-dp-attention)",
@@ -255,6 +278,10 @@ class EngineSettings:
     ubatch_tokens: int | None = None
     batch_tokens: int | None = None
     gpus_per_node: int | None = None
+    avail_mem_before_load_bytes: int | None = None
+    avail_mem_after_load_bytes: int | None = None
+    total_gpu_memory_bytes: int | None = None
+    available_memory_bytes: int | None = None
 
     def __post_init__(self) -> None:
         for setting in ENGINE_SETTINGS:

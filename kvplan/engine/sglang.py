@@ -155,23 +155,32 @@ class SglangProfile(EngineProfile[SglangLayout]):
     def budget(
         self, deployment: Deployment, sku: SkuSpec, max_model_len: int | None = None
     ) -> Budget:
-        """rest = ⌊pre-load free · f⌋ − weights; pre-load free = total − context − NCCL."""
+        """rest = post-load free − pre-load free · (1 − f), SGLang's `profile_max_num_token`.
+
+        pre = "Load weight begin. avail mem" (given, else total − CUDA context − NCCL);
+        post = "Load weight end. … avail mem" (given, else pre − weights − the loader's
+        overhead). The non-torch term is what is gone before loading plus that overhead.
+        """
         total, basis = device_memory(sku)
         settings = deployment.settings
         ranks = dp_attention_ranks(deployment)
-        estimate = sglang_memory.init_bytes(deployment.tp * (ranks or 1), deployment.pp)
-        init = estimate if settings.non_torch_bytes is None else settings.non_torch_bytes
+        readings = sglang_memory.readings(
+            settings,
+            total,
+            deployment.weights().per_gpu_bytes,
+            deployment.tp * (ranks or 1),
+            deployment.pp,
+        )
         utilization = self.utilization(deployment, sku)
-        band = sglang_memory.INIT_BAND_BYTES if settings.non_torch_bytes is None else 0
         return fraction_of_free(
             total_bytes=total,
             total_basis=basis,
             utilization=utilization,
-            weights_bytes=deployment.weights().per_gpu_bytes,
-            free_bytes=total - init,
-            settings=settings,
-            non_torch_bytes=init,
-            uncertainty_bytes=int(band * utilization),
+            weights_bytes=readings.weights_bytes,
+            free_bytes=readings.before_load_bytes,
+            settings=dataclasses.replace(settings, non_torch_bytes=None),
+            non_torch_bytes=readings.non_torch_bytes,
+            uncertainty_bytes=int(readings.band_bytes * utilization),
         )
 
     def pool(self, layout: SglangLayout, budget: Budget) -> KvPool[SglangLayout]:
@@ -228,7 +237,7 @@ class SglangProfile(EngineProfile[SglangLayout]):
             notes.append(
                 "SGLang sizes its pool from free memory before weights load: kvplan takes the "
                 "runtime total less the CUDA context (0.32 GiB) and, at TP > 1, NCCL (1.96 GiB) "
-                "from one public H200 log (--non-torch-memory sets that)"
+                "from one public H200 log (`non_torch_bytes` sets that)"
             )
         if not deployment.settings.utilization:
             fraction = self.utilization(deployment, sku)
@@ -289,7 +298,8 @@ def startup_record(
 ) -> dict[str, Any]:
     """The numbers of SGLang's startup lines, exact: max_total_num_tokens, the K and V
     buffers' bytes (MLA: one latent buffer, `v_size_bytes` 0) and, when the pool is sized from
-    free memory, the free bytes before the weights load and after the pool is carved."""
+    free memory, the free bytes before and after the weights load ("Load weight begin/end.
+    avail mem") and after the pool is carved ("Memory pool end. avail mem")."""
     layout = pool.layout
     if budget.kv_bytes <= 0 or pool.num_blocks == 0:
         return {}
@@ -305,9 +315,14 @@ def startup_record(
         requests = layout.max_running_requests or sglang_memory.max_running_requests(
             tokens, max_model_len
         )
-        left = pre_load - budget.weights_bytes - k_bytes - v_bytes
+        after_load = budget.total_bytes - budget.weights_bytes - budget.non_torch_bytes
+        left = after_load - k_bytes - v_bytes
         left -= sglang_memory.req_to_token_bytes(requests, max_model_len)
-        record |= {"avail_bytes_before_weights": pre_load, "avail_bytes_after_pool": left}
+        record |= {
+            "avail_bytes_before_weights": pre_load,
+            "avail_bytes_after_weights": after_load,
+            "avail_bytes_after_pool": left,
+        }
     return record
 
 

@@ -15,8 +15,10 @@ Read from sgl-project/sglang `python/sglang/srt/server_args.py`:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 from kvplan.engine.release import Release
+from kvplan.errors import SettingError
 from kvplan.specs import SkuSpec
 from kvplan.units import GIB, MIB
 
@@ -32,6 +34,70 @@ INIT_BAND_BYTES = int(0.25 * GIB)  # ranks of that log differ by 0.23 GiB
 def init_bytes(tp: int, pp: int) -> int:
     """Memory gone before weights load (CUDA context, NCCL at TP × PP > 1), in bytes."""
     return CUDA_CONTEXT_BYTES + (NCCL_INIT_BYTES if tp * pp > 1 else 0)
+
+
+def load_overhead_bytes(tp: int, pp: int) -> int:
+    """Memory the weight loader keeps beyond the weights' own bytes, in bytes."""
+    return 0
+
+
+class ReadingSettings(Protocol):
+    """The settings the readings come from (EngineSettings has them), bytes or None."""
+
+    @property
+    def avail_mem_before_load_bytes(self) -> int | None: ...
+
+    @property
+    def avail_mem_after_load_bytes(self) -> int | None: ...
+
+    @property
+    def non_torch_bytes(self) -> int | None: ...
+
+
+@dataclass(frozen=True)
+class Readings:
+    """The two free-memory readings SGLang logs around weight loading, and the budget terms
+    they make, bytes per GPU (given by the log, else estimated)."""
+
+    before_load_bytes: int  # "Load weight begin. avail mem=X GB"
+    after_load_bytes: int  # "Load weight end. … avail mem=Y GB"
+    weights_bytes: int  # the model's weights on this rank
+    non_torch_bytes: int  # total − Y − weights: context, NCCL, the loader's overhead
+    band_bytes: int  # ± on the estimated readings (0 when both are given)
+
+
+def readings(
+    given: ReadingSettings, total_bytes: int, weights_bytes: int, tp: int, pp: int
+) -> Readings:
+    """The readings as the settings give them, the rest estimated, for one rank of `tp` × `pp`
+    (with DP attention: every GPU of the replica set) holding `weights_bytes` of weights.
+
+    Raises:
+        SettingError: a reading above the device's memory, or after-load above before-load.
+    """
+    settings, weights, band = given, weights_bytes, 0
+    before = settings.avail_mem_before_load_bytes
+    if before is None:
+        init = settings.non_torch_bytes
+        if init is None:
+            init, band = init_bytes(tp, pp), INIT_BAND_BYTES
+        before = total_bytes - init
+    elif before > total_bytes:
+        raise SettingError(
+            "avail_mem_before_load_bytes",
+            f"{before:,} bytes is more than the GPU's {total_bytes:,} bytes",
+        )
+    after = settings.avail_mem_after_load_bytes
+    if after is None:
+        after = before - weights - load_overhead_bytes(tp, pp)
+    elif after > before:
+        raise SettingError(
+            "avail_mem_after_load_bytes",
+            f"{after:,} bytes is more than the memory free before loading ({before:,} bytes)",
+        )
+    else:
+        band = 0 if settings.avail_mem_before_load_bytes is not None else band
+    return Readings(before, after, weights, total_bytes - after - weights, band)
 
 
 @dataclass(frozen=True)

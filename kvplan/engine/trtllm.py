@@ -30,6 +30,7 @@ from kvplan.engine.pages import TokenPages
 from kvplan.engine.pool import UNLIMITED_REQUESTS, KvLayout, KvPool, StageLayout
 from kvplan.engine.release import Release, parse_release
 from kvplan.engine.resolved import resolve
+from kvplan.errors import SettingError
 from kvplan.kvmath import ceil_div
 from kvplan.units import GIB, MIB
 
@@ -76,6 +77,20 @@ def default_utilization(release: Release) -> float:
 def default_tokens_per_block(release: Release) -> int:
     """trtllm-build --tokens_per_block 64 (< 1.0); PyTorch backend KvCacheConfig 32."""
     return 32 if release >= (1, 0, 0) else 64
+
+
+def logged_available(available_bytes: int, total_bytes: int) -> int:
+    """The logged "available" memory, checked against the device's total.
+
+    Raises:
+        SettingError: more available than the device has.
+    """
+    if available_bytes > total_bytes:
+        raise SettingError(
+            "available_memory_bytes",
+            f"{available_bytes:,} bytes is more than the GPU's {total_bytes:,} bytes",
+        )
+    return available_bytes
 
 
 @dataclass(frozen=True)
@@ -141,9 +156,10 @@ class TrtllmProfile(EngineProfile[TrtLayout]):
     def budget(
         self, deployment: Deployment, sku: SkuSpec, max_model_len: int | None = None
     ) -> Budget:
-        """utilization · (total − weights − activations − runtime buffers and context)."""
-        total, basis = device_memory(sku)
+        """utilization · (total − weights − activations − runtime buffers and context), or of
+        the "available" memory the log states (then the terms are what it leaves out)."""
         settings = deployment.settings
+        total, basis = device_memory(sku, settings.total_gpu_memory_bytes)
         tokens = resolve(deployment, sku).scheduler().max_num_batched_tokens
         activation = settings.activation_bytes
         if activation is None:
@@ -156,6 +172,11 @@ class TrtllmProfile(EngineProfile[TrtLayout]):
         utilization = settings.utilization or default_utilization(release_of(deployment))
         free = total - weights - activation - non_torch
         band = ESTIMATE_BAND_BYTES if settings.activation_bytes is None else 0
+        if settings.available_memory_bytes is not None:
+            free, band = logged_available(settings.available_memory_bytes, total), 0
+            outside = total - free - weights  # engine context, runtime buffers, activations
+            activation = min(activation, max(outside, 0))
+            non_torch = outside - activation
         return fraction_of_free(
             total_bytes=total,
             total_basis=basis,
@@ -212,7 +233,7 @@ class TrtllmProfile(EngineProfile[TrtLayout]):
             notes.append(
                 "activations (scaled from 1.11 GiB at 8192 tokens × hidden 4096) and runtime "
                 "buffers + CUDA context (0.98 GiB) are estimates from TensorRT-LLM's memory.md "
-                "log; --activation-memory and --non-torch-memory set them"
+                "log; `activation_bytes` and `non_torch_bytes` set them"
             )
         return notes
 

@@ -198,7 +198,7 @@ class VllmProfile(EngineProfile[VllmLayout]):
         """vLLM's "Available KV cache memory" on one rank (the V0 profile depends on the
         length: it batches whole prompts)."""
         version = version_of(deployment)
-        total, basis = device_memory(sku)
+        total, basis = device_memory(sku, deployment.settings.total_gpu_memory_bytes)
         scheduler = resolve(deployment, sku).scheduler(max_model_len)
 
         def estimate() -> tuple[int, int, int, int]:
@@ -231,7 +231,7 @@ class VllmProfile(EngineProfile[VllmLayout]):
         """The version's default, then 0.92 and 0.95 where the rest of the GPU holds the CUDA
         graphs that versions before 0.20 capture outside the budget."""
         version = version_of(deployment)
-        total, _ = device_memory(sku)
+        total, _ = device_memory(sku, deployment.settings.total_gpu_memory_bytes)
         outside = 0
         if not version.subtracts_cudagraph_estimate:
             outside = vllm_memory.cudagraph_estimate_bytes(deployment)
@@ -348,7 +348,7 @@ class VllmProfile(EngineProfile[VllmLayout]):
         elif model.has_windowed_layers:
             notes.append(
                 "vLLM's hybrid KV-cache manager is off (chunked local attention or "
-                "--no-hybrid-allocator): windowed layers reserve the full length"
+                "`hybrid_allocator`): windowed layers reserve the full length"
             )
         if "cross" in kinds and version_of(deployment).major_minor > (0, 10):
             notes.append(
@@ -362,7 +362,7 @@ class VllmProfile(EngineProfile[VllmLayout]):
         if sku is not None and version.subtracts_cudagraph_estimate:
             notes.append(
                 f"vLLM {version.text} subtracts its CUDA-graph estimate from the budget; kvplan "
-                "estimates it from the layers captured (--cudagraph-memory to set it)"
+                "estimates it from the layers captured (`cudagraph_bytes` to set it)"
             )
         if sku is not None and settings.kv_memory_bytes is None and model.vision is not None:
             scheduler = resolve(deployment, sku).scheduler()
@@ -434,6 +434,7 @@ def _tp_rule(model: ModelSpec, tp: int) -> str | None:
     return None
 
 
+@lru_cache(maxsize=4096)  # asked once per row of a report; one answer per deployment
 def _layout_key(deployment: Deployment) -> Deployment:
     """The deployment stripped to what its layout depends on (model, KV dtype, tp, pp, the
     version and cache settings), so plans that differ only in memory settings, weights or
@@ -528,8 +529,25 @@ class VllmStartup:
         }
 
 
+# The last plan's figures: its log lines and its JSON figures are asked one after the other.
+_last_startup: tuple[Budget, KvPool, int, VllmStartup | None] | None = None
+
+
 def startup(budget: Budget, pool: KvPool[VllmLayout], max_model_len: int) -> VllmStartup | None:
-    """What vLLM prints for a pool at `max_model_len`; None when no memory is left."""
+    """What vLLM prints for a pool at `max_model_len`; None when no memory is left.
+
+    Worked out once per plan: the budget and pool are frozen, so the same two objects at the
+    same length have the same figures."""
+    global _last_startup
+    last = _last_startup
+    if last is not None and last[0] is budget and last[1] is pool and last[2] == max_model_len:
+        return last[3]
+    figures = _startup(budget, pool, max_model_len)
+    _last_startup = (budget, pool, max_model_len, figures)
+    return figures
+
+
+def _startup(budget: Budget, pool: KvPool[VllmLayout], max_model_len: int) -> VllmStartup | None:
     if budget.kv_bytes <= 0:
         return None
     layout = pool.layout

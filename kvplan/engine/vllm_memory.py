@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kvplan.engine.base import Scheduler
+from kvplan.engine.nodes import gpus_per_node
 from kvplan.units import GIB, MIB
 
 if TYPE_CHECKING:
@@ -288,7 +289,7 @@ def non_torch_bytes(deployment: Deployment, version: VllmVersion, sku: SkuSpec) 
 def spans_nodes(deployment: Deployment, sku: SkuSpec) -> bool:
     """Whether the TP group is larger than one node (its all-reduces cross the network): the
     gpus_per_node setting, else the SKU's max_gpus_per_node."""
-    return deployment.tp > (deployment.settings.gpus_per_node or sku.max_gpus_per_node)
+    return deployment.tp > gpus_per_node(deployment.settings, sku)
 
 
 def cudagraph_bytes(deployment: Deployment, version: VllmVersion) -> int:

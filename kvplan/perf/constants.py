@@ -52,7 +52,11 @@ class PerfConstants:
     origin: str = "kvplan/perf/constants.yaml"
 
     def __hash__(self) -> int:  # a key of the step-model caches; values never change
-        return hash((self.origin, tuple(sorted(self.values.items()))))
+        found = self.__dict__.get("_hash")
+        if found is None:
+            found = hash((self.origin, tuple(sorted(self.values.items()))))
+            object.__setattr__(self, "_hash", found)  # frozen: remembered beside the fields
+        return found
 
     def value(self, name: str) -> float:
         """The constant `name` (KeyError for a name the file lacks: a bug, not user input)."""
@@ -133,7 +137,8 @@ def _band(origin: str, metric: Any, band: Any) -> Band:
 def shipped_constants() -> PerfConstants:
     """The constants shipped with kvplan (kvplan/perf/constants.yaml), read once."""
     text = resources.files("kvplan.perf").joinpath("constants.yaml").read_text("utf-8")
-    return parse_constants(yaml.safe_load(text), "kvplan/perf/constants.yaml")
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: the same safe semantics
+    return parse_constants(yaml.load(text, Loader=loader), "kvplan/perf/constants.yaml")
 
 
 def read_constants(path: Path) -> PerfConstants:

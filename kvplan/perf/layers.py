@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from kvplan.engine.deployment import Deployment
+from kvplan.errors import KvplanError
 from kvplan.kvmath import LayerParams, has_ffn, layer_params, tensor_bytes
 from kvplan.specs import ModelSpec, weight_dtype_info
 
@@ -52,9 +53,8 @@ class StageShape:
     lm_head_params: float
 
 
-def _split_mixer(model: ModelSpec, layer: int, mixer: int) -> tuple[int, int]:
-    """(input projections, output projection) parameters of layer `layer`'s mixer."""
-    kind = model.layer_kinds[layer]
+def _split_mixer(model: ModelSpec, kind: str, mixer: int) -> tuple[int, int]:
+    """(input projections, output projection) parameters of a `kind` layer's mixer."""
     attention, mla = model.attention, model.mla
     if kind == "mla" and mla is not None:
         out = attention.num_heads * mla.v_head_dim * model.hidden_size
@@ -85,20 +85,29 @@ def _activation_width(model: ModelSpec, p: LayerParams) -> float:
     return (p.dense_ffn + p.active_routed_experts + p.shared) / (matrices * model.hidden_size)
 
 
+@lru_cache(maxsize=256)  # every (tp, pp, dtype) of a model sums the same layers
+def _layer_params(model: ModelSpec) -> tuple[LayerParams, ...]:
+    return tuple(layer_params(model, i) for i in range(model.num_layers))
+
+
 @lru_cache(maxsize=4096)  # one per deployment; a report asks once per row
 def stage_shapes(deployment: Deployment) -> tuple[StageShape, ...]:
     """Every stage's layer groups with one GPU's parameters and bytes per parameter."""
     model, tp = deployment.model, deployment.tp
     weights = deployment.weights()
     shards = deployment.expert_shards
-    linear = weight_dtype_info(weights.weight_dtype)
+    try:
+        linear = weight_dtype_info(weights.weight_dtype)
+    except KvplanError:  # a GGUF file's own type name (F16): its tensor table gave the bytes
+        linear = weight_dtype_info("bf16")
     head_bits = linear.bits if linear.name in _UNQUANTISED else 16
     lm_params = model.vocab_size * model.hidden_size
     lm_bytes = tensor_bytes(lm_params, weight_dtype_info("bf16")) * head_bits / 16 * weights.scale
     stages = []
     ranges = deployment.stage_ranges()
     for index, (layers, stage) in enumerate(zip(ranges, weights.stages, strict=True)):
-        params = [layer_params(model, i) for i in layers]
+        every = _layer_params(model)
+        params = [every[i] for i in layers]
         dense = sum(p.mixer + p.dense_ffn + p.shared for p in params)
         routed = sum(p.routed_experts for p in params)
         last = index == len(ranges) - 1
@@ -110,10 +119,16 @@ def stage_shapes(deployment: Deployment) -> tuple[StageShape, ...]:
         layer_bytes = max(stage.sharded_bytes - extras, 0.0)
         linear_bpp = layer_bytes / dense if dense else linear.bits / 8
         expert_bpp = stage.routed_expert_bytes / routed if routed else linear_bpp
+        # Layers alike in parameters, kind and FFN are one group: count first, build once.
+        kinds = model.layer_kinds
+        counted: Counter[tuple[LayerParams, str, bool]] = Counter(
+            (p, kinds[i], has_ffn(model, i)) for i, p in zip(layers, params, strict=True)
+        )
         shapes: Counter[LayerGroup] = Counter()
-        for i, p in zip(layers, params, strict=True):
-            qkv, out = _split_mixer(model, i, p.mixer)
+        for (p, kind, ffn), count in counted.items():
+            qkv, out = _split_mixer(model, kind, p.mixer)
             moe = model.moe if p.routed_experts else None
+            width = _activation_width(model, p) / tp
             group = LayerGroup(
                 count=1,
                 qkv_params=qkv / tp,
@@ -123,15 +138,13 @@ def stage_shapes(deployment: Deployment) -> tuple[StageShape, ...]:
                 routed_params=p.routed_experts / shards,
                 num_experts=moe.num_experts if moe else 0,
                 experts_per_token=moe.experts_per_token if moe else 0,
-                activation_width=_activation_width(model, p) / tp,
-                has_ffn=has_ffn(model, i),
-                elementwise_bytes_per_token=_elementwise_bytes_per_token(
-                    model, tp, _activation_width(model, p) / tp
-                ),
+                activation_width=width,
+                has_ffn=ffn,
+                elementwise_bytes_per_token=_elementwise_bytes_per_token(model, tp, width),
                 linear_bytes_per_param=linear_bpp,
                 expert_bytes_per_param=expert_bpp,
             )
-            shapes[group] += 1
+            shapes[group] += count
         groups = tuple(_with_count(g, n) for g, n in shapes.items())
         head_bytes, head_params = (lm_bytes / tp, lm_params / tp) if last else (0.0, 0.0)
         stages.append(StageShape(groups, len(layers), head_bytes, head_params))

@@ -109,15 +109,11 @@ def resolved_rates(
     # Decode attention reads each cached token once and multiplies it with every query head
     # of its group: bandwidth-bound for GQA (a few FLOPs a byte), compute-bound for MLA's
     # absorbed form (128 heads against one latent). The slower of the two sets its rate.
-    kv_token_bytes = sum(
-        cache.context_token_bytes * n
-        for stage in stage_cache_counts(deployment)
-        for cache, n in stage.items()
-    )
+    kv_token_bytes, flops_per_token = _attention_terms(deployment)
     attention_flop_per_s = _attention_peak(sku) * (
         compute_fraction or c("attention_decode_compute_fraction")
     )
-    flops_per_byte = decode_attention_flops_per_token(deployment) / max(kv_token_bytes, 1)
+    flops_per_byte = flops_per_token / max(kv_token_bytes, 1)
     attention_bytes_per_s = memory("attention_decode_bandwidth_fraction")
     if flops_per_byte > 0:
         attention_bytes_per_s = min(attention_bytes_per_s, attention_flop_per_s / flops_per_byte)
@@ -143,6 +139,17 @@ def resolved_rates(
         link_latency_s=latency,
         kv_token_bytes=kv_token_bytes,
     )
+
+
+@lru_cache(maxsize=4096)  # one per deployment: a report asks once per SKU row
+def _attention_terms(deployment: Deployment) -> tuple[int, float]:
+    """(KV bytes per context token over one GPU of each stage, decode FLOPs per token)."""
+    kv_token_bytes = sum(
+        cache.context_token_bytes * n
+        for stage in stage_cache_counts(deployment)
+        for cache, n in stage.items()
+    )
+    return kv_token_bytes, decode_attention_flops_per_token(deployment)
 
 
 def _attention_peak(sku: SkuSpec) -> float:

@@ -23,8 +23,9 @@ step index: `decode_line`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 from kvplan.engine.deployment import Deployment
 from kvplan.perf.collectives import all_reduce_s, all_to_all_s, pipeline_sends_s
@@ -90,7 +91,6 @@ class StepModel:
         self.deployment, self.sku, self.rates = deployment, sku, rates
         self.stages: tuple[StageShape, ...] = stage_shapes(deployment)
         self.overhead: Overhead = engine_overhead(deployment, rates.constants, rates.cuda_graphs)
-        self._attention_flops = attention_chunk_flops_function(deployment.model)
         self.kv_token_bytes = rates.kv_token_bytes  # per context token, all stages
         # Each new token's K and V are written once per layer: per layer, the mean over layers.
         layers = sum(stage.layers for stage in self.stages)
@@ -177,6 +177,11 @@ class StepModel:
         return a, 1.0 / self.rates.attention_bytes_per_s
 
     # --- the terms ----------------------------------------------------------------------
+
+    @cached_property
+    def _attention_flops(self) -> Callable[[int, int], int]:
+        # Looked up on the first prefill: a report's decode steps never need it.
+        return attention_chunk_flops_function(self.deployment.model)
 
     def _prefill_attention_s(self, chunks: Sequence[tuple[int, int]], prefix_bytes: float) -> float:
         if not chunks:

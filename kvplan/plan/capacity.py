@@ -16,6 +16,7 @@ import kvplan.limits as limits
 from kvplan.engine import Budget, KvLayout, KvPool, Scheduler
 from kvplan.engine.batch import Batch
 from kvplan.engine.deployment import Deployment
+from kvplan.engine.nodes import gpus_per_node
 from kvplan.engine.pool import UNLIMITED_REQUESTS, largest_fitting
 from kvplan.engine.resolved import resolve
 from kvplan.errors import KvplanError
@@ -131,6 +132,10 @@ class Capacity:
         """Longest context every one of `batch` requests can have, capped at the model's
         limit (the extended one when its RoPE scaling is applied)."""
         limit = self.deployment.model.context_limit
+        if not self.kv_usable:
+            return 0
+        if self.max_concurrency(limit) >= self.batch:
+            return limit  # the limit binds in most plans of a report: one question, not 17
         return largest_fitting(lambda n: n > 0 and self.max_concurrency(n) >= self.batch, limit)
 
     @property
@@ -216,7 +221,7 @@ def tp_degrees(deployment: Deployment, sku: SkuSpec) -> list[int]:
     return [
         t
         for t in REPORT_TP_DEGREES
-        if t <= sku.max_gpus_per_node and profile.tp_refusal(model, t) is None
+        if t <= gpus_per_node(deployment.settings, sku) and profile.tp_refusal(model, t) is None
     ]
 
 
@@ -234,7 +239,7 @@ def data_parallel_attention(deployment: Deployment, sku: SkuSpec) -> list[Deploy
         return []
     layouts = []
     for gpus in REPORT_TP_DEGREES:
-        if gpus == 1 or gpus * deployment.pp > sku.max_gpus_per_node:
+        if gpus == 1 or gpus * deployment.pp > gpus_per_node(deployment.settings, sku):
             continue
         try:
             layouts.append(deployment.replace(tp=1, dp=gpus, ep=True))

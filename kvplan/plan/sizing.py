@@ -122,9 +122,6 @@ def size(
     exact, exact_per_gpu, by_kind = _exact_bytes(deployment, batch)
     kv, kv_per_gpu = _engine_bytes(deployment, layout, batch)
     caches = deployment.exact_caches()
-    per_token_per_gpu = max(
-        sum(caches[i].context_token_bytes for i in r) for r in deployment.stage_ranges()
-    )
     full_reservation = None
     if model.has_windowed_layers:
         reserved = deployment.exact_caches(full_reservation=True)
@@ -143,7 +140,7 @@ def size(
         kv_bytes=kv,
         kv_bytes_per_gpu=kv_per_gpu,
         kv_bytes_per_token=deployment.tp * sum(c.context_token_bytes for c in caches),
-        kv_bytes_per_token_per_gpu=per_token_per_gpu,
+        kv_bytes_per_token_per_gpu=deployment.kv_bytes_per_token_per_gpu,
         kv_bytes_per_request=deployment.tp * layout.request_bytes_all_stages(context),
         kv_bytes_per_request_per_gpu=layout.request_bytes(context),
         kv_bytes_by_kind=by_kind,

@@ -61,7 +61,7 @@ def capacity_table(rows: list[Row]) -> Table:
             "max_context_tokens",
             "max_concurrency",
             "decode_tokens_per_s",
-            "kv_bytes_per_token_per_gpu",
+            "engine_kv_bytes_per_token_per_gpu",
             "verdict",
             "bar",
         ],
@@ -92,7 +92,7 @@ def _cells(row: Row, keys: list[str]) -> tuple[list[object], list[str]]:
     picture += f" +{gib(split.overflow_bytes)}" if split.overflow_bytes else ""
     cap_mark = "*" if record["native_limit_binds"] else ""
     tokens_per_s = record["decode_tokens_per_s"]
-    per_token = record["kv_bytes_per_token_per_gpu"]
+    per_token = record["engine_kv_bytes_per_token_per_gpu"]
     shown = [
         row.model,
         row.sku,
@@ -102,12 +102,35 @@ def _cells(row: Row, keys: list[str]) -> tuple[list[object], list[str]]:
         f"{record['kv_capacity_tokens']:,}",
         f"{record['max_context_tokens']:,}{cap_mark}",
         f"{record['max_concurrency']:,}",
-        f"{tokens_per_s:,.0f}" if tokens_per_s else "—",
+        _tokens_per_s_cell(tokens_per_s, record["decode_tokens_per_s_band_fraction"]),
         human_bytes(per_token) if per_token else "—",
         record["verdict"],
         picture,
     ]
     return [record[k] for k in keys[:-1]] + [picture], shown
+
+
+def _decode_footnote(rows: list[CapacityRow]) -> str:
+    """Where the decode figures come from: the step model, at which batch and context."""
+    batches = sorted({r.decode_batch for r in rows if r.decode_batch})
+    contexts = sorted({r.decode_context_tokens for r in rows if r.decode_context_tokens})
+    at = ""
+    if len(batches) == 1 and len(contexts) == 1:
+        at = f" at batch {batches[0]:,} and context {contexts[0]:,} tokens"
+    elif batches:
+        at = " at each row's fitting batch (JSON decode_batch) and context (decode_context_tokens)"
+    return (
+        f"decode tok/s: the per-operation step model{at}, the requests that fit up to the batch "
+        "above; ± the median error of throughput on held-out measurements "
+        "(docs/speed-model.md); KV/token is per GPU"
+    )
+
+
+def _tokens_per_s_cell(tokens_per_s: float | None, band: float | None) -> str:
+    """4,214 ±12% (the test-split median error beside the figure), or — for no figure."""
+    if not tokens_per_s:
+        return "—"
+    return f"{tokens_per_s:,.0f} ±{band:.0%}" if band is not None else f"{tokens_per_s:,.0f}"
 
 
 def _capacity_notes(table: Table, rows: list[CapacityRow]) -> None:
@@ -131,10 +154,7 @@ def _capacity_notes(table: Table, rows: list[CapacityRow]) -> None:
         table.footnotes["max_context_tokens"] = (
             "* the model's native context limit binds, not memory"
         )
-    table.footnotes["decode_tokens_per_s"] = (
-        "decode tok/s: roofline (weights + KV bytes read per step / bandwidth × efficiency) at "
-        "the requests that fit, up to the batch above; KV/token is per GPU"
-    )
+    table.footnotes["decode_tokens_per_s"] = _decode_footnote(rows)
     band = max((r.kv_budget_uncertainty_bytes for r in rows), default=0)
     if band:
         table.notes.append(
@@ -173,12 +193,7 @@ def render_report(
     from kvplan.report.figures import capacity_figures
 
     records = [dump(r) for r in rows]
-    flat = [{k: v for k, v in r.items() if not isinstance(v, dict)} for r in records]
-    if len({tuple(r) for r in flat}) > 1:
-        # Refused rows among planned ones: every CSV line in the planned rows' column order,
-        # the reason last (empty where none).
-        keys = list(dict.fromkeys([k for r in flat if "refused" not in r for k in r]))
-        flat = [{k: r.get(k) for k in [*keys, "refused"]} for r in flat]
+    flat = _csv_rows(records) if fmt == "csv" else []
     planned = [r for r in rows if isinstance(r, CapacityRow)]
     emit(
         fmt,
@@ -188,6 +203,17 @@ def render_report(
         figures=lambda: capacity_figures(planned),
         columns=columns,
     )
+
+
+def _csv_rows(records: list[dict]) -> list[dict]:
+    """The CSV lines: each record without its nested ones."""
+    flat = [{k: v for k, v in r.items() if not isinstance(v, dict)} for r in records]
+    if len({tuple(r) for r in flat}) > 1:
+        # Refused rows among planned ones: every CSV line in the planned rows' column order,
+        # the reason last (empty where none).
+        keys = list(dict.fromkeys([k for r in flat if "refused" not in r for k in r]))
+        flat = [{k: r.get(k) for k in [*keys, "refused"]} for r in flat]
+    return flat
 
 
 def _table_with_log_lines(rows: list[Row], log_lines: bool) -> Table:

@@ -137,7 +137,8 @@ def field_text(key: str, value: Any) -> str:
     exact figure beside them, token counts and large numbers with separators.
 
     The unit comes from the field's name (STYLE: units in names): `…bytes…`, `…bytes_per_s`,
-    `…flop_per_s`, `…params…`, contexts and windows in tokens.
+    `…flop_per_s`, `…_s` (seconds; µs below a millisecond), `…params…`, contexts and windows
+    in tokens.
     """
     name = key.rsplit(".", 1)[-1]
     if isinstance(value, bool):
@@ -150,6 +151,8 @@ def field_text(key: str, value: Any) -> str:
         return f"{value / 1e12:,.1f} TFLOP/s"
     if "bytes_per_s" in key:
         return f"{value / 1e9:,.0f} GB/s"
+    if name.endswith("_s") and isinstance(value, float) and value < 1e-3:
+        return f"{value * 1e6:,.1f} µs"
     if "bytes" in name and isinstance(value, int):
         return f"{human_bytes(value)} ({value:,} B)" if value >= 1024 else f"{value:,} B"
     if name.startswith("params") and isinstance(value, int):

@@ -1,76 +1,28 @@
-"""`kvplan pools`: prefill and decode pools against colocated instances, per workload."""
+"""`kvplan pools`: prefill and decode pools against colocated instances, per workload.
+
+Renders the API's PoolsRun records: every figure the table and its notes show is a field of
+the JSON.
+"""
 
 from __future__ import annotations
 
-from typing import Any
-
+from kvplan.api.results import PoolChoiceRecord, PoolsRun, dump
 from kvplan.report.render import Format, Table, emit, plural
-from kvplan.simulate.pools import PREFILL_REJECTED, PoolChoice, PoolsResult
-
-
-def _choice_record(choice: PoolChoice) -> dict[str, Any]:
-    return {
-        "tp": choice.tp,
-        "pp": choice.pp,
-        "instances": choice.instances,
-        "gpus": choice.gpus,
-        "ttft_s": choice.ttft_s,
-        "tpot_s": choice.tpot_s,
-        "met": choice.instances is not None,
-        "slo_met_fraction": choice.slo_met_fraction,
-        "requests_rejected": dict(choice.rejected),
-        "tried": [{"tp": tp, "instances": n, "met": met} for tp, n, met in choice.tried],
-    }
-
-
-def _per_gpu(result: PoolsResult, gpus: int | None, colocated: bool = False) -> float | None:
-    """Requests/s per GPU of what that setup itself returns."""
-    served = result.colocated_requests_per_s if colocated else result.offered_requests_per_s
-    return served / gpus if gpus else None
-
-
-def pools_record(label: str, result: PoolsResult) -> dict[str, Any]:
-    """One workload's pools as the JSON contract (docs/commands/pools.md)."""
-    disaggregated = result.disaggregated_gpus
-    return {
-        "label": label,
-        "workload": result.workload.description,
-        "requests": len(result.workload.requests),
-        "requests_served": result.served,
-        "requests_rejected": result.rejected,
-        "offered_requests_per_s": result.offered_requests_per_s,
-        "slo_ttft_s": result.slo.ttft_s,
-        "slo_tpot_s": result.slo.tpot_s,
-        "slo_percentile": result.percentile,
-        "link_bytes_per_s": result.link_bytes_per_s,
-        "kv_transfer_mean_s": result.transfer_mean_s,
-        "kv_transfer_percentile_s": result.transfer_percentile_s,
-        "prefill": _choice_record(result.prefill),
-        "decode": _choice_record(result.decode),
-        "colocated": _choice_record(result.colocated),
-        "ratio": result.ratio,
-        "disaggregated_gpus": disaggregated,
-        "disaggregated_requests_per_s_per_gpu": _per_gpu(result, disaggregated),
-        "colocated_gpus": result.colocated.gpus,
-        "colocated_requests_served": result.colocated_served,
-        "colocated_requests_per_s_per_gpu": _per_gpu(result, result.colocated.gpus, True),
-        "notes": list(result.notes),
-    }
 
 
 def _ms(value: float | None) -> str:
     return "—" if value is None else f"{value * 1000:,.1f} ms"
 
 
-def _count(choice: PoolChoice, limit_note: str) -> str:
+def _count(choice: PoolChoiceRecord, limit_note: str) -> str:
     return f"{choice.instances:,}" if choice.instances is not None else limit_note
 
 
-def pools_table(results: list[tuple[str, PoolsResult]]) -> Table:
-    first = results[0][1]
-    p = first.percentile
+def pools_table(runs: list[PoolsRun]) -> Table:
+    first = runs[0]
+    p = first.slo_percentile
     table = Table(
-        f"kvplan pools · TTFT ≤ {_ms(first.slo.ttft_s)} and TPOT ≤ {_ms(first.slo.tpot_s)} at p{p}",
+        f"kvplan pools · TTFT ≤ {_ms(first.slo_ttft_s)} and TPOT ≤ {_ms(first.slo_tpot_s)} at p{p}",
         [
             "workload",
             "pool",
@@ -94,16 +46,16 @@ def pools_table(results: list[tuple[str, PoolsResult]]) -> Table:
             "per_gpu",
         ],
     )
-    for label, result in results:
-        for choice in (result.prefill, result.decode):
-            _add(table, label, choice.role, choice, result)
-        gpus = result.disaggregated_gpus
-        per_gpu = _per_gpu(result, gpus)
-        summary = f"{result.ratio}, {gpus} GPUs" if gpus else "not met"
+    for run in runs:
+        for role, choice in (("prefill", run.prefill), ("decode", run.decode)):
+            _add(table, run.label, role, choice, None)
+        gpus = run.disaggregated_gpus
+        per_gpu = run.disaggregated_requests_per_s_per_gpu
+        summary = f"{run.ratio}, {gpus} GPUs" if gpus else "not met"
         table.add(
-            [label, "disaggregated", None, result.ratio, gpus, None, None, None, per_gpu],
+            [run.label, "disaggregated", None, run.ratio, gpus, None, None, None, per_gpu],
             [
-                label,
+                run.label,
                 "disaggregated",
                 "",
                 summary,
@@ -114,10 +66,10 @@ def pools_table(results: list[tuple[str, PoolsResult]]) -> Table:
                 f"{per_gpu:,.2f}" if per_gpu else "—",
             ],
         )
-        _add(table, label, "colocated", result.colocated, result)
-        table.notes += _workload_notes(label, result)
+        _add(table, run.label, "colocated", run.colocated, run.colocated_requests_per_s_per_gpu)
+        table.notes += _workload_notes(run)
     table.notes += [n for n in first.notes if n not in table.notes]
-    choices = [c for _, r in results for c in (r.prefill, r.decode, r.colocated)]
+    choices = [c for r in runs for c in (r.prefill, r.decode, r.colocated)]
     if any(choice.instances is None for choice in choices):  # the mark is on some row
         table.notes.append(
             "—: no instance count up to --max-instances meets the target, or the requests the "
@@ -127,35 +79,40 @@ def pools_table(results: list[tuple[str, PoolsResult]]) -> Table:
     return table
 
 
-def _workload_notes(label: str, result: PoolsResult) -> list[str]:
+def _workload_notes(run: PoolsRun) -> list[str]:
     """What one workload offered, what the pools rejected, and the KV copy."""
-    p, total = result.percentile, len(result.workload.requests)
+    p, total, label = run.slo_percentile, run.requests, run.label
     served = (
-        plural(result.served, "request")
-        if not result.rejected
-        else (f"{result.served:,} of {total:,} requests served by both disaggregated pools")
+        plural(run.requests_served, "request")
+        if not run.requests_rejected
+        else (f"{run.requests_served:,} of {total:,} requests served by both disaggregated pools")
     )
-    if result.colocated_served != result.served:
-        served += f" (colocated: {result.colocated_served:,})"
+    if run.colocated_requests_served != run.requests_served:
+        served += f" (colocated: {run.colocated_requests_served:,})"
     notes = [
-        f"{label}: {served} at {result.offered_requests_per_s:,.2f} req/s; KV copy "
-        f"{_ms(result.transfer_mean_s)} mean, {_ms(result.transfer_percentile_s)} p{p} over "
-        f"{result.link_bytes_per_s / 1e9:,.0f} GB/s links"
+        f"{label}: {served} at {run.offered_requests_per_s:,.2f} req/s; KV copy "
+        f"{_ms(run.kv_transfer_mean_s)} mean, {_ms(run.kv_transfer_percentile_s)} p{p} over "
+        f"{run.link_bytes_per_s / 1e9:,.0f} GB/s links"
     ]
-    for choice in (result.prefill, result.decode, result.colocated):
+    for role, choice in (
+        ("prefill", run.prefill),
+        ("decode", run.decode),
+        ("colocated", run.colocated),
+    ):
         # The decode pool's share also misses what the prefill pool rejected: said once, there.
-        own = {k: n for k, n in choice.rejected.items() if k != PREFILL_REJECTED}
+        own = choice.requests_rejected_here
         if own:
             reasons = ", ".join(f"{reason}: {n:,}" for reason, n in own.items())
             notes.append(
-                f"{label}: {choice.role} (tp {choice.tp}) rejects {sum(own.values()):,} "
+                f"{label}: {role} (tp {choice.tp}) rejects {sum(own.values()):,} "
                 f"({reasons}), each an SLO miss"
             )
     return notes
 
 
-def _add(table: Table, label: str, role: str, choice: PoolChoice, result: PoolsResult) -> None:
-    per_gpu = _per_gpu(result, choice.gpus, True) if role == "colocated" else None
+def _add(
+    table: Table, label: str, role: str, choice: PoolChoiceRecord, per_gpu: float | None
+) -> None:
     table.add(
         [
             label,
@@ -182,8 +139,8 @@ def _add(table: Table, label: str, role: str, choice: PoolChoice, result: PoolsR
     )
 
 
-def render_pools(results: list[tuple[str, PoolsResult]], fmt: Format) -> None:
+def render_pools(runs: list[PoolsRun], fmt: Format) -> None:
     """Print the pools of each workload (the base one, then any surge)."""
-    records = [pools_record(label, result) for label, result in results]
+    records = [dump(run) for run in runs]
     flat = [{k: v for k, v in record.items() if k != "notes"} for record in records]
-    emit(fmt, {"pools": records}, flat, lambda: pools_table(results))
+    emit(fmt, {"pools": records}, flat, lambda: pools_table(runs))

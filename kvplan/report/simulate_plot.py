@@ -9,10 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from kvplan.api.results import KvMemorySplit, SimulationRun
 from kvplan.errors import KvplanError
 from kvplan.report.plot import _checked_format, _matplotlib, _save
 from kvplan.report.simulate_report import MEMORY_LABELS
-from kvplan.simulate import SimulationResult
 from kvplan.units import GIB
 
 # token states, partial blocks, reserved, fragmentation, free
@@ -20,28 +20,28 @@ MEMORY_COLORS = ("#dd8452", "#c9a227", "#8172b3", "#c44e52", "#d9d9d9")
 QUEUE_COLOR, RUNNING_COLOR = "#222222", "#4c72b0"
 
 
-def plot_simulation(results: list[SimulationResult], path: Path) -> None:
+def plot_simulation(runs: list[SimulationRun], path: Path) -> None:
     """Draw each run's timeline to `path` (.svg or .png), atomically.
 
     Raises:
         KvplanError: an unknown suffix, matplotlib missing, nothing to draw, or a write error.
     """
     image_format = _checked_format(path)
-    if not any(r.timeline for r in results):
+    if not any(r.timeline for r in runs):
         raise KvplanError(f"--plot {path}: the run has no timeline to draw (no request served)")
     matplotlib = _matplotlib()
-    figure = matplotlib.figure.Figure(figsize=(11, 3.6 * len(results)), layout="constrained")
-    panels = figure.subplots(len(results), 1, squeeze=False)
-    for axes, result in zip(panels[:, 0], results, strict=True):
-        _panel(axes, result)
+    figure = matplotlib.figure.Figure(figsize=(11, 3.6 * len(runs)), layout="constrained")
+    panels = figure.subplots(len(runs), 1, squeeze=False)
+    for axes, run in zip(panels[:, 0], runs, strict=True):
+        _panel(axes, run)
     with matplotlib.rc_context({"svg.hashsalt": "kvplan"}):
         _save(figure, path, image_format)
 
 
-def _panel(axes: Any, result: SimulationResult) -> None:
+def _panel(axes: Any, run: SimulationRun) -> None:
     """Stacked KV memory split in GiB, with queue and running requests on a second axis."""
-    times = [t for t, _, _, _ in result.timeline]
-    layers = list(zip(*(split for _, _, _, split in result.timeline), strict=True))
+    times = [point.t_s for point in run.timeline]
+    layers = [[getattr(p, key) for p in run.timeline] for key in KvMemorySplit.model_fields]
     axes.stackplot(
         times,
         [[value / GIB for value in layer] for layer in layers],
@@ -51,20 +51,19 @@ def _panel(axes: Any, result: SimulationResult) -> None:
     )
     axes.set_ylabel("KV pool, GiB")
     axes.set_xlabel("time, s")
-    view = result.view
-    title = result.label or f"{view.config.scheduler} · {view.config.allocator}"
-    axes.set_title(f"{title} · {view.deployment.model.name} on {view.sku.name}", fontsize=10)
+    title = run.label or f"{run.scheduler} · {run.allocator}"
+    axes.set_title(f"{title} · {run.model} on {run.sku}", fontsize=10)
     counts = axes.twinx()
     counts.step(
         times,
-        [q for _, q, _, _ in result.timeline],
+        [point.queue for point in run.timeline],
         where="post",
         color=QUEUE_COLOR,
         label="queued requests",
     )
     counts.step(
         times,
-        [r for _, _, r, _ in result.timeline],
+        [point.running for point in run.timeline],
         where="post",
         color=RUNNING_COLOR,
         label="running requests",

@@ -13,6 +13,7 @@ from kvplan.catalog.deployments import LoadedDeployments
 from kvplan.catalog.resolve import ResolvedModel, declare_rope_scaling
 from kvplan.engine import engine as engine_profile
 from kvplan.engine.deployment import Deployment
+from kvplan.engine.nodes import gpus_per_node
 from kvplan.engine.settings import BY_KEY, key_of, settings_from
 from kvplan.errors import KvplanError, SettingError
 from kvplan.plan.capacity import Capacity, Failure
@@ -159,7 +160,8 @@ def _low_end_concurrency(capacity: Capacity, context: int) -> int | None:
 
 def _passing_tp(product: ProductSpec, model: ResolvedModel, sku: SkuSpec) -> str:
     """The smallest larger tp on one node of `sku` that holds the promise, as a hint."""
-    node = sku.max_gpus_per_node // (product.pp * product.dp)
+    settings = product_deployment(product, model).settings
+    node = gpus_per_node(settings, sku) // (product.pp * product.dp)
     promised, context = product.promised_concurrency, product.context
     for tp in (t for t in (2, 4, 8, 16) if product.tp < t <= node):
         try:

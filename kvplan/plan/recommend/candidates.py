@@ -8,6 +8,7 @@ from functools import cached_property
 
 from kvplan.engine import KvPool
 from kvplan.engine.deployment import Deployment
+from kvplan.engine.nodes import nodes_spanned
 from kvplan.plan.capacity import Capacity
 from kvplan.plan.recommend.objective import Score, held_within_headroom, usable_pool
 from kvplan.specs import SkuSpec, kv_dtype_info
@@ -51,8 +52,8 @@ class Candidate:
 
     @property
     def nodes(self) -> int:
-        """Nodes of `max_gpus_per_node` the deployment needs."""
-        return -(-self.gpus // self.sku.max_gpus_per_node)
+        """Nodes of the deployment's GPUs per node it needs."""
+        return nodes_spanned(self.gpus, self.deployment.settings, self.sku)
 
     @property
     def quantised(self) -> tuple[tuple[str, str], ...]:

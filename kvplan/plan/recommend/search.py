@@ -29,6 +29,7 @@ from fractions import Fraction
 
 import kvplan.limits as limits
 from kvplan.engine.deployment import Deployment
+from kvplan.engine.nodes import nodes_spanned
 from kvplan.errors import KvplanError, SettingError
 from kvplan.plan.capacity import Capacity
 from kvplan.plan.context_limit import beyond_limit_sentence
@@ -100,7 +101,7 @@ def recommend(
         raise KvplanError(f"--context: {beyond} (engines refuse a longer max_model_len){hint}")
     cost = cost or GpuCount()
     points, unpriced, searched = points_of(base, objective, space, cost)
-    groups = sorted(((_group(p, model), i) for i, p in enumerate(points)))
+    groups = sorted(((_group(p, model, base), i) for i, p in enumerate(points)))
     points = [points[i] for _, i in groups]
     meeting: list[Candidate] = []
     miss: Candidate | None = None
@@ -153,12 +154,12 @@ def recommend(
     )
 
 
-def _group(point: Point, model: ModelSpec) -> tuple[float, int, int, int]:
+def _group(point: Point, model: ModelSpec, base: Deployment) -> tuple[float, int, int, int]:
     """The first keys candidates rank by, known before evaluating: cost, quantised parts,
     nodes, pipeline stages (`candidates._rank_key`)."""
     quantised = point.weight_dtype not in (None, model.weight_dtype)
     quantised += kv_dtype_info(point.kv_dtype).is_quantised
-    nodes = -(-point.tp * point.pp * point.dp // point.sku.max_gpus_per_node)
+    nodes = nodes_spanned(point.tp * point.pp * point.dp, base.settings, point.sku)
     return (point.cost, quantised, nodes, point.pp)
 
 

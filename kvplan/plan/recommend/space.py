@@ -12,6 +12,7 @@ from itertools import product
 from typing import Any
 
 from kvplan.engine.deployment import Deployment
+from kvplan.engine.nodes import gpus_per_node
 from kvplan.errors import KvplanError
 from kvplan.plan.recommend.objective import Cost, Objective
 from kvplan.specs import ModelSpec, SkuSpec, kv_dtype_info, weight_dtype_info
@@ -139,7 +140,7 @@ def _layouts(
     """(tp, pp, dp, ep) to try on `sku`: tp the engine accepts within a node, GPU counts of
     `_instance_size` up to `space.max_gpus`, pp or dp (MoE models: with expert parallelism;
     dense models: for objectives that count `replicas`)."""
-    node = sku.max_gpus_per_node
+    node = gpus_per_node(base.settings, sku)
     tps = (
         [space.tp]
         if space.tp
