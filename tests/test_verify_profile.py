@@ -74,3 +74,12 @@ def test_a_cpu_file_changes_no_step_time(profiled):
     assert "timings not meaningful); not used" in calibrated.stderr
     steps = [json.loads(r.stdout)[0]["decode_step_s"] for r in (plain, calibrated)]
     assert steps[0] == steps[1]
+
+
+@pytest.mark.parametrize("extra", [["--capacity"], ["--json", "r.json"], ["--batch", "4"]])
+def test_profile_runs_alone(tmp_path, extra):
+    args = ["verify", "llama-3.1-8b", "--profile", str(tmp_path / "c.json"), *extra]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2 and result.stdout == ""
+    assert "--profile times its own shapes" in result.stderr
+    assert not (tmp_path / "c.json").exists()

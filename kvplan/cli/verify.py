@@ -249,6 +249,15 @@ def verify(
         if profile is not None:
             from kvplan.cli.verify_profile import verify_profile
 
+            alone = {"--capacity": capacity, "--json": json_path, "--lengths": lengths}
+            alone |= {"--context": context, "--batch": batch != 1, "--layers": layers}
+            given = [option for option, value in alone.items() if value]
+            if given:
+                raise KvplanError(
+                    f"{given[0]}: --profile times its own shapes and writes its own file; "
+                    "drop one of them"
+                )
+
             try:
                 verify_profile(model, profile, sku, device, tp, output, catalog_dirs)
             except ImportError as error:  # torch, triton or numpy: the verify extra
