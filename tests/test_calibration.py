@@ -236,7 +236,7 @@ def test_hostile_files_are_one_line_exit_2(tmp_path, text, fragment):
 
 def test_unreadable_paths_are_one_line_exit_2(tmp_path):
     big = tmp_path / "big.json"
-    big.write_bytes(b" " * (5 * 2**20))
+    big.write_bytes(b" " * (65 * 2**20))  # past the 64 MiB a JSON input may be
     for path in (tmp_path / "missing.json", tmp_path, big):
         result = run(
             "simulate",

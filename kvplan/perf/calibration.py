@@ -36,11 +36,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import kvplan.limits as limits
 from kvplan.errors import KvplanError, shown
 from kvplan.files import parse_json, read_text
 
 FORMAT = "kvplan-calibration/1"
-MAX_FILE_BYTES = 4 * 2**20  # a profile has tens of points; 4 MiB is thousands
 MAX_POINTS = 10_000  # per section
 MAX_TEXT = 200  # characters of a name or version
 # Element bytes of the GEMM dtypes a profile times (inputs and output in the same dtype).
@@ -125,7 +125,7 @@ def read_calibration(path: Path, option: str = "--calibration") -> Calibration:
         KvplanError: one line naming `option`, the file, the field and the value.
     """
     where = f"{option} {shown(path)}"
-    text = read_text(path, MAX_FILE_BYTES, option)
+    text = read_text(path, limits.JSON_FILE_BYTES, option)
     return parse_calibration(parse_json(text, where), where, str(path))
 
 
