@@ -46,7 +46,8 @@ FAMILIES = {
     ),
     "latency": ("latency_s",),
     "itl": ("itl_ms_mean", "itl_ms_median", "tpot_ms_mean", "tpot_ms_median"),
-    "ttft": ("ttft_ms_mean", "ttft_ms_median"),
+    "ttft": ("ttft_ms_mean", "ttft_ms_median", "ttft_ms"),
+    "tail": ("ttft_ms_p99", "tpot_ms_p99", "itl_ms_p99"),
 }
 # Which band each family's figures carry (kvplan.perf.constants.BAND_METRICS).
 BAND_OF = {
@@ -289,7 +290,7 @@ def write_constants(fitted: dict[str, float], sums: list[dict]) -> None:
         out.append(line)
     out.append("bands:")
     for s in sums:
-        if s["split"] != "test" or s["median_abs_log_ratio"] is None:
+        if s["split"] != "test" or s["median_abs_log_ratio"] is None or s["family"] not in BAND_OF:
             continue
         out += [
             f"  {BAND_OF[s['family']]}:",
@@ -307,12 +308,15 @@ def main() -> None:
     parser.add_argument("--python", help="another checkout's interpreter")
     parser.add_argument("--fit", action="store_true", help="fit the constants on the fit split")
     parser.add_argument("--json", type=Path, help="also write the rows and summary here")
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="--fit: search rounds (× 1.5, 1.2, 1.1)"
+    )
     args = parser.parse_args()
     cases = load_cases()
     if args.fit:
         if args.python:
             parser.error("--fit fits this checkout's constants; drop --python")
-        fitted = fit(cases)
+        fitted = fit(cases, args.rounds)
     rows = rows_of(cases, predictions(cases, args.python))
     sums = summary(rows)
     print_rows(rows, sums)

@@ -59,14 +59,27 @@ def layout(case: dict[str, Any]) -> tuple[int, int, bool]:
     return tp, 1, ep
 
 
-def engine_of(source: dict[str, Any]) -> str:
-    """The engine kvplan follows: the source's, vllm where the source names another."""
-    return source["engine"] if source["engine"] in ("vllm", "sglang", "trtllm") else "vllm"
+def engine_of(source: dict[str, Any], case: dict[str, Any] | None = None) -> str:
+    """The engine kvplan follows: the case's or the source's, vllm where it names another."""
+    engine = (case or {}).get("engine") or source["engine"]
+    return engine if engine in ("vllm", "sglang", "trtllm") else "vllm"
+
+
+def lengths_of(work: dict[str, Any]) -> tuple[int, int] | None:
+    """(prompt, output) tokens per request: as stated, else the run's totals ÷ requests
+    (ShareGPT runs state totals only: every request is then taken at the mean lengths)."""
+    if "input_tokens" in work and "output_tokens" in work:
+        return work["input_tokens"], work["output_tokens"]
+    totals = work.get("total_input_tokens"), work.get("total_output_tokens")
+    if all(totals) and work.get("requests"):
+        count = work["requests"]
+        return max(round(totals[0] / count), 1), max(round(totals[1] / count), 1)
+    return None
 
 
 def deployment_args(case: dict[str, Any], source: dict[str, Any]) -> list[str]:
     tp, dp, ep = layout(case)
-    engine = engine_of(source)
+    engine = engine_of(source, case)
     args = [case["model"], "-s", case["sku"], "--tp", str(tp), "--engine", engine]
     if dp > 1:
         args += ["--dp", str(dp)]
@@ -75,7 +88,8 @@ def deployment_args(case: dict[str, Any], source: dict[str, Any]) -> list[str]:
     args += ["--weight-dtype", case["weight_dtype"]]
     if case.get("kv_dtype", "auto") != "auto":
         args += ["--kv-dtype", case["kv_dtype"]]
-    version = re.match(r"\s*v?(\d+\.\d+(\.\d+)?)", str(source.get("engine_version", "")))
+    stated = case.get("engine_version") or source.get("engine_version", "")
+    version = re.match(r"\s*v?(\d+\.\d+(\.\d+)?)", str(stated))
     if engine == "vllm" and version:
         args += ["--engine-version", version.group(1)]
     return args
@@ -83,10 +97,13 @@ def deployment_args(case: dict[str, Any], source: dict[str, Any]) -> list[str]:
 
 def predict(case: dict[str, Any], source: dict[str, Any], requests_cap: int | None = None) -> dict:
     """{metric: predicted value} for the metrics the case measured, and how it was predicted."""
-    work = case["workload"]
+    work = dict(case["workload"])
     kind = work["kind"]
-    if "input_tokens" not in work or "output_tokens" not in work:
+    found = lengths_of(work)
+    if found is None:
         return {"values": {}, "method": "skipped", "error": "the source states no lengths"}
+    work["input_tokens"], work["output_tokens"] = found
+    case = {**case, "workload": work}
     if kind == "concurrency" and not _has_option("simulate", "--concurrency"):
         return _closed_loop(case, source)
     lengths = [
@@ -110,6 +127,8 @@ def predict(case: dict[str, Any], source: dict[str, Any], requests_cap: int | No
         count = max(work.get("requests", 0), 8 * work["concurrency"], 64)
         how = ["--concurrency", str(work["concurrency"]), "--requests", str(min(count, 1000))]
     run = _cli(["simulate", *deployment_args(case, source), *lengths, *how])["runs"][0]
+    for key in ("ttft_s", "tpot_s", "itl_s"):  # no second token: no TPOT or ITL (None)
+        run[key] = {q: (v * 1e3 if v is not None else None) for q, v in run[key].items()}
     gpus = case["gpus"]
     makespan = run["makespan_s"]
     values = {
@@ -119,12 +138,16 @@ def predict(case: dict[str, Any], source: dict[str, Any], requests_cap: int | No
         "total_tokens_per_s": run["output_tokens_per_s"]
         * (work["input_tokens"] + work["output_tokens"])
         / work["output_tokens"],
-        "ttft_ms_mean": run["ttft_s"]["mean"] * 1e3,
-        "ttft_ms_median": run["ttft_s"]["p50"] * 1e3,
-        "itl_ms_mean": run["itl_s"]["mean"] * 1e3,
-        "itl_ms_median": run["itl_s"]["p50"] * 1e3,
-        "tpot_ms_mean": run["tpot_s"]["mean"] * 1e3,
-        "tpot_ms_median": run["tpot_s"]["p50"] * 1e3,
+        "ttft_ms_mean": run["ttft_s"]["mean"],
+        "ttft_ms": run["ttft_s"]["mean"],
+        "ttft_ms_p99": run["ttft_s"]["p99"],
+        "tpot_ms_p99": run["tpot_s"]["p99"],
+        "itl_ms_p99": run["itl_s"]["p99"],
+        "ttft_ms_median": run["ttft_s"]["p50"],
+        "itl_ms_mean": run["itl_s"]["mean"],
+        "itl_ms_median": run["itl_s"]["p50"],
+        "tpot_ms_mean": run["tpot_s"]["mean"],
+        "tpot_ms_median": run["tpot_s"]["p50"],
         "latency_s": makespan,
     }
     if kind == "latency":
@@ -133,8 +156,8 @@ def predict(case: dict[str, Any], source: dict[str, Any], requests_cap: int | No
     return {"values": _measured_only(case, values), "method": method}
 
 
-def _measured_only(case: dict[str, Any], values: dict[str, float]) -> dict[str, float]:
-    return {k: values[k] for k in case["measured"] if k in values}
+def _measured_only(case: dict[str, Any], values: dict[str, Any]) -> dict[str, float]:
+    return {k: values[k] for k in case["measured"] if values.get(k) is not None}
 
 
 def _closed_loop(case: dict[str, Any], source: dict[str, Any]) -> dict:
@@ -160,7 +183,7 @@ def _closed_loop(case: dict[str, Any], source: dict[str, Any]) -> dict:
     kv = case.get("kv_dtype", "auto")
     deployment = kvplan.deployment(
         case["model"],
-        engine=engine_of(source),
+        engine=engine_of(source, case),
         tp=tp,
         dp=dp,
         ep=ep,
@@ -185,6 +208,7 @@ def _closed_loop(case: dict[str, Any], source: dict[str, Any]) -> dict:
         "output_tokens_per_s": throughput * out,
         "ttft_ms_mean": ttft * 1e3,
         "ttft_ms_median": ttft * 1e3,
+        "ttft_ms": ttft * 1e3,
         "itl_ms_mean": itl * 1e3,
         "itl_ms_median": itl * 1e3,
         "tpot_ms_mean": itl * 1e3,
