@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # kvplan verify on one H200 in one go, under 10 minutes: the capacity proof for
-# Llama-3.1-8B (bf16 and fp8 KV) at its longest context, the memory check at non-power-of-two
+# Llama-3.1-8B (bf16 and fp8 KV) at its longest context, the speed-model profile
+# (verify --profile: a calibration file), the memory check at non-power-of-two
 # contexts (3000 x 8, 10000 x 1), DeepSeek-V2-Lite (MLA), bench/decode_bench.py with its
 # config sweep at 32 x 8k, and the GPU-only tests. Records and tables land in docs/examples/
 # (RECORDS=...), a summary table in docs/examples/verify-gpu-summary.md; when $OUT is set (the
@@ -82,6 +83,13 @@ fi
 # The capacity claim at the longest context (131,072 tokens), bf16 and fp8 KV.
 verify capacity-llama-3.1-8b-bf16 120 llama-3.1-8b --sku h200 --capacity --kv-dtype bf16
 verify capacity-llama-3.1-8b-fp8 120 llama-3.1-8b --sku h200 --capacity --kv-dtype fp8
+# The speed model's operations on this GPU (GEMMs, paged decode over batch x context, an
+# all-reduce when several GPUs are visible), written as a calibration file, and the report
+# it changes.
+step profile-llama-3.1-8b 120 $PY -m kvplan.cli verify llama-3.1-8b --sku h200 --device cuda \
+    --profile "$RECORDS/calibration-h200.json"
+step report-calibrated 30 $PY -m kvplan.cli report -m llama-3.1-8b --sku h200 --tp 1 \
+    --calibration "$RECORDS/calibration-h200.json"
 # Measured memory where the caching allocator rounds (no power-of-two sizes).
 verify llama-3.1-8b-bf16-8x3000 60 llama-3.1-8b --kv-dtype bf16 --batch 8 --context 3000
 verify llama-3.1-8b-bf16-1x10000 60 llama-3.1-8b --kv-dtype bf16 --batch 1 --context 10000
@@ -102,6 +110,7 @@ if [ "${#SKIPPED[@]}" -gt 0 ]; then
     echo "skipped for time: ${SKIPPED[*]}" | tee -a "$RECORDS/verify-gpu-summary.md"
 fi
 if [ -n "${OUT:-}" ]; then
-    tar czf "$OUT/verify-gpu.tar.gz" "$RECORDS"/verify-* "$RECORDS"/decode-bench*.csv 2>/dev/null
+    tar czf "$OUT/verify-gpu.tar.gz" "$RECORDS"/verify-* "$RECORDS"/decode-bench*.csv \
+        "$RECORDS"/calibration-*.json 2>/dev/null
 fi
 echo "done in ${SECONDS}s" >&2

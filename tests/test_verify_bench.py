@@ -42,7 +42,7 @@ def test_script_is_valid_bash():
 
 def test_every_verify_command_parses(tmp_path):
     commands = [c for c in _dry_run(tmp_path) if c[1:4] == ["-m", "kvplan.cli", "verify"]]
-    names = {c[c.index("--json") + 1].rsplit("/", 1)[-1] for c in commands}
+    names = {c[c.index("--json") + 1].rsplit("/", 1)[-1] for c in commands if "--json" in c}
     assert {
         "verify-capacity-llama-3.1-8b-bf16.json",
         "verify-capacity-llama-3.1-8b-fp8.json",
@@ -57,6 +57,12 @@ def test_every_verify_command_parses(tmp_path):
         assert context.params["device"] == "cuda" and context.params["model"]
     capacity = [c for c in commands if "--capacity" in c]
     assert len(capacity) == 2 and all("--context" not in c for c in capacity)  # the longest
+    (profile,) = [c for c in commands if "--profile" in c]
+    written = verify.make_context("verify", profile[4:]).params["profile"]
+    # The report step reads the calibration the profile step writes.
+    (report,) = [c for c in _dry_run(tmp_path) if c[1:4] == ["-m", "kvplan.cli", "report"]]
+    command = typer.main.get_command(app).get_command(None, "report")
+    assert command.make_context("report", report[4:]).params["calibration"] == written
 
 
 def test_every_bench_command_parses(tmp_path):

@@ -24,10 +24,10 @@ from kvplan.plan.recommend import (
     GpuCount,
     Objective,
     PricePerHour,
-    SearchSpace,
 )
 from kvplan.plan.recommend import recommend as search
-from kvplan.specs import SkuSpec, kv_dtype_info, weight_dtype_info
+from kvplan.plan.recommend.space import named_space
+from kvplan.specs import SkuSpec
 
 if TYPE_CHECKING:
     from kvplan.simulate import SimConfig, Workload
@@ -81,16 +81,12 @@ def recommend(
     base = _as_deployment(model, known, options)
     chosen = tuple({s.name: s for s in _skus(skus, known)}.values())  # each SKU once
     limit = base.model.context_limit
-    space = SearchSpace(
-        skus=chosen,
+    space = named_space(
+        chosen,
+        kv_dtypes,
+        weight_dtypes,
         max_gpus=max_gpus,
-        kv_dtypes=tuple(dict.fromkeys(kv_dtype_info(k).name for k in kv_dtypes))
-        if kv_dtypes
-        else None,
         quantization=quantization,
-        weight_dtypes=tuple(dict.fromkeys(weight_dtype_info(w).name for w in weight_dtypes))
-        if weight_dtypes
-        else None,
         tp=tp,
         pp=pp,
         dp=dp,

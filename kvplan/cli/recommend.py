@@ -169,6 +169,17 @@ def recommend(
             "every SLO (--slo-ttft, --slo-tpot); rejected requests count as misses: 90% or 0.9",
         ),
     ] = "90%",
+    pareto: Annotated[
+        bool,
+        typer.Option(
+            "--pareto",
+            help="instead of the cheapest: the frontier of output tokens/s per GPU against "
+            "tokens/s per user over tp, batch, KV and weight dtypes, for requests of "
+            "--prompt-tokens and --output-tokens (token counts, both needed), with KV bytes "
+            "per token and requests held beside each point; --context is the max_model_len "
+            "(default prompt + output)",
+        ),
+    ] = False,
     rope_scaling: RopeScalingOpt = None,
     columns: ColumnsOpt = None,
     fmt: FormatOpt = "table",
@@ -202,34 +213,45 @@ def recommend(
         from kvplan.report.recommend_report import render_recommendation
 
         output = _format(fmt)
+        catalog = _catalog(catalog_dirs)
+        base = _deployment_of(
+            _model(catalog, model, rope_scaling), engine_options, None, None, tp or 1, pp or 1
+        )
+        space = {
+            "context": context,
+            "skus": _sku_names(sku) if sku else None,
+            "max_gpus": max_gpus,
+            "kv_dtypes": kv_dtypes,
+            "quantization": not no_quantization,
+            "weight_dtypes": weight_dtypes,
+            "tp": tp,
+            "pp": pp,
+            "catalog": catalog,
+        }
+        if pareto:
+            from kvplan.cli.recommend_pareto import pareto_frontier
+
+            given = [name for name in ctx.params if _given(ctx, name)]
+            pareto_frontier(
+                given, base, workload_options, serving_options, output, _columns(columns), **space
+            )
+            return
         throughput = _throughput_options(ctx, workload_options, serving_options)
         if throughput and _given(ctx, "concurrency"):  # the closed loop's clients
             workload_options = WorkloadOptions(
                 {**workload_options.values, "concurrency": concurrency}
             )
-        catalog = _catalog(catalog_dirs)
-        base = _deployment_of(
-            _model(catalog, model, rope_scaling), engine_options, None, None, tp or 1, pp or 1
-        )
         result = recommend_report(
             base,
-            context=context,
             concurrency=1 if throughput else concurrency,
-            skus=_sku_names(sku) if sku else None,
-            max_gpus=max_gpus,
-            kv_dtypes=kv_dtypes,
-            quantization=not no_quantization,
-            weight_dtypes=weight_dtypes,
-            tp=tp,
-            pp=pp,
             dp=base.dp if _given(ctx, "dp") else None,
             ep=base.ep if _given(ctx, "ep") else None,
             headroom=headroom,
             prices=_prices(price or []),
             rank=rank,
             top=top,
-            catalog=catalog,
             slo_attainment=slo_attainment,
+            **space,
             **_simulation(throughput, workload_options, serving_options, context, base),
         )
         render_recommendation(with_flags(result), output, _columns(columns))

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 import kvplan.limits as limits
+from kvplan.cli.calibration_options import CalibrationOpt, calibrated_report
 from kvplan.cli.common import _catalog, _columns, _deployment_of, _format, _model, user_errors
 from kvplan.cli.engine_options import EngineOptions, engine_options
 from kvplan.cli.options import (
@@ -104,6 +105,7 @@ def report(
             show_default=False,
         ),
     ] = None,
+    calibration: CalibrationOpt = None,
     sort: Annotated[
         str | None,
         typer.Option(
@@ -159,14 +161,19 @@ def report(
         deployments = [
             _deployment_of(r, engine_options, kv_dtype, weight_dtype, 1, pp) for r in resolved
         ]
-        rows = capacity_report(
-            deployments,
-            skus=skus_list,
-            tp=tuple(tp) if tp else None,
-            batch=batch,
-            context=context,
-            efficiency=Efficiency(bandwidth_efficiency, compute_efficiency),
-            curves=output == "html",  # the page's requests-against-context chart
+        rows = calibrated_report(
+            calibration,
+            list(skus_list),
+            Efficiency(bandwidth_efficiency, compute_efficiency),
+            lambda chosen, efficiency: capacity_report(
+                deployments,
+                skus=chosen,
+                tp=tuple(tp) if tp else None,
+                batch=batch,
+                context=context,
+                efficiency=efficiency,
+                curves=output == "html",  # the page's requests-against-context chart
+            ),
         )
         if not rows:
             raise KvplanError(

@@ -14,6 +14,7 @@ from typing import Annotated, Any
 import typer
 
 import kvplan.limits as limits
+from kvplan.cli.calibration_options import CALIBRATION_HELP
 from kvplan.cli.engine_options import option_group
 from kvplan.cli.options import count, rate
 
@@ -198,18 +199,21 @@ SERVING_PARAMETERS: dict[str, tuple[Any, Any]] = {
         "fraction of dense peak FLOP/s large GEMMs and prefill attention reach, in place of "
         "the fitted fractions (docs/speed-model.md)",
     ),
+    "calibration": _entry(Path | None, None, "--calibration", CALIBRATION_HELP),
     "calibrate": _entry(
         Path | None,
         None,
         "--calibrate",
-        "a `kvplan verify` record: its measured bandwidth fraction replaces --bandwidth-efficiency",
+        "a plain `kvplan verify` record: its one measured bandwidth fraction replaces "
+        "--bandwidth-efficiency (--calibration takes a full `verify --profile` file)",
     ),
     "step_times": _entry(
         Path | None,
         None,
         "--step-times",
-        "measured step times, a CSV grid of batch_size, kv_tokens, prefill_tokens, step_s; "
-        "interpolated in place of the roofline",
+        "measured whole-step times, a CSV grid of batch_size, kv_tokens, prefill_tokens, "
+        "step_s, interpolated in place of the speed model (--calibration corrects the model "
+        "instead, and keeps it for steps not measured)",
     ),
     "instances": _entry(int, 1, "--instances", "instances behind the router (× --dp)", True),
     "router": _entry(
@@ -315,6 +319,7 @@ class ServingOptions:
 
     def resolve(self, sku, label: str = ""):
         """(SimConfig for `sku`, notes): reads the step-time table and the verify record."""
+        from kvplan.cli.calibration_options import calibrated_efficiency as calibration_efficiency
         from kvplan.errors import KvplanError
         from kvplan.perf.estimates import Efficiency
         from kvplan.simulate import SimConfig, Slo, parse_seconds
@@ -325,10 +330,14 @@ class ServingOptions:
         v = self.values
         efficiency = Efficiency(v["bandwidth_efficiency"], v["compute_efficiency"])
         notes: list[str] = []
-        if v["calibrate"] is not None and v["step_times"] is not None:
-            raise KvplanError("give --calibrate or --step-times, not both: both set step times")
+        given = [f for f in ("calibration", "calibrate", "step_times") if v[f] is not None]
+        if len(given) > 1:
+            first, second = ("--" + f.replace("_", "-") for f in given[:2])
+            raise KvplanError(f"give {first} or {second}, not both: both set step times")
         if v["calibrate"] is not None:
             efficiency, notes = calibrated_efficiency(v["calibrate"], efficiency, sku.name)
+        efficiency, more = calibration_efficiency(v["calibration"], sku, efficiency)
+        notes += more
         link = v["host_link_bandwidth"]
         config = SimConfig(
             scheduler=v["scheduler"],

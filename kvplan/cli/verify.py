@@ -228,12 +228,44 @@ def verify(
             show_default=False,
         ),
     ] = None,
+    profile: Annotated[
+        Path | None,
+        typer.Option(
+            "--profile",
+            help="instead: time the model's GEMMs (torch.matmul at its QKV, output and MLP "
+            "shapes, M 1 to 8192), the paged decode kernel over batch × context, and an "
+            "all-reduce when several GPUs are visible, and write the calibration FILE (JSON) "
+            "that report, simulate, pools and recommend take with --calibration",
+            show_default=False,
+        ),
+    ] = None,
     fmt: FormatOpt = "table",
     catalog_dirs: CatalogOpt = None,
 ) -> None:
-    """Allocate the KV pool the plan predicts on a GPU, run the decode kernel, measure, compare."""
+    """Allocate the KV pool the plan predicts on a GPU, run the decode kernel, measure, compare
+    (or, with --profile, measure the speed model's operations and write a calibration file)."""
     with user_errors():
         output = _format(fmt)
+        if profile is not None:
+            from kvplan.cli.verify_profile import verify_profile
+
+            alone = {"--capacity": capacity, "--json": json_path, "--lengths": lengths}
+            alone |= {"--context": context, "--batch": batch != 1, "--layers": layers}
+            given = [option for option, value in alone.items() if value]
+            if given:
+                raise KvplanError(
+                    f"{given[0]}: --profile times its own shapes and writes its own file; "
+                    "drop one of them"
+                )
+
+            try:
+                verify_profile(model, profile, sku, device, tp, output, catalog_dirs)
+            except ImportError as error:  # torch, triton or numpy: the verify extra
+                raise KvplanError(
+                    f"kvplan verify needs the verify extra ({error.name} is missing): "
+                    f"{install_hint()}"
+                ) from None
+            return
         if json_path is not None:  # a bad path is refused before minutes of work, not after
             from kvplan.files import output_target
 

@@ -163,34 +163,44 @@ def _group(point: Point, model: ModelSpec, base: Deployment) -> tuple[float, int
     return (point.cost, quantised, nodes, point.pp)
 
 
+def point_deployment(point: Point, base: Deployment, context_tokens: int) -> Deployment:
+    """`base` at `point`: its layout, dtypes and block size, the scheduler's step pinned.
+
+    Raises:
+        KvplanError: the engine refuses the point (a layout or dtype it cannot run).
+    """
+    settings = replace(base.settings, tokens_per_block=point.tokens_per_block)
+    deployment = base.replace(
+        kv_dtype=point.kv_dtype,
+        weight_dtype=point.weight_dtype,
+        tp=point.tp,
+        pp=point.pp,
+        dp=point.dp,
+        ep=point.ep,
+        settings=settings,
+        # Another weight dtype than the release's: the checkpoint's bytes no longer apply.
+        exact_weights_bytes=base.exact_weights_bytes if point.weight_dtype is None else None,
+        checkpoint=base.checkpoint if point.weight_dtype is None else None,
+    )
+    if settings.max_num_batched_tokens is None:
+        # Pin the scheduler's step to the default this plan was sized with: the default
+        # differs by GPU and version, and the launch command should not depend on either.
+        step = deployment.engine.scheduler(deployment, point.sku, context_tokens)
+        settings = replace(settings, max_num_batched_tokens=step.max_num_batched_tokens)
+        deployment = deployment.replace(settings=settings)
+    return deployment
+
+
 def _evaluate(
     point: Point, base: Deployment, objective: Objective, headroom: Fraction
 ) -> tuple[list[Candidate], int, int, KvplanError | None]:
     """The candidates one point yields, the capacities computed (0: the engine refuses), the
     simulations run and the engine's reason when it refuses the point."""
-    settings = replace(base.settings, tokens_per_block=point.tokens_per_block)
     try:
-        deployment = base.replace(
-            kv_dtype=point.kv_dtype,
-            weight_dtype=point.weight_dtype,
-            tp=point.tp,
-            pp=point.pp,
-            dp=point.dp,
-            ep=point.ep,
-            settings=settings,
-            # Another weight dtype than the release's: the checkpoint's bytes no longer apply.
-            exact_weights_bytes=base.exact_weights_bytes if point.weight_dtype is None else None,
-            checkpoint=base.checkpoint if point.weight_dtype is None else None,
-        )
+        deployment = point_deployment(point, base, objective.context_tokens)
     except KvplanError as error:
         return [], 0, 0, error
-    sku, profile = point.sku, deployment.engine
-    if settings.max_num_batched_tokens is None:
-        # Pin the scheduler's step to the default this plan was sized with: the default
-        # differs by GPU and version, and the launch command should not depend on either.
-        step = profile.scheduler(deployment, sku, objective.context_tokens)
-        settings = replace(settings, max_num_batched_tokens=step.max_num_batched_tokens)
-        deployment = deployment.replace(settings=settings)
+    sku, profile, settings = point.sku, deployment.engine, deployment.settings
     # A fixed fraction is kept; a fixed KV budget makes the fraction irrelevant.
     fractions: tuple[float | None, ...] = (settings.utilization,)
     if settings.utilization is None and settings.kv_memory_bytes is None:

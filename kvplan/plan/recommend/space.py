@@ -6,14 +6,16 @@ deployment), so a point here is (SKU, tp, pp, dp, ep, weight dtype, KV dtype, bl
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import product
+from typing import Any
 
 from kvplan.engine.deployment import Deployment
 from kvplan.engine.nodes import gpus_per_node
 from kvplan.errors import KvplanError
 from kvplan.plan.recommend.objective import Cost, Objective
-from kvplan.specs import ModelSpec, SkuSpec
+from kvplan.specs import ModelSpec, SkuSpec, kv_dtype_info, weight_dtype_info
 
 # Largest deployment searched unless --max-gpus says otherwise: eight 8-GPU nodes, enough for
 # the largest catalogue models (Llama-3.1-405B, Kimi-K2) on 80 GB GPUs at long contexts.
@@ -44,6 +46,26 @@ class SearchSpace:
             raise KvplanError(
                 "--weight-dtype: --no-quantization searches only the released weights; give one"
             )
+
+
+def named_space(
+    skus: tuple[SkuSpec, ...],
+    kv_dtypes: Iterable[str] | None,
+    weight_dtypes: Iterable[str] | None,
+    **fixed: Any,
+) -> SearchSpace:
+    """A space from dtype names as people type them (fp8 → fp8_e4m3), each once, in order;
+    `fixed` are SearchSpace's other fields."""
+    return SearchSpace(
+        skus=skus,
+        kv_dtypes=tuple(dict.fromkeys(kv_dtype_info(k).name for k in kv_dtypes))
+        if kv_dtypes
+        else None,
+        weight_dtypes=tuple(dict.fromkeys(weight_dtype_info(w).name for w in weight_dtypes))
+        if weight_dtypes
+        else None,
+        **fixed,
+    )
 
 
 @dataclass(frozen=True)
