@@ -175,7 +175,9 @@ def given_for(stem: str, case: dict) -> tuple[Given, str | None]:
         extra.pop("sku", None), inputs.get("sku"), case.get("sku"), SKU_OF.get(str(case.get("gpu")))
     )
     kv_dtype = _first(
-        inputs.get("kv_cache_dtype"), case.get("kv_cache_dtype"), inputs.get("type_k") if llama else None
+        inputs.get("kv_cache_dtype"),
+        case.get("kv_cache_dtype"),
+        inputs.get("type_k") if llama else None,  # llama.cpp's -ctk
     )
     given = Given(
         model=model,
