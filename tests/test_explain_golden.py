@@ -41,6 +41,7 @@ SKU_OF = {
     "H200 x8": "h200",
     "NVIDIA H200 x8 (~140.4 GB each)": "h200",
     "NVIDIA GeForce RTX 5090 x2": "rtx-5090",
+    "NVIDIA A10 (24 GB)": "a10",
 }
 PLACEHOLDER_SKU = "rtx-4090"
 # Files whose catalogue model is not among their fields: the architecture their `model:` names
@@ -108,8 +109,6 @@ NOT_PLACED = {
     "deepseek-v4-pro-fp8-h200-tp8-mfs088-error-inferencex-2128": "--model",
     "hybrid-gdn-fp8kv-2x5090-tp2-draft-pool-club3090-1261": "--model",
     "granite4-micro-l40s-v0.11": "--model",
-    # the GPU is not in the catalogue (NVIDIA A10), and the log prints no budget to buy with
-    "llama-2-7b-a10-v0.5-tpb16-issue224": "--sku",
     # the runner's arguments only: no figure to reproduce
     "qwen2-class-rocm-args-ollama-5913": "no ollama line",
 }
