@@ -94,9 +94,6 @@ KNOWN_POOL_MISSES = {
     ("llama-2-7b-fp8-h100-v0.12-perf-benchmarking-inconsistent", "max_tokens"),
     # the file says reproducible: false (one rank's budget of four, which is unknown)
     ("qwen3-235b-a22b-fp8-h100-tp4-lmcache", "gpu_kv_cache_tokens"),
-    # a rule the engine model lacks: vLLM 0.19's block count for Llama 4's chunked-attention
-    # groups (the logged blocks hold 4x what kvplan's pool gives the logged budget)
-    ("llama4-scout-h100-tp4-v0.19", "num_gpu_blocks"),
 }
 # Files kvplan cannot place, with the words of the one line it prints (the fact missing).
 NOT_PLACED = {

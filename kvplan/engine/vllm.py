@@ -100,14 +100,17 @@ def uses_hybrid_allocator(deployment: Deployment) -> bool:
     """Whether windowed layers keep only their window (the hybrid KV-cache manager).
 
     Off when the user says so (--disable-hybrid-kv-cache-manager), in V0 (no hybrid
-    manager), and for chunked local attention (0.11 config/__init__.py turns it off unless
-    VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1).
+    manager), and for chunked local attention before its env default flipped (0.11
+    config/__init__.py turns it off unless VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1).
     """
     if deployment.settings.hybrid_allocator is not None:
         return deployment.settings.hybrid_allocator
-    if version_of(deployment).era == "v0":
+    version = version_of(deployment)
+    if version.era == "v0":
         return False
-    return "chunked" not in deployment.model.layer_kinds
+    return (
+        "chunked" not in deployment.model.layer_kinds or version.chunked_local_keeps_hybrid_manager
+    )
 
 
 @dataclass(frozen=True)
