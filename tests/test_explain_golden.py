@@ -41,6 +41,7 @@ SKU_OF = {
     "H200 x8": "h200",
     "NVIDIA H200 x8 (~140.4 GB each)": "h200",
     "NVIDIA GeForce RTX 5090 x2": "rtx-5090",
+    "NVIDIA A10 (24 GB)": "a10",
 }
 PLACEHOLDER_SKU = "rtx-4090"
 # Files whose catalogue model is not among their fields: the architecture their `model:` names
@@ -63,6 +64,11 @@ MODEL_OF = {
     # the command line names deepseek-ai/DeepSeek-V3.2-Exp: the catalogue's deepseek-v3.2 (its
     # DSA cache), not the MLA geometry the file compares with
     "deepseek-v3.2-exp-dsa-b200-tp8-dp8-pr11309": "deepseek-v3.2",
+    # the logs do not name their model; the file's model field does (a Hub id, or the geometry
+    # its bytes per token identify)
+    "granite31-8b-h100-tp1-v0.19": "granite-3.1-8b",
+    "tinyllama-pytorch-backend-tpb32-triton-tutorials-150": "tinyllama-1.1b",
+    "llama-30b-f32-kv-llama-cpp-python-66": "llama-30b",
 }
 # Settings a file records outside the fields read below.
 EXTRA = {
@@ -77,6 +83,8 @@ EXTRA = {
     "qwen3-30b-a3b-fp8kv-mml100k": {"sku": "h100-sxm"},
     "qwen3-30b-a3b-fp8kv-mml221k-error": {"sku": "h100-sxm"},
     "qwen3-30b-a3b-fp8-musa-s5000-tp2-pr27537": {"sku": "h100-sxm"},  # a Moore Threads S5000
+    # GPU not stated (>= 87 GiB free): blocks, tokens and GiB follow from the logged blocks on any
+    "tinyllama-pytorch-backend-tpb32-triton-tutorials-150": {"sku": "h200"},
 }
 # Pool figures kvplan does not reproduce from the logged budget, each with the reason.
 KNOWN_POOL_MISSES = {
@@ -86,9 +94,6 @@ KNOWN_POOL_MISSES = {
     ("llama-2-7b-fp8-h100-v0.12-perf-benchmarking-inconsistent", "max_tokens"),
     # the file says reproducible: false (one rank's budget of four, which is unknown)
     ("qwen3-235b-a22b-fp8-h100-tp4-lmcache", "gpu_kv_cache_tokens"),
-    # a rule the engine model lacks: vLLM 0.19's block count for Llama 4's chunked-attention
-    # groups (the logged blocks hold 4x what kvplan's pool gives the logged budget)
-    ("llama4-scout-h100-tp4-v0.19", "num_gpu_blocks"),
 }
 # Files kvplan cannot place, with the words of the one line it prints (the fact missing).
 NOT_PLACED = {
@@ -97,15 +102,10 @@ NOT_PLACED = {
     "gemma-3-270m-swa-parallel-unsloth-5225": "no startup line",
     "kv-type-sizes-f16-q8_0-q4_0-iq4_nl-pr21551": "no startup line",
     # the model is not in the catalogue (or not named)
-    "llama-30b-f32-kv-llama-cpp-python-66": "--model",
     "kv-self-size-rocm-oom-ollama-3418": "--model",
     "deepseek-v4-pro-fp8-h200-tp8-mfs088-error-inferencex-2128": "--model",
     "hybrid-gdn-fp8kv-2x5090-tp2-draft-pool-club3090-1261": "--model",
-    "tinyllama-pytorch-backend-tpb32-triton-tutorials-150": "--model",
     "granite4-micro-l40s-v0.11": "--model",
-    "granite31-8b-h100-tp1-v0.19": "--model",
-    # the GPU is not in the catalogue (NVIDIA A10), and the log prints no budget to buy with
-    "llama-2-7b-a10-v0.5-tpb16-issue224": "--sku",
     # the runner's arguments only: no figure to reproduce
     "qwen2-class-rocm-args-ollama-5913": "no ollama line",
 }
@@ -170,7 +170,11 @@ def given_for(stem: str, case: dict) -> tuple[Given, str | None]:
     sku = _first(
         extra.pop("sku", None), inputs.get("sku"), case.get("sku"), SKU_OF.get(str(case.get("gpu")))
     )
-    kv_dtype = _first(inputs.get("kv_cache_dtype"), case.get("kv_cache_dtype"))
+    kv_dtype = _first(
+        inputs.get("kv_cache_dtype"),
+        case.get("kv_cache_dtype"),
+        inputs.get("type_k") if llama else None,  # llama.cpp's -ctk
+    )
     given = Given(
         model=model,
         sku=sku or (PLACEHOLDER_SKU if llama else None),

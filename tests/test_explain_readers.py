@@ -132,3 +132,18 @@ def test_weight_dtype_from_the_quantization_argument_or_the_checkpoint_name():
         _quote("trtllm_logs/llama-2-7b-fp8-h100-v0.12-perf-benchmarking-inconsistent.yaml")
     )
     assert logged_weight_dtype(bench) == "fp8"
+
+
+def test_llama_cpp_kv_size_line_states_the_context_and_a_quantised_v_flash_attention():
+    # llama.cpp#11337: no n_ctx or flash_attn line in the excerpt; llama.cpp refuses a q8_0 V
+    # cache without flash attention, and this era's kv_size is n_ctx (one stream).
+    reading = _read(_quote("llamacpp_logs/qwen2.5-32b-class-q8_0-rocm-ctx32768-issue11337.yaml"))
+    facts = reading.facts
+    assert (facts["context_size_tokens"], facts["flash_attention"]) == (32768, True)
+    assert (facts["kv_dtype"], facts["v_dtype"]) == ("q8_0", "q8_0")
+
+
+def test_an_f16_cache_says_nothing_of_flash_attention():
+    reading = _read(_quote("llamacpp_logs/qwen2.5-32b-class-f16-5xmi50-ctx32768-issue12369.yaml"))
+    assert reading.facts["context_size_tokens"] == 32768
+    assert "flash_attention" not in reading.facts

@@ -206,3 +206,40 @@ def test_quantised_v_needs_flash_attention(catalog):
             kv_dtype="q8_0",
             settings=EngineSettings(flash_attention=False),
         )
+
+
+@pytest.mark.parametrize(
+    ("name", "model", "profile", "build", "n_ctx", "kv_dtype", "flash"),
+    [
+        # 64 layers x 1024 x 34/32 B x 32768 cells = 2176 MiB each of K and V (q8_0).
+        (
+            "qwen2.5-32b-class-q8_0-rocm-ctx32768-issue11337",
+            "qwen2.5-32b", LLAMA_CPP, "b4400", 32768, "q8_0", True,
+        ),
+        # 64 x 1024 x 2 B x 32768 = 4096 MiB each (f16), over five ROCm devices.
+        (
+            "qwen2.5-32b-class-f16-5xmi50-ctx32768-issue12369",
+            "qwen2.5-32b", LLAMA_CPP, "b4800", 32768, "fp16", False,
+        ),
+        # 32 x 1024 x 2 B x 16000 = 1000 MiB each (f16), ollama's runner of March 2024.
+        (
+            "mixtral-8x7b-class-2x7900xtx-ctx16000-ollama-3158",
+            "mixtral-8x7b", OLLAMA, "0.1.29", 16000, "fp16", False,
+        ),
+    ],
+)  # fmt: skip
+def test_rocm_summary_lines(name, model, profile, build, n_ctx, kv_dtype, flash, catalog):
+    # The buffer lines name ROCm devices (kvplan prints CUDA0): the summary line is compared.
+    folder = "ollama_logs" if profile is OLLAMA else "llamacpp_logs"
+    quote = yaml.safe_load((GOLDEN.parent / folder / f"{name}.yaml").read_text())["quote"]
+    lines = _lines(
+        catalog.model(model),
+        profile,
+        catalog.sku("h100-sxm"),
+        kv_dtype=kv_dtype,
+        version=build,
+        context_size_tokens=n_ctx,
+        flash_attention=flash,
+    )
+    summary = [line for line in lines if "KV self size" in line]
+    assert summary and all(_in_quote(line, quote) for line in summary), lines

@@ -200,6 +200,12 @@ SETTINGS: tuple[Setting, ...] = (
             "of \"Free memory on device (78.68/79.19 GiB)\", TensorRT-LLM's \"total: 79.10 GiB\"; "
             "default: the SKU's runtime-visible memory",
             engines=("vllm", "trtllm"), minimum=1),
+    Setting("free_memory_at_start_bytes", int, BYTES, ("--free-memory-at-start",),
+            "free_memory_at_start",
+            "vLLM's \"Free memory on device (78.68/79.19 GiB) on startup\" (the first figure): "
+            "free memory before vLLM loads; from 0.11 vLLM refuses to start when it is below "
+            "gpu_memory_utilization × the total; default: not checked (a GPU of its own)",
+            engines=("vllm",), minimum=0),
     Setting("available_memory_bytes", int, BYTES, ("--available-memory",), "available_memory",
             "TensorRT-LLM's \"Memory usage when calculating max tokens in paged kv cache: … "
             "available: 70.48 GiB\": free memory after the engine loads, which "

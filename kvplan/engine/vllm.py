@@ -19,6 +19,7 @@ from kvplan.engine.choices import SearchChoices, released_in_16_bit
 from kvplan.engine.pool import KvLayout, KvPool
 from kvplan.engine.resolved import resolve
 from kvplan.engine.settings import EngineSettings
+from kvplan.engine.vllm_free import FREE_AT_START, free_memory_refusal
 from kvplan.engine.vllm_mla import fp8_mla_refusal, pre_mla_caches
 from kvplan.engine.vllm_pages import (
     VllmStage,
@@ -27,7 +28,7 @@ from kvplan.engine.vllm_pages import (
     stage_layout,
 )
 from kvplan.engine.vllm_version import DEFAULT_VERSION, VllmVersion, parse_version
-from kvplan.errors import KvplanError
+from kvplan.errors import KvplanError, SettingError
 from kvplan.kvmath import LayerCache
 from kvplan.units import GIB
 
@@ -100,14 +101,17 @@ def uses_hybrid_allocator(deployment: Deployment) -> bool:
     """Whether windowed layers keep only their window (the hybrid KV-cache manager).
 
     Off when the user says so (--disable-hybrid-kv-cache-manager), in V0 (no hybrid
-    manager), and for chunked local attention (0.11 config/__init__.py turns it off unless
-    VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1).
+    manager), and for chunked local attention before its env default flipped (0.11
+    config/__init__.py turns it off unless VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1).
     """
     if deployment.settings.hybrid_allocator is not None:
         return deployment.settings.hybrid_allocator
-    if version_of(deployment).era == "v0":
+    version = version_of(deployment)
+    if version.era == "v0":
         return False
-    return "chunked" not in deployment.model.layer_kinds
+    return (
+        "chunked" not in deployment.model.layer_kinds or version.chunked_local_keeps_hybrid_manager
+    )
 
 
 @dataclass(frozen=True)
@@ -211,6 +215,10 @@ class VllmProfile(EngineProfile[VllmLayout]):
             )
 
         utilization = deployment.settings.utilization or version.default_utilization
+        free = deployment.settings.free_memory_at_start_bytes
+        refusal = free_memory_refusal(free, total, utilization, version)
+        if refusal:
+            raise SettingError(FREE_AT_START, refusal)
         weights = vllm_memory.weights_bytes(deployment, sku, version)
         return subtract_terms(
             total_bytes=total,

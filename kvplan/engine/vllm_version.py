@@ -54,6 +54,18 @@ class VllmVersion:
         return self.release >= (0, 7, 1)
 
     @property
+    def chunked_local_keeps_hybrid_manager(self) -> bool:
+        """Whether chunked local attention (Llama 4) keeps the hybrid KV-cache manager on.
+
+        VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE was added off by default (PR #21761,
+        2025-07-28; "0" in 0.11.0's envs.py) and flipped to "1" by PR #29627 (opened 2025-11-27).
+        The first release seen with it on is 0.19.0: its Llama-4-Scout log holds 4 KV-cache
+        groups of 12 layers (1 full + 3 chunked-local), 4x the blocks of one 48-layer group.
+        The release the flip shipped in is not pinned: 0.12 - 0.18 are taken as off.
+        """
+        return self.major_minor >= (0, 19)
+
+    @property
     def group_size_prefers_max(self) -> bool:
         """Hybrid grouping takes the largest layer count when it is under 1.5× the smallest."""
         return self.major_minor >= (0, 22)

@@ -77,8 +77,16 @@ def _row(logged: Logged, compared: Compared, groups: list[list[dict]], basis: st
         difference=None if shown is None else shown - logged.value,
         matches=matches,
         basis=basis,
-        term=None if matches else (compared.term if shown is not None else NO_TERM),
+        term=None if matches else _term(compared, shown),
     )
+
+
+def _term(compared: Compared, shown: float | None) -> str:
+    if shown is not None:
+        return compared.term
+    if compared.given_as:
+        return f"{compared.term}: given to the engine model as {compared.given_as}, not predicted"
+    return NO_TERM
 
 
 def compare(reading: Reading, rebuilt: Rebuilt, reader: ModuleType) -> list[ExplainRow]:

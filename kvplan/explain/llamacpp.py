@@ -120,8 +120,19 @@ def _self_size(match: re.Match[str], line: int, reading: Reading) -> None:
     if parts:
         reading.fact("kv_dtype", parts.group(1), line)
         reading.fact("v_dtype", parts.group(3), line)
+        _flash_from_v_type(parts.group(3), line, reading)
         reading.figure(amount(parts.group(2), MIB, "k_bytes", line))
         reading.figure(amount(parts.group(4), MIB, "v_bytes", line))
+
+
+# V cache types llama.cpp stores without quantisation; any other needs flash attention
+# ("V cache quantization requires flash_attn"), so a log that shows one ran with it.
+_PLAIN_V_TYPES = ("f16", "f32", "bf16")
+
+
+def _flash_from_v_type(v_type: str, line: int, reading: Reading) -> None:
+    if v_type not in _PLAIN_V_TYPES:
+        reading.fact("flash_attention", True, line)
 
 
 @rule(
@@ -131,8 +142,11 @@ def _self_size(match: re.Match[str], line: int, reading: Reading) -> None:
 def _kv_size(match: re.Match[str], line: int, reading: Reading) -> None:
     cells, type_k, type_v, _ = match.groups()
     reading.figure(number(cells, "cells", line, "tokens"))
+    # this era's cache is one stream of n_ctx cells: kv_size is -c when no n_ctx line says it
+    reading.fact("context_size_tokens", as_int(cells), line)
     reading.fact("kv_dtype", type_k, line)
     reading.fact("v_dtype", type_v, line)
+    _flash_from_v_type(type_v, line, reading)
 
 
 @rule("layers to GPU", r"offloaded (\d+)/(\d+) layers to GPU")

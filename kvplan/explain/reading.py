@@ -161,3 +161,4 @@ class Compared:
     basis: str  # GPU or POOL
     term: str  # the term this figure is, named in differences
     in_budget: bool = False  # a term of the budget: it explains the budget's difference
+    given_as: str | None = None  # a reading kvplan takes as this setting, with no figure of its own

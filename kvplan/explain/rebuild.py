@@ -36,6 +36,7 @@ SETTING_FACTS = (
     "ubatch_tokens",
     "batch_tokens",
     "draft_layers",
+    "free_memory_at_start_bytes",
 )
 
 

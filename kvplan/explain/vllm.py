@@ -158,8 +158,11 @@ def _v0_terms(match: re.Match[str], line: int, reading: Reading) -> None:
     r"Free memory on device(?: \(|:\**\s*)([\d.]+)/([\d.]+) GiB\)? on startup",
 )
 def _free(match: re.Match[str], line: int, reading: Reading) -> None:
-    reading.figure(gib(match.group(1), "free_at_start_bytes", line))
+    free = gib(match.group(1), "free_at_start_bytes", line)
+    reading.figure(free)
     reading.figure(gib(match.group(2), "total_bytes", line))
+    # the high end of its rounding: vLLM started, so its check passed on the unrounded figure
+    reading.fact("free_memory_at_start_bytes", int(free.value + free.step / 2), line)
     if reading.version is None:
         reading.fact("era_since", "0.19", line)
 
@@ -261,7 +264,14 @@ _POOL = (
     ("estimated_max_model_len", "longest length that fits"),
 )
 COMPARED = (
-    Compared("free_at_start_bytes", "free memory at startup", None, GPU, "free memory at startup"),
+    Compared(
+        "free_at_start_bytes",
+        "free memory at startup",
+        None,
+        GPU,
+        "vLLM checks it against utilization × memory",
+        given_as="free_memory_at_start_bytes",
+    ),
     Compared(
         "requested_bytes",
         "utilization × memory",
