@@ -266,7 +266,7 @@ class SglangProfile(EngineProfile[SglangLayout]):
             before = (
                 "free memory before weights load as the runtime total less the CUDA context "
                 f"(0.32 GiB) and the communicators ({nccl / GIB:.2f} GiB over {link}, from "
-                "public logs)"
+                "public logs; `avail_mem_before_load_bytes` or `non_torch_bytes` sets it)"
             )
         after = (
             "the logged free memory after (`avail_mem_after_load_bytes`)"
