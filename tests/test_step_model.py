@@ -250,3 +250,13 @@ def test_step_time_is_the_sum_of_its_parts(layout, moe, seqs, kv_bytes, chunks):
     if shape.tokens == 0:
         return
     assert model.step_s(shape) == pytest.approx(sum(model.parts(shape).values()), rel=1e-9)
+
+
+def test_every_weight_dtype_has_a_compute_dtype():
+    """A checkpoint of any weight type kvplan accepts is timed (AWQ/GPTQ int4 run in fp16)."""
+    from typing import get_args
+
+    from kvplan.perf.rates import COMPUTE_DTYPES
+    from kvplan.specs.dtypes import WeightDtypeName
+
+    assert set(get_args(WeightDtypeName)) <= set(COMPUTE_DTYPES)
