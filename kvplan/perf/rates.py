@@ -37,7 +37,7 @@ COMPUTE_DTYPES: dict[str, tuple[str, ...]] = {
     "int8": ("int8",),
     "int4": ("bf16",),
     # AWQ and GPTQ int4 kernels (AutoAWQ GEMM, Marlin, ExLlama) dequantise to fp16 and multiply
-    # on fp16 tensor cores: their checkpoints run in fp16 (vLLM's awq/gptq get_supported_act_dtypes).
+    # on fp16 tensor cores (vLLM's awq and gptq configs: get_supported_act_dtypes is half).
     "awq": ("fp16", "bf16"),
     "gptq": ("fp16", "bf16"),
     "nvfp4": ("fp4", "fp8", "bf16"),
