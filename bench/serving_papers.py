@@ -79,20 +79,45 @@ def fig13_rows() -> list[tuple[str, str, float, float]]:
     return rows
 
 
-def distserve_pools() -> dict:
-    """`pools` for DistServe's example at its disaggregated goodput."""
+def distserve_pools(rate: float | None = None) -> dict:
+    """`pools` for DistServe's example at `rate` (default: its disaggregated goodput)."""
     paper = load(DISTSERVE)
     setup, work = paper["setup"], paper["setup"]["workload"]
     slo = setup["slo"]
+    rate = paper["measured"]["disaggregated"]["goodput_rps"] if rate is None else rate
     args = [
         "pools", "opt-13b", "-s", setup["sku"], *VLLM_V0,
-        "--rate", str(paper["measured"]["disaggregated"]["goodput_rps"]),
+        "--rate", str(rate),
         "--prompt-tokens", str(work["input_tokens"]),
         "--output-tokens", str(work["output_tokens"]),
         "--slo-ttft", f"{slo['ttft_p90_s']}s", "--slo-tpot", f"{slo['tpot_p90_s']}s",
         "--slo-percentile", "90",
     ]  # fmt: skip
     return kvplan_json(*args)["pools"][0]
+
+
+def largest_rate(holds, low: float, high: float, steps: int = 6) -> float:
+    """The largest rate in [low, high] at which `holds(pools at that rate)`, by bisection
+    (`holds` true at `low`, false at `high`)."""
+    for _ in range(steps):
+        middle = (low + high) / 2
+        low, high = (middle, high) if holds(distserve_pools(middle)) else (low, middle)
+    return low
+
+
+def goodput_per_gpu() -> tuple[float, float, str]:
+    """(colocated, disaggregated) goodput per GPU, DistServe's way: the largest rate one
+    colocated GPU serves within both SLOs, and the largest rate the smallest disaggregated
+    split serves ÷ its GPUs; and that split."""
+    paper = load(DISTSERVE)["measured"]
+    colocated = largest_rate(
+        lambda p: p["colocated_gpus"] == 1, 0.5, 4 * paper["colocated"]["goodput_rps_per_gpu"]
+    )
+    smallest = distserve_pools(colocated)
+    gpus = smallest["disaggregated_gpus"]
+    top = 4 * paper["disaggregated"]["goodput_rps"]
+    disaggregated = largest_rate(lambda p: p["disaggregated_gpus"] <= gpus, colocated, top)
+    return colocated, disaggregated / gpus, smallest["ratio"]
 
 
 def main() -> None:
@@ -113,7 +138,13 @@ def main() -> None:
         f"GPUs         kvplan {pools['disaggregated_gpus']} disaggregated vs "
         f"{pools['colocated_gpus']} colocated"
     )
-    print(f"gain per GPU kvplan {ours:.2f}x  paper {disaggregated / colocated:.2f}x")
+    print(f"GPU ratio    kvplan {ours:.2f}x  paper {disaggregated / colocated:.2f}x")
+    ours_colocated, ours_disaggregated, split = goodput_per_gpu()
+    print("\nDistServe goodput per GPU (largest rate within both P90 SLOs, by bisection)")
+    print(f"colocated    kvplan {ours_colocated:5.2f} req/s  paper {colocated:5.2f}")
+    print(f"{split:<12} kvplan {ours_disaggregated:5.2f} req/s  paper {disaggregated:5.2f} (2P1D)")
+    gain = ours_disaggregated / ours_colocated
+    print(f"gain         kvplan {gain:5.2f}x      paper {disaggregated / colocated:5.2f}x")
 
 
 if __name__ == "__main__":
