@@ -111,6 +111,7 @@ def simulation_run(result: SimulationResult) -> SimulationRun:
         queue_mean=result.queue_mean,
         queue_peak=result.queue_peak,
         requests_in_system_mean=result.requests_in_system_mean,
+        running_mean=result.running_mean,
         kv_memory_mean=KvMemorySplit(**_split(result.memory_mean)),
         kv_reserved_split_mean=_reserved_split(result.memory_mean),
         kv_utilization_fraction=result.kv_utilization_fraction,

@@ -549,6 +549,7 @@ class SimulationRun(Result):
     queue_mean: Number
     queue_peak: int
     requests_in_system_mean: Number
+    running_mean: Number  # requests prefilling or decoding, time-averaged over the makespan
     kv_memory_mean: KvMemorySplit  # time-averaged, one instance
     kv_reserved_split_mean: KvReservedSplit  # the same, as the PagedAttention paper splits it
     kv_utilization_fraction: Number | None  # token states of the KV taken (not of the pool)

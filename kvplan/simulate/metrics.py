@@ -70,6 +70,7 @@ class Metrics:
         self.swapped_bytes = 0.0
         self.in_system_s = 0.0  # ∫ requests in the system dt
         self.queue_s = 0.0  # ∫ requests waiting dt
+        self.running_s = 0.0  # ∫ requests running (holding KV: prefilling or decoding) dt
         self.queue_peak = 0
         self.memory_s = [0.0] * 6  # ∫ split dt, in MemorySplit's order
         self.busy_s = 0.0  # time with a step running
@@ -120,6 +121,7 @@ class Metrics:
         """
         self.in_system_s += in_system * seconds
         self.queue_s += queue * seconds
+        self.running_s += running * seconds
         if queue > self.queue_peak:
             self.queue_peak = queue
         half = seconds / 2

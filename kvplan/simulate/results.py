@@ -88,6 +88,9 @@ class SimulationResult:
     queue_mean: float
     queue_peak: int
     requests_in_system_mean: float  # ∫ requests in the system dt / makespan, per instance summed
+    # ∫ requests running (prefilling or decoding) dt / makespan, summed: the requests served at
+    # once, as vLLM logs "Running: N reqs" and the PagedAttention paper counts batched requests.
+    running_mean: float
     memory_mean: MemorySplit  # time-averaged, per instance
     timeline: tuple[tuple[float, int, int, tuple[float, ...]], ...] = field(repr=False)
     notes: tuple[str, ...]
@@ -201,6 +204,7 @@ def summarize(
         queue_mean=sum(run.queue_s for run in runs) * per_makespan,
         queue_peak=max(run.queue_peak for run in runs),
         requests_in_system_mean=sum(run.in_system_s for run in runs) * per_makespan,
+        running_mean=sum(run.running_s for run in runs) * per_makespan,
         memory_mean=_memory_mean(runs, makespan),
         timeline=tuple(runs[0].timeline),
         notes=(() if overload is None else (overload,))
