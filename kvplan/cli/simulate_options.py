@@ -16,7 +16,7 @@ import typer
 import kvplan.limits as limits
 from kvplan.cli.calibration_options import CALIBRATION_HELP
 from kvplan.cli.engine_options import option_group
-from kvplan.cli.options import count, rate
+from kvplan.cli.options import count, fraction, rate
 
 
 def _entry(
@@ -191,6 +191,7 @@ SERVING_PARAMETERS: dict[str, tuple[Any, Any]] = {
         "--bandwidth-efficiency",
         "fraction of datasheet bandwidth every read of a step reaches, in place of the step "
         "model's fitted per-operation fractions (docs/speed-model.md)",
+        parser=fraction(),
     ),
     "compute_efficiency": _entry(
         float | None,
@@ -198,6 +199,7 @@ SERVING_PARAMETERS: dict[str, tuple[Any, Any]] = {
         "--compute-efficiency",
         "fraction of dense peak FLOP/s large GEMMs and prefill attention reach, in place of "
         "the fitted fractions (docs/speed-model.md)",
+        parser=fraction(),
     ),
     "calibration": _entry(Path | None, None, "--calibration", CALIBRATION_HELP),
     "calibrate": _entry(

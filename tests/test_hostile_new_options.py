@@ -1,0 +1,30 @@
+"""Hostile values for the options and files this release added: one line naming the flag and
+the value, exit 2, no traceback, nothing written."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from kvplan.cli import app
+
+SIMULATE = ["simulate", "llama-3.1-8b", "--sku", "h100-sxm", "--requests", "5", "--rate", "5"]
+
+
+def run(*args: str):
+    return CliRunner().invoke(app, list(args))
+
+
+def assert_refused(result, flag: str) -> None:
+    lines = result.output.strip().splitlines()
+    assert result.exit_code == 2, result.output
+    assert len(lines) == 1, result.output
+    assert flag in lines[0] and "internal error" not in lines[0], lines[0]
+
+
+# A fraction of 1e-300 made every step time infinite: the run ended in an OverflowError.
+# simulate's efficiencies are read as report's are, a fraction in (0, 1] of at least 10^-6.
+@pytest.mark.parametrize("flag", ["--bandwidth-efficiency", "--compute-efficiency"])
+@pytest.mark.parametrize("value", ["1e-300", "0.0000001", "１２", "nan", "", "9" * 400])
+def test_simulate_efficiencies_are_fractions(flag, value):
+    assert_refused(run(*SIMULATE, flag, value), flag)
