@@ -28,3 +28,22 @@ def assert_refused(result, flag: str) -> None:
 @pytest.mark.parametrize("value", ["1e-300", "0.0000001", "１２", "nan", "", "9" * 400])
 def test_simulate_efficiencies_are_fractions(flag, value):
     assert_refused(run(*SIMULATE, flag, value), flag)
+
+
+EXPLAIN = ["explain", "examples/vllm-qwen2-7b-a100.log", "--sku", "a100-80gb", "-m", "qwen2.5-7b"]
+
+
+# --set flash_attn=maybe was read as false, and a value left empty was called an unknown name.
+@pytest.mark.parametrize(
+    ("pair", "shown"),
+    [
+        ("flash_attn=maybe", "--set flash_attn: 'maybe' is not true or false"),
+        ("kv_unified=", "--set kv_unified: an empty value"),
+        ("max_num_batched_tokens=-1", "--set max_num_batched_tokens: -1 must be between 1 and"),
+        ("utilization=nan", "--set utilization: 'nan' is not a fraction"),
+    ],
+)
+def test_explain_set_names_the_pair_as_typed(pair, shown):
+    result = run(*EXPLAIN, "--set", pair)
+    assert_refused(result, "--set")
+    assert shown in result.output
