@@ -47,3 +47,25 @@ def test_explain_set_names_the_pair_as_typed(pair, shown):
     result = run(*EXPLAIN, "--set", pair)
     assert_refused(result, "--set")
     assert shown in result.output
+
+
+# typer reads '' as Path('') == '.', so an empty --calibration or LOGFILE was "a folder".
+@pytest.mark.parametrize(
+    ("args", "shown"),
+    [
+        ([*SIMULATE, "--calibration", ""], "--calibration: an empty path"),
+        (
+            ["report", "-m", "llama-3.1-8b", "--sku", "h100-sxm", "--calibration", ""],
+            "--calibration: an empty path",
+        ),
+        (
+            ["verify", "llama-3.1-8b", "--device", "cpu", "--profile", ""],
+            "--profile: an empty path",
+        ),
+        (["explain", ""], "LOGFILE: an empty path"),
+    ],
+)
+def test_an_empty_path_is_called_empty(args, shown):
+    result = run(*args)
+    assert_refused(result, shown.split(":")[0])
+    assert shown in result.output

@@ -16,7 +16,7 @@ import typer
 import kvplan.limits as limits
 from kvplan.cli.calibration_options import CALIBRATION_HELP
 from kvplan.cli.engine_options import option_group
-from kvplan.cli.options import count, fraction, rate
+from kvplan.cli.options import count, file_path, fraction, rate
 
 
 def _entry(
@@ -201,7 +201,7 @@ SERVING_PARAMETERS: dict[str, tuple[Any, Any]] = {
         "the fitted fractions (docs/speed-model.md)",
         parser=fraction(),
     ),
-    "calibration": _entry(Path | None, None, "--calibration", CALIBRATION_HELP),
+    "calibration": _entry(Path | None, None, "--calibration", CALIBRATION_HELP, parser=file_path),
     "calibrate": _entry(
         Path | None,
         None,
