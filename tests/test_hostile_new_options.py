@@ -69,3 +69,13 @@ def test_an_empty_path_is_called_empty(args, shown):
     result = run(*args)
     assert_refused(result, shown.split(":")[0])
     assert shown in result.output
+
+
+# recommend's dtype lists skipped the name check: '' reached the dtype table, and a 300-character
+# value was printed whole.
+@pytest.mark.parametrize("flag", ["--kv-dtype", "--weight-dtype"])
+@pytest.mark.parametrize("value", ["", "x" * 300])
+def test_recommend_dtype_lists_check_each_name(flag, value):
+    result = run("recommend", "llama-3.1-8b", "-s", "h100-sxm", "-c", "4k", flag, value)
+    assert_refused(result, flag)
+    assert len(result.output) < 200
