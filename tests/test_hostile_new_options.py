@@ -79,3 +79,12 @@ def test_recommend_dtype_lists_check_each_name(flag, value):
     result = run("recommend", "llama-3.1-8b", "-s", "h100-sxm", "-c", "4k", flag, value)
     assert_refused(result, flag)
     assert len(result.output) < 200
+
+
+# A 400-character --placement / --scheduler was printed whole in its one line.
+@pytest.mark.parametrize("flag", ["--placement", "--scheduler", "--allocator"])
+def test_simulate_choices_cut_a_long_value(flag):
+    result = run(*SIMULATE, flag, "9" * 400)
+    assert_refused(result, flag)
+    assert "unknown '" + "9" * 40 + "'…" in result.output
+    assert len(result.output) < 300
