@@ -88,3 +88,11 @@ def test_simulate_choices_cut_a_long_value(flag):
     assert_refused(result, flag)
     assert "unknown '" + "9" * 40 + "'…" in result.output
     assert len(result.output) < 300
+
+
+# --explain printed its step and dropped --plot without a word (no file, exit 0).
+def test_simulate_explain_refuses_plot(tmp_path):
+    target = tmp_path / "x.svg"
+    result = run(*SIMULATE, "--explain", "--plot", str(target))
+    assert_refused(result, "--plot")
+    assert not target.exists()
