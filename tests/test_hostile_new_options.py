@@ -54,6 +54,9 @@ def test_explain_set_names_the_pair_as_typed(pair, shown):
     ("args", "shown"),
     [
         ([*SIMULATE, "--calibration", ""], "--calibration: an empty path"),
+        ([*SIMULATE, "--calibrate", ""], "--calibrate: an empty path"),
+        ([*SIMULATE, "--step-times", ""], "--step-times: an empty path"),
+        ([*SIMULATE[:-2], "--trace", ""], "--trace: an empty path"),
         (
             ["report", "-m", "llama-3.1-8b", "--sku", "h100-sxm", "--calibration", ""],
             "--calibration: an empty path",

@@ -77,6 +77,7 @@ WORKLOAD_PARAMETERS: dict[str, tuple[Any, Any]] = {
         "--trace",
         "requests from a CSV or JSONL trace: arrival_s, prompt_tokens, output_tokens, or the "
         "Azure LLM inference trace's TIMESTAMP, ContextTokens, GeneratedTokens",
+        parser=file_path,
     ),
     "requests": _entry(
         int | None,
@@ -208,6 +209,7 @@ SERVING_PARAMETERS: dict[str, tuple[Any, Any]] = {
         "--calibrate",
         "a plain `kvplan verify` record: its one measured bandwidth fraction replaces "
         "--bandwidth-efficiency (--calibration takes a full `verify --profile` file)",
+        parser=file_path,
     ),
     "step_times": _entry(
         Path | None,
@@ -216,6 +218,7 @@ SERVING_PARAMETERS: dict[str, tuple[Any, Any]] = {
         "measured whole-step times, a CSV grid of batch_size, kv_tokens, prefill_tokens, "
         "step_s, interpolated in place of the speed model (--calibration corrects the model "
         "instead, and keeps it for steps not measured)",
+        parser=file_path,
     ),
     "instances": _entry(int, 1, "--instances", "instances behind the router (× --dp)", True),
     "router": _entry(
