@@ -99,3 +99,8 @@ def test_simulate_explain_refuses_plot(tmp_path):
     result = run(*SIMULATE, "--explain", "--plot", str(target))
     assert_refused(result, "--plot")
     assert not target.exists()
+
+
+def test_check_an_empty_file_name_is_called_empty():
+    result = run("check", "")
+    assert_refused(result, "an empty path")
