@@ -10,6 +10,8 @@ from typing import Annotated, Any
 
 import typer
 
+from kvplan.cli.options import file_path
+
 CALIBRATION_HELP = (
     "a `kvplan verify --profile` calibration file (JSON): the GEMM, decode-attention and "
     "all-reduce efficiencies measured on your GPU replace the speed model's shipped constants "
@@ -18,7 +20,8 @@ CALIBRATION_HELP = (
     "whole steps"
 )
 CalibrationOpt = Annotated[
-    Path | None, typer.Option("--calibration", help=CALIBRATION_HELP, show_default=False)
+    Path | None,
+    typer.Option("--calibration", help=CALIBRATION_HELP, show_default=False, parser=file_path),
 ]
 
 

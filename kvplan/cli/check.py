@@ -21,6 +21,7 @@ from kvplan.cli.options import (
     RopeScalingOpt,
     TpOpt,
     WeightDtypeOpt,
+    file_path,
     name,
 )
 
@@ -32,6 +33,7 @@ def check(
             help="deployment YAML listing products: model, sku, tp/pp, engine, kv_dtype, "
             "context (tokens; 8k, 128k) and concurrency or requests_per_s + duration_s",
             show_default=False,
+            parser=file_path,
         ),
     ],
     columns: ColumnsOpt = None,

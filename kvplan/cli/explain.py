@@ -9,7 +9,7 @@ import typer
 import kvplan.limits as limits
 from kvplan.cli.common import _catalog, _format, user_errors
 from kvplan.cli.options import CatalogOpt, FormatOpt, KvDtypeOpt, WeightDtypeOpt, count, name
-from kvplan.errors import KvplanError
+from kvplan.errors import KvplanError, SettingError
 
 LogArg = Annotated[
     str,
@@ -21,6 +21,9 @@ LogArg = Annotated[
 ]
 
 
+_TRUE, _FALSE = ("1", "true", "on", "yes"), ("0", "false", "off", "no")
+
+
 def _settings(pairs: list[str] | None) -> dict[str, object]:
     """--set NAME=VALUE pairs as engine settings by declared name or products-file key."""
     from kvplan.engine.settings import BY_KEY, BY_NAME
@@ -29,15 +32,22 @@ def _settings(pairs: list[str] | None) -> dict[str, object]:
     for pair in pairs or ():
         key, _, value = pair.partition("=")
         setting = BY_NAME.get(key) or BY_KEY.get(key)
-        if setting is None or not value or setting.on_deployment:
+        if setting is None or setting.on_deployment:
             raise KvplanError(
                 f"--set: {pair[:60]!r}: give NAME=VALUE with an engine setting name "
                 "(utilization, block_size, max_num_seqs, ctx_size, …)"
             )
+        if not value:
+            raise KvplanError(f"--set {key}: an empty value; give {key}=VALUE")
         text: object = value
         if setting.type is bool:
-            text = value.lower() in ("1", "true", "on", "yes")
-        values[setting.name] = setting.check(text)
+            if value.lower() not in (*_TRUE, *_FALSE):
+                raise KvplanError(f"--set {key}: {value[:40]!r} is not true or false")
+            text = value.lower() in _TRUE
+        try:
+            values[setting.name] = setting.check(text)
+        except SettingError as error:  # named as typed: --set NAME, not the setting's flag
+            raise KvplanError(f"--set {key}: {error.problem}") from None
     return values
 
 

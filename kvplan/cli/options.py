@@ -73,6 +73,16 @@ def _folder(value: str) -> Path:
 
 folder = _usage(_folder)
 
+
+def _file(value: str) -> Path:
+    # as _folder: typer would read '' as Path('') == '.', and say "is a folder"
+    if not value:
+        raise KvplanError("value: an empty path; give a file")
+    return Path(value)
+
+
+file_path = _usage(_file)
+
 MODEL_HELP = (
     "catalogue name or alias (see `kvplan models`), or a Hub repo name without its org "
     "(Llama-3.1-70B-Instruct) matched against the aliases; a Hugging Face id org/name[@revision] "

@@ -18,6 +18,7 @@ from kvplan.cli.options import (
     RopeScalingOpt,
     count,
 )
+from kvplan.cli.options import name as name_parser
 from kvplan.cli.simulate_options import (
     SERVING_PARAMETERS,
     WORKLOAD_PARAMETERS,
@@ -85,6 +86,7 @@ def recommend(
         list[str] | None,
         typer.Option(
             "--kv-dtype",
+            parser=name_parser,
             help="KV dtypes allowed (repeatable); default: 16-bit, plus fp8 on GPUs with fp8 "
             "tensor cores",
             show_default=False,
@@ -94,6 +96,7 @@ def recommend(
         list[str] | None,
         typer.Option(
             "--weight-dtype",
+            parser=name_parser,
             help="weight dtypes allowed (repeatable), in place of what the engine offers: "
             "bf16, fp8, int4, … or a GGUF file type (Q8_0, Q6_K, Q5_K_M, Q4_K_M, IQ4_XS, "
             "…; llama.cpp and ollama try those five by default)",

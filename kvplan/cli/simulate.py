@@ -90,6 +90,8 @@ def simulate(
         from kvplan.report.simulate_report import render_simulation
 
         output = _format(fmt)
+        if explain and plot is not None:  # --explain prints one step; it has no timeline
+            raise KvplanError("--plot: does not apply to --explain (it draws a run's timeline)")
         if plot is not None:
             from kvplan.report.plot import ensure_plot_possible
 

@@ -16,7 +16,7 @@ import typer
 import kvplan.limits as limits
 from kvplan.cli.calibration_options import CALIBRATION_HELP
 from kvplan.cli.engine_options import option_group
-from kvplan.cli.options import count, rate
+from kvplan.cli.options import count, file_path, fraction, rate
 
 
 def _entry(
@@ -77,6 +77,7 @@ WORKLOAD_PARAMETERS: dict[str, tuple[Any, Any]] = {
         "--trace",
         "requests from a CSV or JSONL trace: arrival_s, prompt_tokens, output_tokens, or the "
         "Azure LLM inference trace's TIMESTAMP, ContextTokens, GeneratedTokens",
+        parser=file_path,
     ),
     "requests": _entry(
         int | None,
@@ -191,6 +192,7 @@ SERVING_PARAMETERS: dict[str, tuple[Any, Any]] = {
         "--bandwidth-efficiency",
         "fraction of datasheet bandwidth every read of a step reaches, in place of the step "
         "model's fitted per-operation fractions (docs/speed-model.md)",
+        parser=fraction(),
     ),
     "compute_efficiency": _entry(
         float | None,
@@ -198,14 +200,16 @@ SERVING_PARAMETERS: dict[str, tuple[Any, Any]] = {
         "--compute-efficiency",
         "fraction of dense peak FLOP/s large GEMMs and prefill attention reach, in place of "
         "the fitted fractions (docs/speed-model.md)",
+        parser=fraction(),
     ),
-    "calibration": _entry(Path | None, None, "--calibration", CALIBRATION_HELP),
+    "calibration": _entry(Path | None, None, "--calibration", CALIBRATION_HELP, parser=file_path),
     "calibrate": _entry(
         Path | None,
         None,
         "--calibrate",
         "a plain `kvplan verify` record: its one measured bandwidth fraction replaces "
         "--bandwidth-efficiency (--calibration takes a full `verify --profile` file)",
+        parser=file_path,
     ),
     "step_times": _entry(
         Path | None,
@@ -214,6 +218,7 @@ SERVING_PARAMETERS: dict[str, tuple[Any, Any]] = {
         "measured whole-step times, a CSV grid of batch_size, kv_tokens, prefill_tokens, "
         "step_s, interpolated in place of the speed model (--calibration corrects the model "
         "instead, and keeps it for steps not measured)",
+        parser=file_path,
     ),
     "instances": _entry(int, 1, "--instances", "instances behind the router (× --dp)", True),
     "router": _entry(

@@ -20,6 +20,7 @@ from kvplan.cli.options import (
     LengthsOpt,
     ModelArg,
     count,
+    file_path,
     fraction,
     name,
 )
@@ -237,6 +238,7 @@ def verify(
             "all-reduce when several GPUs are visible, and write the calibration FILE (JSON) "
             "that report, simulate, pools and recommend take with --calibration",
             show_default=False,
+            parser=file_path,
         ),
     ] = None,
     fmt: FormatOpt = "table",

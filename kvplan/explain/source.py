@@ -31,6 +31,8 @@ def log_lines(path: str) -> list[str]:
         KvplanError: missing, unreadable, empty, binary, or not text lines.
     """
     label = "standard input" if path == STDIN else f"LOGFILE {shown(path)}"
+    if not path:  # Path('') is the working folder: say what was given
+        raise KvplanError("LOGFILE: an empty path; give a log file or '-'")
     if path == STDIN:
         data = _head(sys.stdin.buffer)
     else:

@@ -85,7 +85,8 @@ class SimConfig:
             ("--router", self.router, ROUTERS),
         ):
             if value not in allowed:
-                raise KvplanError(f"{option}: unknown {value!r} (allowed: {', '.join(allowed)})")
+                given = repr(value) if len(str(value)) <= 40 else f"{str(value)[:40]!r}…"
+                raise KvplanError(f"{option}: unknown {given} (allowed: {', '.join(allowed)})")
         for option, factor in (
             ("--kv-bytes-factor", self.kv_bytes_factor),
             ("--step-time-factor", self.step_time_factor),
