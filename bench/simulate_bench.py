@@ -1,16 +1,15 @@
 """How long `kvplan simulate` takes for 100,000 requests: near saturation, 6x overloaded,
 a closed loop and offline.
 
-Usage: python bench/simulate_bench.py [--requests 100000] [--rate 19] [--runs 3]
+Usage: python bench/simulate_bench.py [--requests 100000] [--rate 13] [--runs 3]
        [--only rate|overloaded|closed-loop|offline ...]
 
 Llama-3.1-8B on one H100 SXM under vLLM's engine model (paged, continuous batching, chunked
-prefill, max_model_len 16k), Poisson arrivals at 19 req/s with lognormal prompts (mean 1,024
-tokens, sigma 1) and outputs (mean 256, sigma 1): just under what the instance sustains.
-The default run prints batch mean 139.4 (peak 321), queue mean 1.1 and 2 preemptions (69 of
-the 100,000 requests are longer than max_model_len and rejected). At 18 req/s the batch mean
-is 110.7 with no preemption; at 20 req/s the instance is past saturation (queue mean 561.9,
-4,372 preemptions). Prints the wall-clock and CPU seconds of the simulation (the workload is
+prefill, max_model_len 16k), Poisson arrivals at 13 req/s with lognormal prompts (mean 1,024
+tokens, sigma 1) and outputs (mean 256, sigma 1): just under what the instance sustains on the
+per-operation step model (19 req/s is overloaded there, about 13.2 req/s sustainable). The
+default run prints batch mean 158.9 (peak 273), queue mean 0.4 and no preemption (69 of the
+100,000 requests are longer than max_model_len and rejected). Prints the wall-clock and CPU seconds of the simulation (the workload is
 generated before the clock starts), the best of `--runs`; the target is under 10 s. On a
 shared machine the CPU time is the steadier figure.
 
@@ -43,7 +42,7 @@ def _workload(kind: str, rate: float, requests: int):
     output = parse_distribution("lognormal:mean=256,sigma=1", "--output-tokens")
     if kind == "rate":
         return poisson_workload(rate, prompt, output, requests=requests, seed=0)
-    if kind == "overloaded":  # six times the rate the instance sustains (about 19 req/s)
+    if kind == "overloaded":  # six times the rate the instance sustains (about 13 req/s)
         return poisson_workload(6 * rate, prompt, output, requests=requests, seed=0)
     if kind == "closed-loop":  # vllm bench serve --max-concurrency 256
         return offline_workload(prompt, output, requests=requests, seed=0, max_concurrency=256)
@@ -53,7 +52,7 @@ def _workload(kind: str, rate: float, requests: int):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=100_000)
-    parser.add_argument("--rate", type=float, default=19.0, help="requests per second")
+    parser.add_argument("--rate", type=float, default=13.0, help="requests per second")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--only", choices=SCENARIOS, action="append", help="scenarios to run")
     args = parser.parse_args()
