@@ -9,7 +9,8 @@ prefill, max_model_len 16k), Poisson arrivals at 13 req/s with lognormal prompts
 tokens, sigma 1) and outputs (mean 256, sigma 1): just under what the instance sustains on the
 per-operation step model (19 req/s is overloaded there, about 13.2 req/s sustainable). The
 default run prints batch mean 158.9 (peak 273), queue mean 0.4 and no preemption (69 of the
-100,000 requests are longer than max_model_len and rejected). Prints the wall-clock and CPU seconds of the simulation (the workload is
+100,000 requests are longer than max_model_len and rejected). Prints the wall-clock and CPU
+seconds of the simulation (the workload is
 generated before the clock starts), the best of `--runs`; the target is under 10 s. On a
 shared machine the CPU time is the steadier figure.
 
