@@ -222,6 +222,17 @@ def test_pareto_says_which_step_times(tmp_path):
         ),
         (lambda d: d | {"gemm": [d["gemm"][0]] * 10_001}, "gemm: 10,001 entries"),
         (lambda d: d | {"datasheet": {"bandwidth_bytes_per_s": 0}}, "datasheet.peak_flop_per_s"),
+        (lambda d: d | {"gemm": [d["gemm"][0] | {"dtype": []}]}, "gemm[0].dtype: []"),
+        (lambda d: d | {"gemm": [d["gemm"][0] | {"op": {}}]}, "gemm[0].op: {}"),
+        (
+            lambda d: d | {"gemm": [d["gemm"][0] | {"seconds": 1e308}]},
+            "gemm[0].seconds: 1e+308 s is more than 3,600 s",
+        ),
+        # A datasheet a hundred-million-fold too high: the times it implies are no efficiency.
+        (
+            lambda d: d | {"datasheet": d["datasheet"] | {"bandwidth_bytes_per_s": 3.35e20}},
+            "not a measured efficiency",
+        ),
     ],
 )
 def test_hostile_files_are_one_line_exit_2(tmp_path, text, fragment):

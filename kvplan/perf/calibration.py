@@ -179,14 +179,14 @@ def parse_calibration(data: Any, where: str, origin: str) -> Calibration:
 def _gemm(point: dict[str, Any], where: str) -> GemmPoint:
     _known(point, {"op", "dtype", "m", "n", "k", "seconds"}, where)
     op, dtype = point.get("op"), point.get("dtype")
-    if op not in GEMM_OPS:
+    if not isinstance(op, str) or op not in GEMM_OPS:
         raise KvplanError(f"{where}.op: {_short(op)} (allowed: {', '.join(GEMM_OPS)})")
-    if dtype not in GEMM_ELEMENT_BYTES:
+    if not isinstance(dtype, str) or dtype not in GEMM_ELEMENT_BYTES:
         raise KvplanError(
             f"{where}.dtype: {_short(dtype)} (allowed: {', '.join(GEMM_ELEMENT_BYTES)})"
         )
     m, n, k = (_count(point.get(key), f"{where}.{key}") for key in ("m", "n", "k"))
-    return GemmPoint(op, dtype, m, n, k, _positive(point.get("seconds"), f"{where}.seconds"))
+    return GemmPoint(op, dtype, m, n, k, _seconds(point.get("seconds"), f"{where}.seconds"))
 
 
 def _attention(point: dict[str, Any], where: str) -> AttentionPoint:
@@ -195,7 +195,7 @@ def _attention(point: dict[str, Any], where: str) -> AttentionPoint:
         _count(point.get("batch"), f"{where}.batch"),
         _count(point.get("context_tokens"), f"{where}.context_tokens"),
         _count(point.get("kv_bytes"), f"{where}.kv_bytes"),
-        _positive(point.get("seconds"), f"{where}.seconds"),
+        _seconds(point.get("seconds"), f"{where}.seconds"),
     )
 
 
@@ -207,7 +207,7 @@ def _all_reduce(point: dict[str, Any], where: str) -> AllReducePoint:
     return AllReducePoint(
         gpus,
         _count(point.get("bytes"), f"{where}.bytes"),
-        _positive(point.get("seconds"), f"{where}.seconds"),
+        _seconds(point.get("seconds"), f"{where}.seconds"),
     )
 
 
@@ -271,6 +271,17 @@ def _positive(value: Any, where: str) -> float:
     if not math.isfinite(number) or number <= 0:
         raise KvplanError(f"{where}: {_short(value)} must be a finite number above 0")
     return number
+
+
+# One timed kernel call longer than an hour is not a measurement of a step's operation.
+MAX_SECONDS = 3600.0
+
+
+def _seconds(value: Any, where: str) -> float:
+    seconds = _positive(value, where)
+    if seconds > MAX_SECONDS:
+        raise KvplanError(f"{where}: {_short(value)} s is more than {MAX_SECONDS:,.0f} s")
+    return seconds
 
 
 def _count(value: Any, where: str) -> int:

@@ -22,17 +22,27 @@ constant (elementwise kernels, engine overhead, grouped GEMMs) keeps its shipped
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import replace
 
+from kvplan.errors import KvplanError
 from kvplan.perf.calibration import Calibration
 from kvplan.perf.constants import PerfConstants, shipped_constants
 from kvplan.perf.estimates import Efficiency
 from kvplan.specs import SkuSpec
 
+# The smallest fraction a fit may give, as the efficiency options allow: below it the file's
+# times and datasheet figures disagree by a million times, and no measurement says that.
+MIN_FRACTION = 1e-6
+
 
 def fitted_values(calibration: Calibration) -> tuple[dict[str, float], list[str]]:
-    """The step-model constants the points determine (names of constants.yaml), and notes."""
+    """The step-model constants the points determine (names of constants.yaml), and notes.
+
+    Raises:
+        KvplanError: a fitted value that is not finite, or a fraction below MIN_FRACTION.
+    """
     values: dict[str, float] = {}
     notes: list[str] = []
     values |= _gemm(calibration, notes)
@@ -42,6 +52,14 @@ def fitted_values(calibration: Calibration) -> tuple[dict[str, float], list[str]
         if name.endswith("_fraction") and value > 1:
             notes.append(f"{calibration.name}: {name} measured {value:.3f}, taken as 1")
             values[name] = 1.0
+    for name, value in values.items():
+        floor = MIN_FRACTION if name.endswith("_fraction") else 0.0
+        if not math.isfinite(value) or value < floor:
+            raise KvplanError(
+                f"{calibration.origin}: its points give {name} = {value:.3g}, not a measured "
+                f"efficiency (a fraction from {MIN_FRACTION:g} to 1, other values finite and "
+                "at least 0); check the seconds and the datasheet figures"
+            )
     return values, notes
 
 
