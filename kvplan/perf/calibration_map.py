@@ -27,7 +27,7 @@ from dataclasses import replace
 
 from kvplan.perf.calibration import Calibration
 from kvplan.perf.constants import PerfConstants, shipped_constants
-from kvplan.perf.estimates import Efficiency
+from kvplan.perf.efficiency import Efficiency
 from kvplan.specs import SkuSpec
 
 
