@@ -18,7 +18,8 @@ from kvplan.engine.deployment import Deployment
 from kvplan.perf.calibration import read_calibration
 from kvplan.perf.calibration_map import calibrated_for, fitted_values, step_constants
 from kvplan.perf.constants import shipped_constants
-from kvplan.perf.estimates import DEFAULT_EFFICIENCY, batched_step
+from kvplan.perf.efficiency import DEFAULT_EFFICIENCY
+from kvplan.perf.estimates import batched_step
 
 
 def run(*args: str):

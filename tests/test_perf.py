@@ -14,9 +14,9 @@ from kvplan.engine.batch import Batch
 from kvplan.engine.deployment import Deployment
 from kvplan.errors import KvplanError
 from kvplan.kvmath import ChunkedCache, FullCache, SlidingCache, StateCache
+from kvplan.perf.efficiency import Efficiency
 from kvplan.perf.estimates import (
     DecodeEstimate,
-    Efficiency,
     _stage_weight_bytes_read,
     batched_step,
     decode_step,

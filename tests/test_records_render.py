@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 import kvplan
-from kvplan.api.results import CapacityRow, CheckReport, ClaimReport, SizeReport
+from kvplan.api.results import CapacityRow, SizeReport
+from kvplan.api.results_check import CheckReport, ClaimReport
 from kvplan.report.capacity_report import render_report
 from kvplan.report.check_report import render_check
 from kvplan.report.claim_report import render_claim
@@ -106,7 +107,7 @@ def _cli_json(*args: str) -> dict:
 def test_simulate_renders_from_its_json(fmt, capsys):
     from typer.testing import CliRunner
 
-    from kvplan.api.results import SimulationRun
+    from kvplan.api.results_simulate import SimulationRun
     from kvplan.cli import app
     from kvplan.report.simulate_report import render_simulation
 
@@ -124,7 +125,7 @@ def test_simulate_renders_from_its_json(fmt, capsys):
 def test_pools_render_from_their_json(fmt, capsys):
     from typer.testing import CliRunner
 
-    from kvplan.api.results import PoolsRun
+    from kvplan.api.results_simulate import PoolsRun
     from kvplan.cli import app
     from kvplan.report.pools_report import render_pools
 

@@ -18,14 +18,8 @@ from kvplan.engine import ENGINES, engine
 from kvplan.engine.batch import Batch
 from kvplan.engine.deployment import Deployment
 from kvplan.errors import KvplanError
-from kvplan.perf.estimates import (
-    DEFAULT_EFFICIENCY,
-    Efficiency,
-    batched_step,
-    decode_step,
-    prefill,
-    prefill_chunk_flops,
-)
+from kvplan.perf.efficiency import DEFAULT_EFFICIENCY, Efficiency
+from kvplan.perf.estimates import batched_step, decode_step, prefill, prefill_chunk_flops
 from kvplan.simulate import parse_distribution, parse_seconds, poisson_workload, read_trace
 from kvplan.simulate.allocators import ContiguousAllocator, reservation_tokens
 from kvplan.simulate.calibration import calibrated_efficiency

@@ -37,16 +37,13 @@ if TYPE_CHECKING:
     from kvplan.api.results import (
         BudgetTerms,
         CapacityRow,
-        CheckReport,
-        ClaimReport,
-        ProductResult,
-        RecommendCandidate,
-        RecommendReport,
         RefusedRow,
         Result,
         SizeReport,
         WeightsBreakdown,
     )
+    from kvplan.api.results_check import CheckReport, ClaimReport, ProductResult
+    from kvplan.api.results_recommend import RecommendCandidate, RecommendReport
 
 _RESULTS = (
     "BudgetTerms",
@@ -69,6 +66,8 @@ _HOMES = {
     "claim": "calls_check",
     "recommend": "calls_recommend",
     **dict.fromkeys(_RESULTS, "results"),
+    **dict.fromkeys(("CheckReport", "ClaimReport", "ProductResult"), "results_check"),
+    **dict.fromkeys(("RecommendCandidate", "RecommendReport"), "results_recommend"),
 }
 
 # kvplan.API_NAMES lists these names once, so `import kvplan` can serve them lazily.

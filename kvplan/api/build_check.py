@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kvplan.api.build import budget_terms, curve, formula_records
-from kvplan.api.results import CheckReport, ClaimReport, EngineReserve, ProductResult
+from kvplan.api.results_check import CheckReport, ClaimReport, EngineReserve, ProductResult
 from kvplan.plan.context_limit import beyond_limit_sentence
 
 if TYPE_CHECKING:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kvplan.api.results import (
+from kvplan.api.results_recommend import (
     RecommendCandidate,
     RecommendLoss,
     RecommendReport,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kvplan.api.results import (
+from kvplan.api.results_simulate import (
     KvMemorySplit,
     KvReservedSplit,
     LatencyPercentiles,

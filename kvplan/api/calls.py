@@ -33,7 +33,7 @@ from kvplan.engine.batch import Batch
 from kvplan.engine.deployment import Deployment
 from kvplan.engine.settings import ENGINE_SETTINGS
 from kvplan.errors import KvplanError
-from kvplan.perf.estimates import DEFAULT_EFFICIENCY, Efficiency
+from kvplan.perf.efficiency import DEFAULT_EFFICIENCY, Efficiency
 from kvplan.plan.capacity import Capacity, Refusal, capacity_grid
 from kvplan.plan.sizing import size as size_plan
 from kvplan.specs import ModelSpec, SkuSpec, kv_dtype_info, weight_dtype_info

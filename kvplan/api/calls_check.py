@@ -7,7 +7,7 @@ from typing import Any
 
 from kvplan.api.build_check import check_report, claim_report
 from kvplan.api.calls import ModelRef, SkuRef, _as_deployment, _catalog, _tokens, load_sku
-from kvplan.api.results import CheckReport, ClaimReport
+from kvplan.api.results_check import CheckReport, ClaimReport
 from kvplan.catalog.deployments import load_deployments
 from kvplan.catalog.store import Catalog
 from kvplan.engine.deployment import Deployment

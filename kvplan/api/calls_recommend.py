@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from kvplan.api.build_recommend import recommend_report
 from kvplan.api.calls import ModelRef, SkuRef, _as_deployment, _catalog, _skus, _tokens
-from kvplan.api.results import RecommendReport
+from kvplan.api.results_recommend import RecommendReport
 from kvplan.catalog.store import Catalog
 from kvplan.engine.deployment import Deployment
 from kvplan.errors import KvplanError

@@ -8,7 +8,7 @@ from typing import Any
 from kvplan.api.pareto_results import ParetoReport, ParetoRow
 from kvplan.catalog.store import Catalog
 from kvplan.engine.deployment import Deployment
-from kvplan.perf.estimates import DEFAULT_EFFICIENCY, Efficiency
+from kvplan.perf.efficiency import DEFAULT_EFFICIENCY, Efficiency
 from kvplan.plan.recommend import DEFAULT_MAX_GPUS
 from kvplan.plan.recommend.pareto import ParetoPoint, ParetoSearch, ParetoWorkload
 from kvplan.plan.recommend.pareto import pareto as sweep

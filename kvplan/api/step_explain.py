@@ -5,7 +5,8 @@ from __future__ import annotations
 from kvplan.api.results import Result
 from kvplan.engine.batch import Batch
 from kvplan.engine.deployment import Deployment
-from kvplan.perf.estimates import DEFAULT_EFFICIENCY, Efficiency, batched_step
+from kvplan.perf.efficiency import DEFAULT_EFFICIENCY, Efficiency
+from kvplan.perf.estimates import batched_step
 from kvplan.specs import SkuSpec
 
 

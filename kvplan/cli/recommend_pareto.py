@@ -37,7 +37,7 @@ def pareto_frontier(
     frontier (`kvplan.api.pareto.pareto`)."""
     from kvplan.api.pareto import pareto
     from kvplan.cli.calibration_options import calibrated_efficiency, read
-    from kvplan.perf.estimates import Efficiency
+    from kvplan.perf.efficiency import Efficiency
     from kvplan.report.pareto_report import render_pareto
     from kvplan.units import parse_tokens
 

@@ -140,7 +140,7 @@ def report(
     with user_errors():
         from kvplan.api import report as capacity_report
         from kvplan.cli.flags import with_flags
-        from kvplan.perf.estimates import Efficiency
+        from kvplan.perf.efficiency import Efficiency
         from kvplan.report.capacity_report import SORT_KEYS, render_report
 
         output = _format(fmt)
@@ -205,7 +205,7 @@ def _explain(rows, deployments, skus, output, bandwidth_efficiency, compute_effi
     """Print each row's decode step, operation by operation (--explain)."""
     from kvplan.api import CapacityRow
     from kvplan.api.step_explain import explain_step
-    from kvplan.perf.estimates import Efficiency
+    from kvplan.perf.efficiency import Efficiency
     from kvplan.report.step_explain_report import render_explanations
 
     decoding = [r for r in rows if isinstance(r, CapacityRow) and r.decode_batch]

@@ -326,7 +326,7 @@ class ServingOptions:
         """(SimConfig for `sku`, notes): reads the step-time table and the verify record."""
         from kvplan.cli.calibration_options import calibrated_efficiency as calibration_efficiency
         from kvplan.errors import KvplanError
-        from kvplan.perf.estimates import Efficiency
+        from kvplan.perf.efficiency import Efficiency
         from kvplan.simulate import SimConfig, Slo, parse_seconds
         from kvplan.simulate.calibration import calibrated_efficiency
         from kvplan.simulate.step_table import read_step_table

@@ -6,7 +6,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from kvplan.catalog.checkpoint import FIRST, LAST, CheckpointWeights
-from kvplan.engine.gguf_quantised import quantised_checkpoint
 from kvplan.errors import KvplanError
 from kvplan.kvmath import (
     LayerParams,
@@ -94,6 +93,8 @@ def weight_bytes(
     (`engine.gguf_quantised`).
     """
     if is_gguf_weight_dtype(weight_dtype):
+        from kvplan.engine.gguf_quantised import quantised_checkpoint  # llama-quantize's mix
+
         file_type = weight_dtype_info(weight_dtype or "").name
         checkpoint = quantised_checkpoint(model, file_type)
         return checkpoint_weight_bytes(model, checkpoint, tp, pp, expert_shards)

@@ -12,7 +12,7 @@ import re
 from dataclasses import replace
 
 from kvplan.api import capacity, recommend
-from kvplan.api.results import RecommendCandidate
+from kvplan.api.results_recommend import RecommendCandidate
 from kvplan.catalog import Catalog
 from kvplan.engine.base import model_reference
 from kvplan.engine.deployment import Deployment

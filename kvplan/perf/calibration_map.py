@@ -29,7 +29,7 @@ from dataclasses import replace
 from kvplan.errors import KvplanError
 from kvplan.perf.calibration import Calibration
 from kvplan.perf.constants import PerfConstants, shipped_constants
-from kvplan.perf.estimates import Efficiency
+from kvplan.perf.efficiency import Efficiency
 from kvplan.specs import SkuSpec
 
 # The smallest fraction a fit may give, as the efficiency options allow: below it the file's

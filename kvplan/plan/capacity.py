@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import kvplan.limits as limits
 from kvplan.engine import Budget, KvLayout, KvPool, Scheduler
@@ -20,10 +20,13 @@ from kvplan.engine.nodes import gpus_per_node
 from kvplan.engine.pool import UNLIMITED_REQUESTS, largest_fitting
 from kvplan.engine.resolved import resolve
 from kvplan.errors import KvplanError
-from kvplan.perf.estimates import DEFAULT_EFFICIENCY, DecodeEstimate, Efficiency, decode_step
+from kvplan.perf.efficiency import DEFAULT_EFFICIENCY, Efficiency
 from kvplan.plan.context_limit import beyond_limit
 from kvplan.specs import SkuSpec
 from kvplan.units import gib
+
+if TYPE_CHECKING:
+    from kvplan.perf.estimates import DecodeEstimate
 
 # Why a plan fails, most fundamental first: the weights leave no KV, the context is past the
 # model's limit, not one request fits, not all of them do. Every command's verdict is one.
@@ -194,6 +197,8 @@ class Capacity:
 
     def decode(self) -> DecodeEstimate | None:
         """Roofline decode step of one replica at the requests that fit (None if none)."""
+        from kvplan.perf.estimates import decode_step  # the step model loads when asked for
+
         if self.fitting_batch == 0:
             return None
         per_replica = Batch.uniform(self.context_tokens, self.fitting_batch)

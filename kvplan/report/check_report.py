@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kvplan.api.results import CheckReport, ProductResult, dump
+from kvplan.api.results import dump
+from kvplan.api.results_check import CheckReport, ProductResult
 from kvplan.report.render import Format, Table, emit, gib, plural
 from kvplan.specs import RopeScalingSpec
 

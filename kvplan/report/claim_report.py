@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kvplan.api.results import ClaimReport, dump
+from kvplan.api.results import dump
+from kvplan.api.results_check import ClaimReport
 from kvplan.report.render import (
     Format,
     Table,

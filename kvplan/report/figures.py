@@ -10,13 +10,9 @@ concurrency.
 
 from __future__ import annotations
 
-from kvplan.api.results import (
-    CapacityRow,
-    CheckReport,
-    ClaimReport,
-    ContextPoint,
-    RecommendReport,
-)
+from kvplan.api.results import CapacityRow, ContextPoint
+from kvplan.api.results_check import CheckReport, ClaimReport
+from kvplan.api.results_recommend import RecommendReport
 from kvplan.report.memory_split import MemorySplit, memory_split
 from kvplan.report.render import gib, tokens_label
 from kvplan.report.row_labels import parallel_label

@@ -6,7 +6,8 @@ the JSON.
 
 from __future__ import annotations
 
-from kvplan.api.results import PoolChoiceRecord, PoolsRun, dump
+from kvplan.api.results import dump
+from kvplan.api.results_simulate import PoolChoiceRecord, PoolsRun
 from kvplan.report.render import Format, Table, emit, plural
 
 

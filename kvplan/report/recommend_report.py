@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kvplan.api.results import RecommendCandidate, RecommendLoss, RecommendReport, dump
+from kvplan.api.results import dump
+from kvplan.api.results_recommend import RecommendCandidate, RecommendLoss, RecommendReport
 from kvplan.report.render import Format, Table, emit, gib, plural
 
 

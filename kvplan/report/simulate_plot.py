@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kvplan.api.results import KvMemorySplit, SimulationRun
+from kvplan.api.results_simulate import KvMemorySplit, SimulationRun
 from kvplan.errors import KvplanError
 from kvplan.report.plot import _checked_format, _matplotlib, _save
 from kvplan.report.simulate_report import MEMORY_LABELS

@@ -5,7 +5,8 @@ Renders the API's SimulationRun records: every figure the table shows is a field
 
 from __future__ import annotations
 
-from kvplan.api.results import LatencyPercentiles, SimulationRun, dump
+from kvplan.api.results import dump
+from kvplan.api.results_simulate import LatencyPercentiles, SimulationRun
 from kvplan.report.render import Format, Table, emit, human_bytes
 
 # The parts of KvMemorySplit, in its order.

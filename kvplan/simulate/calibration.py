@@ -15,7 +15,7 @@ from pathlib import Path
 import kvplan.limits as limits
 from kvplan.errors import KvplanError
 from kvplan.files import parse_json, read_text
-from kvplan.perf.estimates import Efficiency
+from kvplan.perf.efficiency import Efficiency
 
 FIELD = "bandwidth.achieved_fraction_of_datasheet"
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from kvplan.errors import KvplanError
-from kvplan.perf.estimates import DEFAULT_EFFICIENCY, Efficiency
+from kvplan.perf.efficiency import DEFAULT_EFFICIENCY, Efficiency
 
 if TYPE_CHECKING:
     from kvplan.simulate.step_table import StepTable

@@ -13,7 +13,7 @@ from typing import Protocol
 
 from kvplan.engine.deployment import Deployment
 from kvplan.engine.pool import largest_fitting
-from kvplan.perf.estimates import Efficiency
+from kvplan.perf.efficiency import Efficiency
 from kvplan.perf.step_model import StepShape
 from kvplan.specs import SkuSpec
 

@@ -29,7 +29,8 @@ from kvplan.engine.batch import Batch
 from kvplan.engine.deployment import Deployment
 from kvplan.engine.pool import largest_fitting
 from kvplan.errors import KvplanError
-from kvplan.perf.estimates import DEFAULT_EFFICIENCY, Efficiency, batched_step, decode_step
+from kvplan.perf.efficiency import DEFAULT_EFFICIENCY, Efficiency
+from kvplan.perf.estimates import batched_step, decode_step
 from kvplan.plan.capacity import Capacity
 from kvplan.plan.recommend.objective import ConcurrencyTarget, GpuCount
 from kvplan.plan.recommend.search import point_deployment
