@@ -339,8 +339,8 @@ class VllmProfile(EngineProfile[VllmLayout]):
     def notes(self, deployment: Deployment, sku: SkuSpec | None) -> list[str]:
         notes = super().notes(deployment, sku)
         model, settings = deployment.model, deployment.settings
-        kinds = set(model.layer_kinds)
-        if model.has_windowed_layers and uses_hybrid_allocator(deployment):
+        windowed, hybrid, cross = _note_facts(deployment)
+        if windowed and hybrid:
             tokens = resolve(deployment, sku).scheduler().max_num_batched_tokens
             basis = (
                 "set"
@@ -353,12 +353,12 @@ class VllmProfile(EngineProfile[VllmLayout]):
                 f"vLLM charges each windowed layer the window − 1 + max_num_batched_tokens "
                 f"({tokens:,}, {basis}) tokens plus one block per request"
             )
-        elif model.has_windowed_layers:
+        elif windowed:
             notes.append(
                 "vLLM's hybrid KV-cache manager is off (chunked local attention or "
                 "`hybrid_allocator`): windowed layers reserve the full length"
             )
-        if "cross" in kinds and version_of(deployment).major_minor > (0, 10):
+        if cross:
             notes.append(
                 "vLLM serves cross-attention (mllama) models only up to 0.10.2 (the V0 engine); "
                 "sized here as its V1 accounting would be"
@@ -400,6 +400,16 @@ class VllmProfile(EngineProfile[VllmLayout]):
                 "the budget carries their band"
             )
         return notes
+
+
+@lru_cache(maxsize=4096)  # one per deployment; a report asks once per SKU row
+def _note_facts(deployment: Deployment) -> tuple[bool, bool, bool]:
+    """What a plan's notes read of its deployment alone: (windowed layers, the hybrid
+    allocator keeps them to their window, cross-attention layers past 0.10)."""
+    model = deployment.model
+    windowed = model.has_windowed_layers
+    cross = "cross" in model.layer_kinds and version_of(deployment).major_minor > (0, 10)
+    return windowed, windowed and uses_hybrid_allocator(deployment), cross
 
 
 def _rope(scaling: RopeScalingSpec) -> dict[str, Any]:
