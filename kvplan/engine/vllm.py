@@ -22,6 +22,7 @@ from kvplan.engine.settings import EngineSettings
 from kvplan.engine.vllm_free import FREE_AT_START, free_memory_refusal
 from kvplan.engine.vllm_mla import fp8_mla_refusal, pre_mla_caches
 from kvplan.engine.vllm_pages import (
+    PageSpec,
     VllmStage,
     estimated_max_model_len,
     page_specs,
@@ -482,11 +483,29 @@ def _layout_key(deployment: Deployment) -> Deployment:
 def _layout(deployment: Deployment, block: int, max_num_batched_tokens: int) -> VllmLayout:
     """vLLM's grouped page specs for every pipeline stage (speculative draft layers added)."""
     version = version_of(deployment)
+    caches, stage_specs = _stage_specs(deployment, block)
+    # Stages holding the same caches get the same layout (pp 64 of a uniform model: two).
+    built: dict[int, VllmStage] = {}
+    stages = []
+    for specs in stage_specs:
+        if id(specs) not in built:
+            built[id(specs)] = stage_layout(list(specs), version, max_num_batched_tokens)
+        stages.append(built[id(specs)])
+    ranges = deployment.stage_ranges()
+    per_token = max(sum(caches[i].context_token_bytes for i in r) for r in ranges)
+    shown_block = min(stage.block_tokens for stage in stages)
+    return VllmLayout(tuple(stages), shown_block, per_token, version=version)
+
+
+@lru_cache(maxsize=4096)  # the GPU classes' token budgets share one set of page specs
+def _stage_specs(
+    deployment: Deployment, block: int
+) -> tuple[tuple[LayerCache, ...], tuple[tuple[PageSpec, ...], ...]]:
+    """The stored caches, and each stage's page specs (one tuple per distinct stage)."""
     hybrid = uses_hybrid_allocator(deployment)
     caches = VLLM.stored_caches(deployment, full_reservation=not hybrid)
     mamba_aligned = deployment.settings.tokens_per_block is None
-    # Stages holding the same caches get the same layout (pp 64 of a uniform model: two).
-    built: dict[tuple[LayerCache, ...], VllmStage] = {}
+    built: dict[tuple[LayerCache, ...], tuple[PageSpec, ...]] = {}
     stages = []
     for layers in deployment.stage_ranges():
         held = tuple(caches[i] for i in layers)
@@ -496,12 +515,9 @@ def _layout(deployment: Deployment, block: int, max_num_batched_tokens: int) -> 
                 # EAGLE's draft layer joins the target's cache group (vllm#19996: 32 + 1).
                 draft = next((s for s in specs if s.keeps_every_token), specs[0])
                 specs = specs + [draft] * deployment.settings.draft_layers
-            built[held] = stage_layout(specs, version, max_num_batched_tokens)
+            built[held] = tuple(specs)
         stages.append(built[held])
-    ranges = deployment.stage_ranges()
-    per_token = max(sum(caches[i].context_token_bytes for i in r) for r in ranges)
-    shown_block = min(stage.block_tokens for stage in stages)
-    return VllmLayout(tuple(stages), shown_block, per_token, version=version)
+    return caches, tuple(stages)
 
 
 def _binding_stage(pool: KvPool[VllmLayout]) -> VllmStage:
