@@ -12,7 +12,7 @@ never outlives its deployment.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -78,7 +78,16 @@ def resolve(deployment: Deployment, sku: SkuSpec | None = None) -> Resolved:
     if found is not None and found.sku is sku:  # (a copied deployment carries foreign ids)
         return found
     if sku is not None:  # what does not depend on the SKU is read once per deployment
-        found = replace(resolve(deployment), sku=sku, _schedulers={})
+        base = resolve(deployment)
+        found = Resolved(
+            deployment,
+            sku,
+            base.release,
+            base.k_dtype,
+            base.v_dtype,
+            base.tokens_per_block,
+            base.utilization,
+        )
     else:
         settings = deployment.settings
         parse = getattr(deployment.engine, "parsed_release", None)
