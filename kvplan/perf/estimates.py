@@ -117,7 +117,7 @@ def decode_step(
     """
     sequences = batch.size
     weights = _stage_weight_bytes_read(deployment, sequences)
-    kv = _stage_kv_bytes_read(deployment, batch)
+    kv = _decode_kv_bytes_read(deployment, batch)
     # A SKU whose file lists no compute peak still decodes: by its reads (a note says so).
     model = efficiency.model(deployment, sku, compute_optional=True)
     step_s = model.step_s(StepShape(sequences, float(sum(kv))))
@@ -162,6 +162,12 @@ def _stage_token_bytes(deployment: Deployment) -> tuple[int, ...]:
 
 
 @lru_cache(maxsize=16_384)
+def _decode_kv_bytes_read(deployment: Deployment, batch: Batch) -> tuple[int, ...]:
+    """`_stage_kv_bytes_read`, remembered: a report's rows share a few uniform batches (a
+    simulation's ragged batches, each met once, read it directly)."""
+    return _stage_kv_bytes_read(deployment, batch)
+
+
 def _stage_kv_bytes_read(deployment: Deployment, batch: Batch) -> tuple[int, ...]:
     """KV bytes one GPU of each stage reads to attend over `batch`'s tokens."""
     return tuple(
