@@ -159,7 +159,12 @@ class Deployment:
     _MEMOS = ("_hash", "_weights", "_k_dtype", "_v_dtype", "_kv_bytes_per_token")
 
     def __hash__(self) -> int:
-        return self._memo("_hash", lambda: hash(tuple(getattr(self, f.name) for f in fields(self))))
+        found = self.__dict__.get("_hash")  # read inline: a lookup key, hashed on every ask
+        if found is None:
+            found = self._memo(
+                "_hash", lambda: hash(tuple(getattr(self, f.name) for f in fields(self)))
+            )
+        return found
 
     def _memo(self, name: str, compute: Any) -> Any:
         value = self.__dict__.get(name)

@@ -12,7 +12,8 @@ never outlives its deployment.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from kvplan.specs import DtypeInfo
@@ -51,14 +52,18 @@ class Resolved:
     def scheduler(self, max_model_len: int | None = None) -> Scheduler:
         """The engine's scheduler limits on this SKU (defaults for the release and GPU, the
         settings applied), resolved once per model length (vLLM V0 batches whole prompts)."""
-        engine = self.deployment.engine
-        reads_length = getattr(engine, "scheduler_reads_length", None)
-        key = max_model_len if reads_length is None or reads_length(self.deployment) else None
+        key = max_model_len if self._reads_length else None
         found = self._schedulers.get(key)
         if found is None:
-            found = engine.scheduler(self.deployment, self.sku, max_model_len)
+            found = self.deployment.engine.scheduler(self.deployment, self.sku, max_model_len)
             self._schedulers[key] = found
         return found
+
+    @cached_property
+    def _reads_length(self) -> bool:
+        """Whether the scheduler limits depend on the model length (asked once a record)."""
+        reads_length = getattr(self.deployment.engine, "scheduler_reads_length", None)
+        return reads_length is None or bool(reads_length(self.deployment))
 
 
 def resolve(deployment: Deployment, sku: SkuSpec | None = None) -> Resolved:
@@ -73,7 +78,16 @@ def resolve(deployment: Deployment, sku: SkuSpec | None = None) -> Resolved:
     if found is not None and found.sku is sku:  # (a copied deployment carries foreign ids)
         return found
     if sku is not None:  # what does not depend on the SKU is read once per deployment
-        found = replace(resolve(deployment), sku=sku, _schedulers={})
+        base = resolve(deployment)
+        found = Resolved(
+            deployment,
+            sku,
+            base.release,
+            base.k_dtype,
+            base.v_dtype,
+            base.tokens_per_block,
+            base.utilization,
+        )
     else:
         settings = deployment.settings
         parse = getattr(deployment.engine, "parsed_release", None)

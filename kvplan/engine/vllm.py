@@ -22,6 +22,7 @@ from kvplan.engine.settings import EngineSettings
 from kvplan.engine.vllm_free import FREE_AT_START, free_memory_refusal
 from kvplan.engine.vllm_mla import fp8_mla_refusal, pre_mla_caches
 from kvplan.engine.vllm_pages import (
+    PageSpec,
     VllmStage,
     estimated_max_model_len,
     page_specs,
@@ -339,8 +340,8 @@ class VllmProfile(EngineProfile[VllmLayout]):
     def notes(self, deployment: Deployment, sku: SkuSpec | None) -> list[str]:
         notes = super().notes(deployment, sku)
         model, settings = deployment.model, deployment.settings
-        kinds = set(model.layer_kinds)
-        if model.has_windowed_layers and uses_hybrid_allocator(deployment):
+        windowed, hybrid, cross = _note_facts(deployment)
+        if windowed and hybrid:
             tokens = resolve(deployment, sku).scheduler().max_num_batched_tokens
             basis = (
                 "set"
@@ -353,12 +354,12 @@ class VllmProfile(EngineProfile[VllmLayout]):
                 f"vLLM charges each windowed layer the window − 1 + max_num_batched_tokens "
                 f"({tokens:,}, {basis}) tokens plus one block per request"
             )
-        elif model.has_windowed_layers:
+        elif windowed:
             notes.append(
                 "vLLM's hybrid KV-cache manager is off (chunked local attention or "
                 "`hybrid_allocator`): windowed layers reserve the full length"
             )
-        if "cross" in kinds and version_of(deployment).major_minor > (0, 10):
+        if cross:
             notes.append(
                 "vLLM serves cross-attention (mllama) models only up to 0.10.2 (the V0 engine); "
                 "sized here as its V1 accounting would be"
@@ -400,6 +401,16 @@ class VllmProfile(EngineProfile[VllmLayout]):
                 "the budget carries their band"
             )
         return notes
+
+
+@lru_cache(maxsize=4096)  # one per deployment; a report asks once per SKU row
+def _note_facts(deployment: Deployment) -> tuple[bool, bool, bool]:
+    """What a plan's notes read of its deployment alone: (windowed layers, the hybrid
+    allocator keeps them to their window, cross-attention layers past 0.10)."""
+    model = deployment.model
+    windowed = model.has_windowed_layers
+    cross = "cross" in model.layer_kinds and version_of(deployment).major_minor > (0, 10)
+    return windowed, windowed and uses_hybrid_allocator(deployment), cross
 
 
 def _rope(scaling: RopeScalingSpec) -> dict[str, Any]:
@@ -472,11 +483,29 @@ def _layout_key(deployment: Deployment) -> Deployment:
 def _layout(deployment: Deployment, block: int, max_num_batched_tokens: int) -> VllmLayout:
     """vLLM's grouped page specs for every pipeline stage (speculative draft layers added)."""
     version = version_of(deployment)
+    caches, stage_specs = _stage_specs(deployment, block)
+    # Stages holding the same caches get the same layout (pp 64 of a uniform model: two).
+    built: dict[int, VllmStage] = {}
+    stages = []
+    for specs in stage_specs:
+        if id(specs) not in built:
+            built[id(specs)] = stage_layout(list(specs), version, max_num_batched_tokens)
+        stages.append(built[id(specs)])
+    ranges = deployment.stage_ranges()
+    per_token = max(sum(caches[i].context_token_bytes for i in r) for r in ranges)
+    shown_block = min(stage.block_tokens for stage in stages)
+    return VllmLayout(tuple(stages), shown_block, per_token, version=version)
+
+
+@lru_cache(maxsize=4096)  # the GPU classes' token budgets share one set of page specs
+def _stage_specs(
+    deployment: Deployment, block: int
+) -> tuple[tuple[LayerCache, ...], tuple[tuple[PageSpec, ...], ...]]:
+    """The stored caches, and each stage's page specs (one tuple per distinct stage)."""
     hybrid = uses_hybrid_allocator(deployment)
     caches = VLLM.stored_caches(deployment, full_reservation=not hybrid)
     mamba_aligned = deployment.settings.tokens_per_block is None
-    # Stages holding the same caches get the same layout (pp 64 of a uniform model: two).
-    built: dict[tuple[LayerCache, ...], VllmStage] = {}
+    built: dict[tuple[LayerCache, ...], tuple[PageSpec, ...]] = {}
     stages = []
     for layers in deployment.stage_ranges():
         held = tuple(caches[i] for i in layers)
@@ -486,12 +515,9 @@ def _layout(deployment: Deployment, block: int, max_num_batched_tokens: int) -> 
                 # EAGLE's draft layer joins the target's cache group (vllm#19996: 32 + 1).
                 draft = next((s for s in specs if s.keeps_every_token), specs[0])
                 specs = specs + [draft] * deployment.settings.draft_layers
-            built[held] = stage_layout(specs, version, max_num_batched_tokens)
+            built[held] = tuple(specs)
         stages.append(built[held])
-    ranges = deployment.stage_ranges()
-    per_token = max(sum(caches[i].context_token_bytes for i in r) for r in ranges)
-    shown_block = min(stage.block_tokens for stage in stages)
-    return VllmLayout(tuple(stages), shown_block, per_token, version=version)
+    return caches, tuple(stages)
 
 
 def _binding_stage(pool: KvPool[VllmLayout]) -> VllmStage:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from kvplan.engine.batch import Batch
 from kvplan.engine.deployment import Deployment
@@ -64,14 +65,11 @@ def decode_step(
     """
     sequences = batch.size
     weights = _stage_weight_bytes_read(deployment, sequences)
-    kv = _stage_kv_bytes_read(deployment, batch)
+    kv = _decode_kv_bytes_read(deployment, batch)
     # A SKU whose file lists no compute peak still decodes: by its reads (a note says so).
     model = efficiency.model(deployment, sku, compute_optional=True)
     step_s = model.step_s(StepShape(sequences, float(sum(kv))))
-    token_bytes = [
-        sum(cache.context_token_bytes * n for cache, n in c.items())
-        for c in stage_cache_counts(deployment)
-    ]
+    token_bytes = _stage_token_bytes(deployment)
     moe = deployment.model.moe
     touched, notes = None, []
     if moe:
@@ -100,12 +98,30 @@ def decode_step(
     )
 
 
-def _stage_kv_bytes_read(deployment: Deployment, batch: Batch) -> list[int]:
+# A report asks the same deployment the same questions once per SKU row: what does not
+# depend on the SKU is remembered per deployment (and batch).
+@lru_cache(maxsize=4096)
+def _stage_token_bytes(deployment: Deployment) -> tuple[int, ...]:
+    """KV bytes one context token costs one GPU of each stage."""
+    return tuple(
+        sum(cache.context_token_bytes * n for cache, n in c.items())
+        for c in stage_cache_counts(deployment)
+    )
+
+
+@lru_cache(maxsize=16_384)
+def _decode_kv_bytes_read(deployment: Deployment, batch: Batch) -> tuple[int, ...]:
+    """`_stage_kv_bytes_read`, remembered: a report's rows share a few uniform batches (a
+    simulation's ragged batches, each met once, read it directly)."""
+    return _stage_kv_bytes_read(deployment, batch)
+
+
+def _stage_kv_bytes_read(deployment: Deployment, batch: Batch) -> tuple[int, ...]:
     """KV bytes one GPU of each stage reads to attend over `batch`'s tokens."""
-    return [
+    return tuple(
         sum(layers * cache.bytes_per_seq(n) * k for cache, layers in c.items() for n, k in batch)
         for c in stage_cache_counts(deployment)
-    ]
+    )
 
 
 def weight_bytes_read(deployment: Deployment, tokens: int) -> int:
@@ -113,7 +129,8 @@ def weight_bytes_read(deployment: Deployment, tokens: int) -> int:
     return sum(_stage_weight_bytes_read(deployment, tokens))
 
 
-def _stage_weight_bytes_read(deployment: Deployment, batch: int) -> list[int]:
+@lru_cache(maxsize=16_384)
+def _stage_weight_bytes_read(deployment: Deployment, batch: int) -> tuple[int, ...]:
     """Weight bytes one GPU of each pipeline stage holds and reads per decode step.
 
     Every weight of the stage once, except that each MoE layer reads only the expected
@@ -128,10 +145,10 @@ def _stage_weight_bytes_read(deployment: Deployment, batch: int) -> list[int]:
         fraction = expected_experts_touched(moe.num_experts, moe.experts_per_token, batch)
         fraction /= moe.num_experts
     shards = deployment.expert_shards
-    return [
+    return tuple(
         int(stage.per_gpu_bytes(deployment.tp, fraction, shards) * weights.scale)
         for stage in weights.stages
-    ]
+    )
 
 
 # --- prefill ----------------------------------------------------------------------

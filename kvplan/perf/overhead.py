@@ -10,6 +10,7 @@ launch is paid on the host. The figures are constants (kvplan/perf/constants.yam
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from kvplan.engine.deployment import Deployment
 from kvplan.engine.resolved import resolve
@@ -40,6 +41,7 @@ class Overhead:
         return self.step_s + self.per_sequence_s * sequences + self.per_layer_s * layers
 
 
+@lru_cache(maxsize=4096)  # one per deployment; a report asks once per SKU row
 def engine_overhead(
     deployment: Deployment, constants: PerfConstants, cuda_graphs: bool = True
 ) -> Overhead:

@@ -93,8 +93,7 @@ def resolved_rates(
     are timed by their memory traffic alone, as a decode step nearly is.
     """
     c = constants.value
-    model = deployment.model
-    weights_dtype = weight_dtype_info(deployment.weight_dtype or model.weight_dtype).name
+    weights_dtype = _weights_dtype(deployment)
     try:
         key = compute_dtype(sku, dtype, weights_dtype)
         peak = sku.peak_flop_per_s[key]
@@ -143,6 +142,12 @@ def resolved_rates(
         link_latency_s=latency,
         kv_token_bytes=kv_token_bytes,
     )
+
+
+@lru_cache(maxsize=4096)  # one per deployment: a report asks once per SKU row
+def _weights_dtype(deployment: Deployment) -> str:
+    """The name of the dtype the deployment's weights are stored in."""
+    return weight_dtype_info(deployment.weight_dtype or deployment.model.weight_dtype).name
 
 
 @lru_cache(maxsize=4096)  # one per deployment: a report asks once per SKU row
