@@ -123,3 +123,23 @@ def test_an_engine_error_names_the_flag_on_the_command_line_and_the_key_in_a_fil
     check = _kvplan("check", str(products))
     assert check.returncode == 2 and check.stdout == ""
     assert "parallel: give ctx_size with it" in check.stderr, check.stderr
+
+
+def test_a_setting_the_engine_does_not_read_is_said_to_be_ignored():
+    """SGLang's pre-load reading means nothing to vLLM: the command says so, once, on stderr,
+    and the plan is the one without it; the engine that reads it takes it without a word."""
+    from typer.testing import CliRunner
+
+    from kvplan.cli import app
+
+    base = ["size", "llama-3.1-8b", "--sku", "h100-sxm", "-f", "json"]
+    reading = ["--avail-mem-before-load", "70GiB"]
+    plain = CliRunner().invoke(app, [*base, "-e", "vllm"])
+    ignored = CliRunner().invoke(app, [*base, "-e", "vllm", *reading])
+    assert ignored.exit_code == 0
+    assert ignored.stderr.splitlines() == [
+        "warning: --avail-mem-before-load is not read by vllm (only by sglang); ignored"
+    ]
+    assert ignored.stdout == plain.stdout
+    read = CliRunner().invoke(app, [*base, "-e", "sglang", *reading])
+    assert read.exit_code == 0 and read.stderr == ""

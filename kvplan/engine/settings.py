@@ -295,6 +295,17 @@ def _given(setting: Setting, value: Any) -> Any:
     return setting.default if value is None else value
 
 
+def unread_settings(
+    values: Mapping[str, Any], engine: str, name_of: Callable[[Setting], str] = lambda s: s.key
+) -> list[Setting]:
+    """The settings `values` gives (other than their defaults) that `engine` does not read."""
+    return [
+        s
+        for s in ENGINE_SETTINGS
+        if engine not in s.engines and _given(s, values.get(name_of(s))) != s.default
+    ]
+
+
 def settings_from(
     values: Mapping[str, Any], name_of: Callable[[Setting], str] = lambda s: s.key
 ) -> tuple[str, EngineSettings, int, bool]:
