@@ -143,3 +143,16 @@ def test_a_setting_the_engine_does_not_read_is_said_to_be_ignored():
     assert ignored.stdout == plain.stdout
     read = CliRunner().invoke(app, [*base, "-e", "sglang", *reading])
     assert read.exit_code == 0 and read.stderr == ""
+
+
+def test_a_report_over_several_models_says_it_once():
+    from typer.testing import CliRunner
+
+    from kvplan.cli import app
+
+    args = ["report", "-m", "llama-3.1-8b", "-m", "qwen2.5-7b", "--sku", "h100-sxm"]
+    ran = CliRunner().invoke(app, [*args, "-e", "vllm", "--parallel", "2", "-f", "json"])
+    assert ran.exit_code == 0
+    assert ran.stderr.splitlines() == [
+        "warning: --parallel is not read by vllm (only by llama.cpp, ollama); ignored"
+    ]

@@ -94,13 +94,14 @@ def _deployment(
     return _deployment_of(resolved, engine_options, kv_dtype, weight_dtype, tp, pp)
 
 
-def _deployment_of(resolved, engine_options, kv_dtype, weight_dtype, tp, pp):
-    """A deployment of a resolved model (or a bare spec) with the command's engine options."""
+def _deployment_of(resolved, engine_options, kv_dtype, weight_dtype, tp, pp, told=False):
+    """A deployment of a resolved model (or a bare spec) with the command's engine options;
+    `told`: the options the engine does not read were already said to be ignored."""
     from kvplan.api import deployment
     from kvplan.engine.settings import unread_settings
 
     name, settings, dp, ep = engine_options.resolve()
-    for setting in unread_settings(engine_options.values, name):
+    for setting in [] if told else unread_settings(engine_options.values, name):
         readers = ", ".join(setting.engines)
         warn(f"{setting.flag} is not read by {name} (only by {readers}); ignored")
     return deployment(
