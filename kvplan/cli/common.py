@@ -13,15 +13,29 @@ from kvplan.cli.exits import write_error
 from kvplan.errors import KvplanError
 from kvplan.report.render import FORMATS, Format
 
+# Warnings held until the command has succeeded: bad input gets its error line alone.
+_HELD: list[str] = []
+
 
 @contextmanager
 def user_errors() -> Iterator[None]:
-    """Print a KvplanError as one `error:` line per problem on stderr and exit 2."""
+    """Print a KvplanError as one `error:` line per problem on stderr and exit 2; on success,
+    the held warnings (`hold_warning`)."""
+    _HELD.clear()
     try:
         yield
     except KvplanError as error:
+        _HELD.clear()
         write_error(error)  # the same lines as an error that reaches kvplan.cli.exits
         raise typer.Exit(2) from None
+    for message in dict.fromkeys(_HELD):  # each once, in order
+        warn(message)
+    _HELD.clear()
+
+
+def hold_warning(message: str) -> None:
+    """A `warning:` line printed when the command succeeds (not beside an error)."""
+    _HELD.append(message)
 
 
 def warn(message: str) -> None:
@@ -94,16 +108,16 @@ def _deployment(
     return _deployment_of(resolved, engine_options, kv_dtype, weight_dtype, tp, pp)
 
 
-def _deployment_of(resolved, engine_options, kv_dtype, weight_dtype, tp, pp, told=False):
+def _deployment_of(resolved, engine_options, kv_dtype, weight_dtype, tp, pp):
     """A deployment of a resolved model (or a bare spec) with the command's engine options;
-    `told`: the options the engine does not read were already said to be ignored."""
+    an option the engine does not read is said to be ignored when the command succeeds."""
     from kvplan.api import deployment
     from kvplan.engine.settings import unread_settings
 
     name, settings, dp, ep = engine_options.resolve()
-    for setting in [] if told else unread_settings(engine_options.values, name):
+    for setting in unread_settings(engine_options.values, name):
         readers = ", ".join(setting.engines)
-        warn(f"{setting.flag} is not read by {name} (only by {readers}); ignored")
+        hold_warning(f"{setting.flag} is not read by {name} (only by {readers}); ignored")
     return deployment(
         resolved,
         engine=name,

@@ -159,8 +159,7 @@ def report(
         else:
             resolved = [_model(catalog, m, rope_scaling) for m in model]
         deployments = [
-            _deployment_of(r, engine_options, kv_dtype, weight_dtype, 1, pp, told=i > 0)
-            for i, r in enumerate(resolved)
+            _deployment_of(r, engine_options, kv_dtype, weight_dtype, 1, pp) for r in resolved
         ]
         rows = calibrated_report(
             calibration,
