@@ -6,9 +6,15 @@ from typing import Annotated
 
 import typer
 
-import kvplan.limits as limits
 from kvplan.cli.common import _catalog, _format, user_errors
-from kvplan.cli.options import CatalogOpt, FormatOpt, KvDtypeOpt, WeightDtypeOpt, count, name
+from kvplan.cli.options import (
+    CatalogOpt,
+    FormatOpt,
+    KvDtypeOpt,
+    WeightDtypeOpt,
+    degree_option,
+    name,
+)
 from kvplan.errors import KvplanError, SettingError
 
 LogArg = Annotated[
@@ -82,21 +88,11 @@ def explain(
     ] = None,
     tp: Annotated[
         int | None,
-        typer.Option(
-            "--tp",
-            parser=count(limits.GPUS),
-            metavar="N",
-            help="TP degree, when the log does not state it",
-        ),
+        degree_option("--tp", "TP degree, when the log does not state it"),
     ] = None,
     pp: Annotated[
         int | None,
-        typer.Option(
-            "--pp",
-            parser=count(limits.GPUS),
-            metavar="N",
-            help="PP degree, when the log does not state it",
-        ),
+        degree_option("--pp", "PP degree, when the log does not state it"),
     ] = None,
     kv_dtype: KvDtypeOpt = None,
     weight_dtype: WeightDtypeOpt = None,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -154,21 +154,13 @@ WeightDtypeOpt = Annotated[
         show_default=False,
     ),
 ]
-TpOpt = Annotated[
-    int,
-    typer.Option(
-        "--tp",
-        parser=count(limits.GPUS),
-        metavar="N",
-        help="tensor-parallel degree (GPUs per stage)",
-    ),
-]
-PpOpt = Annotated[
-    int,
-    typer.Option(
-        "--pp", parser=count(limits.GPUS), metavar="N", help="pipeline-parallel degree (stages)"
-    ),
-]
+def degree_option(flag: str, help: str) -> Any:
+    """A TP or PP degree option: a whole number of GPUs up to the stated limit."""
+    return typer.Option(flag, parser=count(limits.GPUS), metavar="N", help=help)
+
+
+TpOpt = Annotated[int, degree_option("--tp", "tensor-parallel degree (GPUs per stage)")]
+PpOpt = Annotated[int, degree_option("--pp", "pipeline-parallel degree (stages)")]
 BlockSizeOpt = Annotated[
     int | None,
     typer.Option(

@@ -17,6 +17,7 @@ from kvplan.cli.options import (
     ModelArg,
     RopeScalingOpt,
     count,
+    degree_option,
 )
 from kvplan.cli.options import name as name_parser
 from kvplan.cli.simulate_options import (
@@ -114,21 +115,11 @@ def recommend(
     ] = False,
     tp: Annotated[
         int | None,
-        typer.Option(
-            "--tp",
-            parser=count(limits.GPUS),
-            metavar="N",
-            help="fix the tensor-parallel degree (default: searched)",
-        ),
+        degree_option("--tp", "fix the tensor-parallel degree (default: searched)"),
     ] = None,
     pp: Annotated[
         int | None,
-        typer.Option(
-            "--pp",
-            parser=count(limits.GPUS),
-            metavar="N",
-            help="fix the pipeline-parallel degree (default: searched)",
-        ),
+        degree_option("--pp", "fix the pipeline-parallel degree (default: searched)"),
     ] = None,
     headroom: Annotated[
         str,
