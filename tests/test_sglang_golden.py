@@ -247,3 +247,56 @@ def test_v4_error_log_from_its_readings(catalog):
     assert refused.budget.kv_bytes < 0
     assert refused.log_lines()[0].startswith("RuntimeError: Not enough memory")
     assert capacity(case["expected"]["min_mem_fraction_static"]).budget.kv_bytes > 0
+
+
+def test_gemma3_pool_from_the_logs_readings(catalog):
+    # PR #4826 (Gemma-3-4B, one H200, main of 2025-03-27): "Load weight end. ... avail
+    # mem=131.08 GB, mem usage=8.13 GB", so 139.21 GB before loading, and "#tokens: 834615".
+    # That build's model_runner.py lowers the default 0.88 (TP 1) by 0.95 for a multimodal
+    # model: rest = 131.08 - 139.21 x (1 - 0.836) = 108.250 GiB; cell = 34 layers x 4 heads x
+    # (256 + 256) x 2 B = 139,264 B; 108.250 x 2**30 // 139,264 = 834,620 (the readings are
+    # rounded to 0.01 GB: +-51 tokens). Without the 0.95 the pool would be 881,848 (+5.7 %).
+    case = _case("gemma-3-4b-h200-tp1-load-weight-end-pr4826")
+    expected = case["expected"]
+    after = expected["avail_after_weights_gib"]
+    before = after + expected["weights_gib"]
+    settings = EngineSettings(
+        version="0.4.4",
+        avail_mem_before_load_bytes=parse_bytes(f"{before:.2f}GiB"),
+        avail_mem_after_load_bytes=parse_bytes(f"{after}GiB"),
+    )
+    deployment = Deployment(catalog.model("gemma-3-4b"), SGLANG, settings=settings)
+    capacity = Capacity(deployment, catalog.sku("h200"), 1, 4096)
+    assert abs(capacity.kv_capacity_tokens - expected["tokens"]) / expected["tokens"] < 0.001
+    assert capacity.budget.utilization == pytest.approx(0.88 * 0.95)
+
+
+@pytest.mark.parametrize(
+    ("model", "vit_factor"),
+    [
+        # server_args.py adjust_mem_fraction_for_vlm (PR #6881): 0.95 x clamp(1 - 0.1 x (L x
+        # H^2 / (24 x 1024^2) - 1), 0.8, 1.05). SigLIP 27 x 1152^2: ratio 1.423828 -> 0.957617.
+        ("gemma-3-4b", 0.95 * (1 - 0.1 * (27 * 1152**2 / (24 * 1024**2) - 1))),
+        # Pixtral 24 x 1024: ViT-L/14 itself, ratio 1 -> 0.95.
+        ("mistral-small-3.1-24b", 0.95),
+        # Llama 4's 34 x 1408^2: ratio 2.678 -> 0.832.
+        ("llama-4-scout-instruct", 0.95 * (1 - 0.1 * (34 * 1408**2 / (24 * 1024**2) - 1))),
+    ],
+)
+def test_vlm_default_fraction_by_vit_size(catalog, model, vit_factor):
+    h200 = catalog.sku("h200")
+    deployment = Deployment(catalog.model(model), SGLANG, settings=EngineSettings(version="0.5.3"))
+    # H200 at TP 1, 0.5.3: 512 + 8192 x 1.5 + 256 x 2 + 128 = 13,440 MiB -> 0.907 of 143,771.
+    text_default = mem_fraction_static((0, 5, 3), h200, 1, 1, 0)
+    assert text_default == 0.907
+    assert SGLANG.utilization(deployment, h200) == pytest.approx(text_default * vit_factor)
+
+
+def test_given_fraction_is_lowered_only_by_old_releases(catalog):
+    # <= 0.4.6 model_runner.py multiplies any fraction by 0.95; from 0.4.7 only the default.
+    h100 = catalog.sku("h100-sxm")
+    gemma = catalog.model("gemma-3-4b")
+    old = Deployment(gemma, SGLANG, settings=EngineSettings(version="0.4.4", utilization=0.8))
+    new = Deployment(gemma, SGLANG, settings=EngineSettings(version="0.5.3", utilization=0.8))
+    assert SGLANG.utilization(old, h100) == pytest.approx(0.76)
+    assert SGLANG.utilization(new, h100) == 0.8

@@ -65,6 +65,20 @@ def parse_sglang_release(deployment: Deployment) -> Release:
     return (*release, int(post.group(1)) if post else 0)  # type: ignore[return-value]
 
 
+def vision_encoder(deployment: Deployment) -> tuple[int, int] | tuple[()] | None:
+    """(layers, hidden size) of the model's vision encoder (hf vision_config num_hidden_layers,
+    hidden_size); () when it has one whose geometry the catalogue does not give; None without."""
+    model = deployment.model
+    if model.vision is not None:  # mllama: num_hidden_layers counts the local layers
+        return model.vision.num_layers, model.vision.hidden_size
+    tower = model.vision_tower
+    if tower is None:
+        return None
+    if tower.num_layers is None or tower.hidden_size is None:
+        return ()
+    return tower.num_layers, tower.hidden_size
+
+
 def page_tokens(deployment: Deployment, sku: SkuSpec | None) -> int:
     """--page-size (kvplan --block-size), else 1, or the MLA backend's forced page."""
     if deployment.settings.tokens_per_block:
@@ -153,14 +167,19 @@ class SglangProfile(EngineProfile[SglangLayout]):
         return _layout(deployment, page_tokens(deployment, sku))
 
     def utilization(self, deployment: Deployment, sku: SkuSpec | None) -> float:
-        """--mem-fraction-static as set, else SGLang's default for this release and GPU."""
-        if deployment.settings.utilization:
-            return deployment.settings.utilization
-        ranks = dp_attention_ranks(deployment)
-        tp = deployment.tp * (ranks or 1)
-        return sglang_memory.mem_fraction_static(
-            release_of(deployment), sku, tp, deployment.pp, ranks
-        )
+        """--mem-fraction-static as set, else SGLang's default for this release and GPU;
+        lowered for a multimodal model as that release does (`vlm_fraction_factor`)."""
+        release, given = release_of(deployment), deployment.settings.utilization
+        if given:
+            fraction = given
+        else:
+            ranks = dp_attention_ranks(deployment)
+            tp = deployment.tp * (ranks or 1)
+            fraction = sglang_memory.mem_fraction_static(release, sku, tp, deployment.pp, ranks)
+        vit = vision_encoder(deployment)
+        if vit is None or (given and not sglang_memory.scales_given_fraction(release)):
+            return fraction
+        return fraction * sglang_memory.vlm_fraction_factor(release, vit or None)
 
     def budget(
         self, deployment: Deployment, sku: SkuSpec, max_model_len: int | None = None
@@ -247,9 +266,18 @@ class SglangProfile(EngineProfile[SglangLayout]):
         settings = deployment.settings
         if sku is not None and settings.kv_memory_bytes is None:
             notes.append(self.readings_note(deployment, sku))
+        fraction = self.utilization(deployment, sku)
+        lowered = vision_encoder(deployment) is not None
         if not deployment.settings.utilization:
-            fraction = self.utilization(deployment, sku)
-            notes.append(f"mem_fraction_static {fraction:g}: SGLang's default for this GPU and TP")
+            notes.append(
+                f"mem_fraction_static {fraction:.4g}: SGLang's default for this GPU and TP"
+                + (", lowered for the vision encoder" if lowered else "")
+            )
+        elif lowered and sglang_memory.scales_given_fraction(release_of(deployment)):
+            notes.append(
+                f"mem_fraction_static {fraction:.4g}: the given fraction × 0.95, as this release "
+                "lowers it for a multimodal model"
+            )
         return notes
 
     def readings_note(self, deployment: Deployment, sku: SkuSpec) -> str:

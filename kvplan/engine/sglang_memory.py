@@ -179,6 +179,35 @@ def mem_fraction_static(
     return round((gpu_mib - reserved) / gpu_mib, 3)
 
 
+# Multimodal checkpoints (an hf vision_config): SGLang lowers the fraction for the image encoder.
+# Through 0.4.6 model_runner.py `ModelRunner.__init__` multiplies whatever fraction it gets,
+# default or --mem-fraction-static, by 0.95 ("Automatically reduce --mem-fraction-static ...
+# because this is a multimodal model"); PR #4826's Gemma-3-4B log on an H200 shows it:
+# 139.21 GB before loading, 131.08 GB after, 834,615 tokens of 139,264 B = 108.25 GiB of rest
+# = 131.08 − 139.21 · (1 − 0.88 · 0.95). From 0.4.7 (PR #6881, June 2025) server_args.py
+# `adjust_mem_fraction_for_vlm` scales only the default, by 0.95 times a factor from the ViT's
+# size against ViT-L/14 (24 layers × 1024²): 1 − 0.1 · (ratio − 1), clamped to [0.8, 1.05].
+VLM_BASE_FACTOR = 0.95
+VLM_FACTOR_BY_VIT_FROM = (0, 4, 7)
+BASELINE_VIT_LAYERS, BASELINE_VIT_HIDDEN = 24, 1024
+
+
+def scales_given_fraction(release: Release) -> bool:
+    """Whether SGLang lowers a --mem-fraction-static the user gave for a multimodal model
+    (model_runner.py through 0.4.6), not only its own default."""
+    return release < VLM_FACTOR_BY_VIT_FROM
+
+
+def vlm_fraction_factor(release: Release, vit: tuple[int, int] | None) -> float:
+    """The factor SGLang applies to mem_fraction_static for a multimodal model whose vision
+    encoder has `vit` = (layers, hidden size); None: geometry not read, ViT-L/14 taken."""
+    if release < VLM_FACTOR_BY_VIT_FROM:
+        return VLM_BASE_FACTOR
+    layers, hidden = vit or (BASELINE_VIT_LAYERS, BASELINE_VIT_HIDDEN)
+    ratio = layers * hidden**2 / (BASELINE_VIT_LAYERS * BASELINE_VIT_HIDDEN**2)
+    return VLM_BASE_FACTOR * max(0.8, min(1.05, 1.0 - 0.1 * (ratio - 1.0)))
+
+
 def _by_tp(release: Release, parallel: int) -> float:
     """≤ 0.4.7: by TP size (0.3.5 lowered TP ≥ 8 from 0.83 to 0.81)."""
     eight = 0.81 if release >= (0, 3, 5) else 0.83

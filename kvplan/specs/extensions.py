@@ -76,3 +76,9 @@ class VisionTowerSpec(_Spec):
         min_length=1,
         description="how params was counted (the vision_config arithmetic, or safetensors)",
     )
+    num_layers: PositiveInt | None = Field(
+        None, description="encoder layers (vision_config num_hidden_layers); None: not read"
+    )
+    hidden_size: PositiveInt | None = Field(
+        None, description="encoder width (vision_config hidden_size); None: not read"
+    )
