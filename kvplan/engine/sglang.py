@@ -65,17 +65,20 @@ def parse_sglang_release(deployment: Deployment) -> Release:
     return (*release, int(post.group(1)) if post else 0)  # type: ignore[return-value]
 
 
-def vision_encoder(deployment: Deployment) -> tuple[int, int] | tuple[()] | None:
-    """(layers, hidden size) of the model's vision encoder (hf vision_config num_hidden_layers,
-    hidden_size); () when it has one whose geometry the catalogue does not give; None without."""
+def is_multimodal(deployment: Deployment) -> bool:
+    """Whether the checkpoint has a vision encoder (an hf vision_config)."""
+    return deployment.model.vision is not None or deployment.model.vision_tower is not None
+
+
+def vit_geometry(deployment: Deployment) -> tuple[int, int] | None:
+    """(layers, hidden size) of the vision encoder (vision_config num_hidden_layers and
+    hidden_size; mllama's count is its local layers); None when the catalogue does not give it."""
     model = deployment.model
-    if model.vision is not None:  # mllama: num_hidden_layers counts the local layers
+    if model.vision is not None:
         return model.vision.num_layers, model.vision.hidden_size
     tower = model.vision_tower
-    if tower is None:
+    if tower is None or tower.num_layers is None or tower.hidden_size is None:
         return None
-    if tower.num_layers is None or tower.hidden_size is None:
-        return ()
     return tower.num_layers, tower.hidden_size
 
 
@@ -176,10 +179,11 @@ class SglangProfile(EngineProfile[SglangLayout]):
             ranks = dp_attention_ranks(deployment)
             tp = deployment.tp * (ranks or 1)
             fraction = sglang_memory.mem_fraction_static(release, sku, tp, deployment.pp, ranks)
-        vit = vision_encoder(deployment)
-        if vit is None or (given and not sglang_memory.scales_given_fraction(release)):
+        if not is_multimodal(deployment):
             return fraction
-        return fraction * sglang_memory.vlm_fraction_factor(release, vit or None)
+        if given and not sglang_memory.scales_given_fraction(release):
+            return fraction
+        return fraction * sglang_memory.vlm_fraction_factor(release, vit_geometry(deployment))
 
     def budget(
         self, deployment: Deployment, sku: SkuSpec, max_model_len: int | None = None
@@ -267,7 +271,7 @@ class SglangProfile(EngineProfile[SglangLayout]):
         if sku is not None and settings.kv_memory_bytes is None:
             notes.append(self.readings_note(deployment, sku))
         fraction = self.utilization(deployment, sku)
-        lowered = vision_encoder(deployment) is not None
+        lowered = is_multimodal(deployment)
         if not deployment.settings.utilization:
             notes.append(
                 f"mem_fraction_static {fraction:.4g}: SGLang's default for this GPU and TP"
