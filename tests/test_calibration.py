@@ -315,3 +315,18 @@ def test_pools_takes_the_calibration(tmp_path):
     assert "step times calibrated by c.json" in result.stderr
     bad = run(*args[:-1], str(tmp_path / "missing.json"))
     assert bad.exit_code == 2 and bad.stdout == ""
+
+
+def test_a_cpu_file_shows_fractions_below_the_floor(tmp_path):
+    # The same hundred-million-fold datasheet: refused in a file that says it was measured on
+    # its GPU; shown, never used, in one that says its timings are not meaningful (a CPU).
+    data = calibration_data()
+    data["datasheet"] = data["datasheet"] | {"bandwidth_bytes_per_s": 3.35e20}
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(Exception, match="not a measured efficiency"):
+        fitted_values(read_calibration(path))
+    data["measured_on"]["meaningful"] = False
+    path.write_text(json.dumps(data))
+    values, _ = fitted_values(read_calibration(path))
+    assert 0 < values["gemm_bandwidth_fraction"] < 1e-6

@@ -41,7 +41,8 @@ def fitted_values(calibration: Calibration) -> tuple[dict[str, float], list[str]
     """The step-model constants the points determine (names of constants.yaml), and notes.
 
     Raises:
-        KvplanError: a fitted value that is not finite, or a fraction below MIN_FRACTION.
+        KvplanError: a fitted value that is not finite, or (in a meaningful file) a fraction
+            below MIN_FRACTION.
     """
     values: dict[str, float] = {}
     notes: list[str] = []
@@ -53,7 +54,8 @@ def fitted_values(calibration: Calibration) -> tuple[dict[str, float], list[str]
             notes.append(f"{calibration.name}: {name} measured {value:.3f}, taken as 1")
             values[name] = 1.0
     for name, value in values.items():
-        floor = MIN_FRACTION if name.endswith("_fraction") else 0.0
+        # A CPU file's fractions are real readings of a slow device, shown but never used.
+        floor = MIN_FRACTION if name.endswith("_fraction") and calibration.meaningful else 0.0
         if not math.isfinite(value) or value < floor:
             raise KvplanError(
                 f"{calibration.origin}: its points give {name} = {value:.3g}, not a measured "
