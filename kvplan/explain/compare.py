@@ -103,7 +103,7 @@ def compare(reading: Reading, rebuilt: Rebuilt, reader: ModuleType) -> list[Expl
         rows.append(_row(logged, compared, groups, POOL if from_pool else GPU))
         if compared.key == budget_key(reader):
             rows += _with_readings(reading, rebuilt, reader, compared)
-    return name_terms(rows, reader, predicted[0][0])
+    return name_terms(rows, reader, predicted[0][0], reading)
 
 
 def _with_readings(
