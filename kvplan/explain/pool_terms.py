@@ -59,7 +59,7 @@ def pool_term(
     """The term of a pool row that differs: `budget_printed` whether the pool was bought with
     a logged budget, `smaller` whether the logged pool is smaller than kvplan's."""
     if not budget_printed:
-        return f"{NO_BUDGET}: kvplan's predicted budget buys this pool"
+        return f"{NO_BUDGET}: kvplan's predicted budget buys this pool (kv_memory_bytes gives it)"
     implied = logged_bytes_per_token(reading)
     model_bytes = predicted.get("kv_bytes_per_token_per_gpu")
     if implied is not None and model_bytes:

@@ -62,6 +62,6 @@ class ExplainReport(Result):
     facts: dict[str, Any]
     arguments: dict[str, str]
     rows: list[ExplainRow]
-    unknown_terms: list[str]  # readings the engine model does not take yet
+    unknown_terms: list[str]  # facts the log lacks, readings the engine model does not take yet
     notes: list[str]
     target: TargetAnswer | None = None
