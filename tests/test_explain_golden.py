@@ -36,6 +36,7 @@ SKU_OF = {
     "NVIDIA A100 (80 GB)": "a100-80gb",
     "NVIDIA L40S": "l40s",
     "NVIDIA H100 80GB HBM3": "h100-sxm",
+    "NVIDIA H100 PCIe": "h100-pcie",
     "NVIDIA H100 80GB HBM3 x4": "h100-sxm",
     "80 GB H100-class (total 79.10 GiB)": "h100-sxm",
     "40 GB A100-class (total 39.39 GiB)": "a100-40gb",
