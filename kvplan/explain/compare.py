@@ -17,6 +17,7 @@ from typing import Any
 
 from kvplan.api import capacity
 from kvplan.api.results import dump
+from kvplan.explain.arithmetic import logged_terms_row
 from kvplan.explain.reading import GPU, POOL, READINGS, Compared, Logged, Reading
 from kvplan.explain.rebuild import Rebuilt
 from kvplan.explain.result import ExplainRow
@@ -103,6 +104,10 @@ def compare(reading: Reading, rebuilt: Rebuilt, reader: ModuleType) -> list[Expl
         rows.append(_row(logged, compared, groups, POOL if from_pool else GPU))
         if compared.key == budget_key(reader):
             rows += _with_readings(reading, rebuilt, reader, compared)
+            from_terms = logged_terms_row(
+                reading, reader, predicted[0][0], logged, compared.quantity
+            )
+            rows += [from_terms] if from_terms is not None else []
     return name_terms(rows, reader, predicted[0][0], reading)
 
 

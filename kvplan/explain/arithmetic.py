@@ -1,0 +1,61 @@
+"""The logged budget from the logged terms, by the engine model's rule of which it subtracts.
+
+vLLM prints the memory it requests (utilization × total) and each term it measured (weights,
+the activation peak, non-torch memory, CUDA graphs) beside the KV budget. The engine model's
+rule for the release says which of them the budget subtracts: before 0.20 the CUDA-graph memory
+stays in the headroom, from 0.20 the budget subtracts it (the engine model's CUDA-graph term is
+zero where it does not). The requested memory less those logged terms is the logged budget when
+the rule is the engine's: a log that prints every term of the rule checks it number for number,
+where the terms themselves are measurements kvplan only estimates.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+from kvplan.explain.reading import Logged, Reading
+from kvplan.explain.result import ExplainRow
+
+LOGGED_TERMS = "logged terms"  # kvplan's rule applied to the terms the log printed
+RULE_TERM = (
+    "the terms the budget subtracts: the logged ones do not add up to it by the engine model's rule"
+)
+
+
+def _subtracted(reader: ModuleType, predicted: dict[str, Any]) -> tuple[str, ...]:
+    """The logged terms the engine model's budget subtracts at this release."""
+    graphs = (predicted.get("budget") or {}).get("cudagraph_bytes")
+    return tuple(
+        key for key in getattr(reader, "SUBTRACTED", ()) if key != "cudagraph_bytes" or graphs
+    )
+
+
+def logged_terms_row(
+    reading: Reading, reader: ModuleType, predicted: dict[str, Any], budget: Logged, quantity: str
+) -> ExplainRow | None:
+    """The budget row once more, kvplan's figure the requested memory less the logged terms
+    the engine model subtracts (each at both ends of its rounding); None when the log does not
+    print the requested memory and every one of them."""
+    keys = _subtracted(reader, predicted)
+    figures = reading.figures
+    if not keys or "requested_bytes" not in figures or any(k not in figures for k in keys):
+        return None
+    used = [figures["requested_bytes"], *(figures[k] for k in keys)]
+    value = figures["requested_bytes"].value - sum(figures[k].value for k in keys)
+    slack = sum(logged.step / 2 for logged in used) + budget.step / 2
+    matches = abs(value - budget.value) <= slack + 1e-9
+    return ExplainRow(
+        quantity=f"{quantity} (logged terms)",
+        key=budget.name,
+        unit=budget.unit,
+        line=budget.line,
+        logged_text=budget.text,
+        logged=budget.value,
+        step=budget.step,
+        kvplan=value,
+        difference=value - budget.value,
+        matches=matches,
+        basis=LOGGED_TERMS,
+        term=None if matches else RULE_TERM,
+    )
