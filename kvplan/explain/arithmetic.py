@@ -14,6 +14,7 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
+from kvplan.explain.pool_terms import NO_TOTAL
 from kvplan.explain.reading import Logged, Reading
 from kvplan.explain.result import ExplainRow
 
@@ -39,11 +40,11 @@ def logged_terms_row(
     print the requested memory and every one of them."""
     keys = _subtracted(reader, predicted)
     figures = reading.figures
-    if not keys or "requested_bytes" not in figures or any(k not in figures for k in keys):
+    requested = _requested(figures, predicted)
+    if not keys or requested is None or any(k not in figures for k in keys):
         return None
-    used = [figures["requested_bytes"], *(figures[k] for k in keys)]
-    value = figures["requested_bytes"].value - sum(figures[k].value for k in keys)
-    slack = sum(logged.step / 2 for logged in used) + budget.step / 2
+    value = requested[0] - sum(figures[k].value for k in keys)
+    slack = requested[1] + sum(figures[k].step / 2 for k in keys) + budget.step / 2
     matches = abs(value - budget.value) <= slack + 1e-9
     return ExplainRow(
         quantity=f"{quantity} (logged terms)",
@@ -57,5 +58,22 @@ def logged_terms_row(
         difference=value - budget.value,
         matches=matches,
         basis=LOGGED_TERMS,
-        term=None if matches else RULE_TERM,
+        term=None if matches else requested[2] or RULE_TERM,
     )
+
+
+def _requested(figures: dict[str, Logged], predicted: dict[str, Any]):
+    """(the requested memory in bytes, half its rounding, the term it stands for when the log
+    does not print it) from the log: its requested line, else its total × the utilization,
+    else the SKU's runtime-visible memory × the utilization; None without a utilization."""
+    budget = predicted.get("budget") or {}
+    if "requested_bytes" in figures:
+        logged = figures["requested_bytes"]
+        return logged.value, logged.step / 2, None
+    utilization = budget.get("utilization")
+    if not utilization:
+        return None
+    if "total_bytes" in figures:
+        logged = figures["total_bytes"]
+        return logged.value * utilization, logged.step / 2 * utilization, None
+    return budget["requested_bytes"], 0.0, f"{NO_TOTAL}: the SKU's is taken"

@@ -27,7 +27,9 @@ NO_BUDGET = "the KV budget (the log prints none)"
 ONE_RANK = "the budget of the rank that bounds the pool"
 BYTES_PER_TOKEN = "KV bytes per token"
 MISSING_RULE = "the pool from the logged budget differs: a rule the engine model lacks"
-CANNOT_KNOW = (NO_BUDGET, ONE_RANK, BYTES_PER_TOKEN)
+# the budget from the logged terms with the SKU's memory for the total (kvplan.explain.arithmetic)
+NO_TOTAL = "GPU memory the runtime reports (the log prints none)"
+CANNOT_KNOW = (NO_BUDGET, ONE_RANK, BYTES_PER_TOKEN, NO_TOTAL)
 
 # The logged figures that give the pool's bytes ('a+b' for a sum) and its tokens.
 _POOL_SIZE = (
