@@ -16,7 +16,7 @@ from typing import Any
 
 from kvplan.explain.pool_terms import NO_TOTAL
 from kvplan.explain.reading import Logged, Reading
-from kvplan.explain.result import ExplainRow
+from kvplan.explain.result import ExplainRow, row_beside
 
 LOGGED_TERMS = "logged terms"  # kvplan's rule applied to the terms the log printed
 RULE_TERM = (
@@ -46,20 +46,8 @@ def logged_terms_row(
     value = requested[0] - sum(figures[k].value for k in keys)
     slack = requested[1] + sum(figures[k].step / 2 for k in keys) + budget.step / 2
     matches = abs(value - budget.value) <= slack + 1e-9
-    return ExplainRow(
-        quantity=f"{quantity} (logged terms)",
-        key=budget.name,
-        unit=budget.unit,
-        line=budget.line,
-        logged_text=budget.text,
-        logged=budget.value,
-        step=budget.step,
-        kvplan=value,
-        difference=value - budget.value,
-        matches=matches,
-        basis=LOGGED_TERMS,
-        term=None if matches else requested[2] or RULE_TERM,
-    )
+    term = requested[2] or RULE_TERM
+    return row_beside(budget, f"{quantity} (logged terms)", value, matches, LOGGED_TERMS, term)
 
 
 def _requested(figures: dict[str, Logged], predicted: dict[str, Any]):
