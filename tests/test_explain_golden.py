@@ -2,9 +2,14 @@
 
 Each file's `quote:` is the log; the inputs it records beside the quote (model, GPU, TP, the
 settings the excerpt does not print) are what a user passes as options. Every logged number
-must come out within its printed rounding, or carry the term that accounts for it; the pool a
-logged budget buys must come out exactly (KNOWN_POOL_MISSES names the rules the engine model
-lacks). A file kvplan cannot place is listed in NOT_PLACED with the fact it lacks.
+must come out within its printed rounding or carry the term that accounts for it, and each log
+gets one verdict (see `verdict`): the figures the log itself fixes (the pool its budget buys,
+llama.cpp's cells and buffers, the budget its printed terms add up to) come out exact; or the
+pool differs and explain names the one fact the log lacks (ONE_TERM, with the setting that
+supplies it where one can); or explain refuses in one line naming the missing fact and its
+option (NOT_PLACED). A log whose model or GPU the test gives is also explained without it:
+placed from its own lines, or refused in one line naming --model / --sku.
+`python tests/test_explain_golden.py` prints the verdicts per engine.
 """
 
 from __future__ import annotations
@@ -119,8 +124,9 @@ NOT_PLACED = {
     # DeepSeek-V4-Pro: no public config.json found to catalogue (its cache is neither MLA nor
     # DSA as kvplan models them)
     "deepseek-v4-pro-fp8-h200-tp8-mfs088-error-inferencex-2128": "--model",
-    # a hybrid GDN model with a draft: 8,192 B of fp8 K per token and rank fits several Qwen3.5/
-    # 3.6 geometries; the excerpt does not name it and no config pins it
+    # a hybrid GDN model with a draft: 8,192 B of fp8 K per token and rank (full-attention
+    # layers x KV heads per rank x head dim) fits more than one geometry; the excerpt does not
+    # name the model and no config found pins it
     "hybrid-gdn-fp8kv-2x5090-tp2-draft-pool-club3090-1261": "--model",
     # the runner's arguments only: no figure to reproduce
     "qwen2-class-rocm-args-ollama-5913": "no ollama line",
