@@ -1,7 +1,8 @@
 """Check the published SGLang, TensorRT-LLM and llama.cpp/ollama startup logs kept as golden data.
 
-Each file in tests/golden/{sglang,trtllm,llamacpp}_logs/ quotes one public log with its source,
-the inputs the engine used and the numbers it printed. No kvplan engine code is exercised here:
+Each file in tests/golden/{sglang,trtllm,llamacpp}_logs/ quotes one public log with its source
+(llamacpp_quotes/: measured llama.cpp sizes quoted in pull requests' prose and tables), the
+inputs the engine used and the numbers it printed. No kvplan engine code is exercised here:
 these tests check that every file is complete, that each logged number is really in the quote,
 and that the log agrees with itself and with the geometry it names (cells x layers x heads x
 bytes), with the arithmetic written out below. Expected values are the logged lines.
@@ -40,8 +41,10 @@ ENGINES = {
     "sglang_logs": {"sglang"},
     "trtllm_logs": {"trtllm"},
     "llamacpp_logs": {"llama.cpp", "ollama"},
+    # tables and prose of measured llama.cpp sizes quoted from pull requests: not logs
+    "llamacpp_quotes": {"llama.cpp"},
 }
-MINIMUM_FILES = {"sglang_logs": 6, "trtllm_logs": 6, "llamacpp_logs": 7}
+MINIMUM_FILES = {"sglang_logs": 6, "trtllm_logs": 6, "llamacpp_logs": 7, "llamacpp_quotes": 3}
 REQUIRED = (
     "source", "engine", "quote", "engine_version", "version_basis",
     "gpu", "model", "catalogue", "reproducible",
@@ -129,7 +132,7 @@ def test_catalogue_model_exists_and_matches(folder, path, catalog):
         pytest.skip("model not in model_specs/")
     model = catalog.model(case["catalogue"])
     inputs = case.get("inputs", {})
-    if folder == "llamacpp_logs":
+    if folder.startswith("llamacpp"):
         _check_gguf_geometry(model, inputs)
         return
     assert inputs["num_cache_layers"] == model.num_layers
@@ -316,7 +319,7 @@ def test_trtllm_pool_size_and_blocks_follow_from_geometry(folder, path):
 
 # --- llama.cpp / ollama -------------------------------------------------------------
 
-LLAMACPP = [("llamacpp_logs", p) for p in _files("llamacpp_logs")]
+LLAMACPP = [(folder, p) for folder in ("llamacpp_logs", "llamacpp_quotes") for p in _files(folder)]
 
 
 def _row_mib(cells: int, layers: int, n_embd: int, ggml_type: str) -> Fraction:
@@ -363,7 +366,7 @@ def _gemma_total_mib(row: dict, geometry: dict, defaults: dict) -> float:
     "name", ["gemma-3-270m-swa-parallel-unsloth-5225", "gemma-3-270m-np3-np4-rounding-unsloth-7530"]
 )
 def test_llamacpp_swa_cache_totals(name):
-    case = _load(GOLDEN / "llamacpp_logs" / f"{name}.yaml")
+    case = _load(GOLDEN / "llamacpp_quotes" / f"{name}.yaml")
     for row in case["cases"]:
         assert _gemma_total_mib(row, case["geometry"], case["defaults"]) == row["total_mib"], row
 
@@ -371,14 +374,14 @@ def test_llamacpp_swa_cache_totals(name):
 def test_llamacpp_swa_rule_is_not_the_naive_one():
     # Charging the 15 sliding layers full length (llama.cpp before PR #13194) gives 72 MiB, not 27,
     # at ctx 4096 with one slot.
-    case = _load(GOLDEN / "llamacpp_logs" / "gemma-3-270m-swa-parallel-unsloth-5225.yaml")
+    case = _load(GOLDEN / "llamacpp_quotes" / "gemma-3-270m-swa-parallel-unsloth-5225.yaml")
     naive = 18 * 4096 * (256 + 256) * 2 / MIB
     assert naive == 72.0 and case["cases"][0]["total_mib"] == 27.0
 
 
 def test_llamacpp_kv_type_sizes():
     # Same cells and layers per model; only -ctk/-ctv change: total scales with bytes per element.
-    case = _load(GOLDEN / "llamacpp_logs" / "kv-type-sizes-f16-q8_0-q4_0-iq4_nl-pr21551.yaml")
+    case = _load(GOLDEN / "llamacpp_quotes" / "kv-type-sizes-f16-q8_0-q4_0-iq4_nl-pr21551.yaml")
     f16 = {row["model"]: row["total_mib"] for row in case["cases"] if row["type_k"] == "f16"}
     for row in case["cases"]:
         scale = (GGML_BYTES[row["type_k"]] + GGML_BYTES[row["type_v"]]) / (2 * GGML_BYTES["f16"])

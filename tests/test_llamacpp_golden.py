@@ -20,6 +20,7 @@ from kvplan.engine.deployment import Deployment
 from kvplan.plan.capacity import Capacity
 
 GOLDEN = Path(__file__).parent / "golden" / "llamacpp_logs"
+QUOTES = GOLDEN.parent / "llamacpp_quotes"  # measured sizes quoted in prose and tables
 LLAMA_CPP, OLLAMA = ENGINES["llama.cpp"], ENGINES["ollama"]
 
 
@@ -159,7 +160,7 @@ def test_gemma3_swa_caches_and_slots(name, build, tmp_path, catalog):
     # one cell of one layer K+V f16 = 2 x 256 x 2 B = 1 KiB; 3 full + 15 sliding layers.
     # e.g. -c 4096 -np 1: 3 x 4096 + 15 x 1024 KiB = 27.00 MiB; -c 1024 -np 3: 1536 cells.
     model, _ = read_gguf(gemma3_270m(tmp_path / "gemma-3-270m.gguf"))
-    case = yaml.safe_load((GOLDEN / f"{name}.yaml").read_text())
+    case = yaml.safe_load((QUOTES / f"{name}.yaml").read_text())
     for row in case["cases"]:
         lines = _lines(
             model,

@@ -17,9 +17,10 @@ from typing import Any
 
 from kvplan.api import capacity
 from kvplan.api.results import dump
+from kvplan.explain.arithmetic import logged_terms_row
 from kvplan.explain.reading import GPU, POOL, READINGS, Compared, Logged, Reading
 from kvplan.explain.rebuild import Rebuilt
-from kvplan.explain.result import ExplainRow
+from kvplan.explain.result import ExplainRow, row_beside
 from kvplan.explain.terms import NO_TERM, budget_key, name_terms, value_at
 
 
@@ -65,20 +66,7 @@ def _row(logged: Logged, compared: Compared, groups: list[list[dict]], basis: st
     chosen = next((v for v in values if _within(logged, v)), values[0])
     shown = chosen[len(chosen) // 2]
     matches = shown is not None and _within(logged, chosen)
-    return ExplainRow(
-        quantity=compared.quantity,
-        key=compared.key,
-        unit=logged.unit,
-        line=logged.line,
-        logged_text=logged.text,
-        logged=logged.value,
-        step=logged.step,
-        kvplan=shown,
-        difference=None if shown is None else shown - logged.value,
-        matches=matches,
-        basis=basis,
-        term=None if matches else _term(compared, shown),
-    )
+    return row_beside(logged, compared.quantity, shown, matches, basis, _term(compared, shown))
 
 
 def _term(compared: Compared, shown: float | None) -> str:
@@ -103,7 +91,11 @@ def compare(reading: Reading, rebuilt: Rebuilt, reader: ModuleType) -> list[Expl
         rows.append(_row(logged, compared, groups, POOL if from_pool else GPU))
         if compared.key == budget_key(reader):
             rows += _with_readings(reading, rebuilt, reader, compared)
-    return name_terms(rows, reader, predicted[0][0])
+            from_terms = logged_terms_row(
+                reading, reader, predicted[0][0], logged, compared.quantity
+            )
+            rows += [from_terms] if from_terms is not None else []
+    return name_terms(rows, reader, predicted[0][0], reading)
 
 
 def _with_readings(

@@ -7,6 +7,7 @@ from types import ModuleType
 from kvplan.catalog import Catalog
 from kvplan.errors import KvplanError, SettingError
 from kvplan.explain.compare import compare
+from kvplan.explain.pool_terms import cannot_know
 from kvplan.explain.readers import read_lines, reader_for
 from kvplan.explain.reading import Reading
 from kvplan.explain.rebuild import Given, Rebuilt, rebuild
@@ -102,7 +103,7 @@ def explain_log(
 
 def _report(reading: Reading, built: Rebuilt, rows, notes: list[str]) -> ExplainReport:
     planned = built.deployment
-    unknown = [r.quantity for r in rows if r.term == NO_TERM]
+    unknown = [r.quantity for r in rows if r.term == NO_TERM] + cannot_know([r.term for r in rows])
     differ = sorted(reading.facts.get("ranks_differ", ()))
     if differ:  # a budget per rank: the engine model takes one for all of them
         unknown.append("a budget per rank (" + ", ".join(differ) + ")")

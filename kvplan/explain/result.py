@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from kvplan.api.results import Result
+from kvplan.explain.reading import Logged
 
 
 class ExplainRow(Result):
@@ -25,6 +26,26 @@ class ExplainRow(Result):
     matches: bool  # equal within the printed rounding
     basis: str  # "GPU and settings" (predicted) or "logged budget" (the pool it buys)
     term: str | None  # what accounts for the difference; None when it matches
+
+
+def row_beside(
+    logged: Logged, quantity: str, kvplan: float | None, matches: bool, basis: str, term: str
+) -> ExplainRow:
+    """The row of `logged` with kvplan's figure beside it (`term` kept only if it differs)."""
+    return ExplainRow(
+        quantity=quantity,
+        key=logged.name,
+        unit=logged.unit,
+        line=logged.line,
+        logged_text=logged.text,
+        logged=logged.value,
+        step=logged.step,
+        kvplan=kvplan,
+        difference=None if kvplan is None else kvplan - logged.value,
+        matches=matches,
+        basis=basis,
+        term=None if matches else term,
+    )
 
 
 class TargetAnswer(Result):
@@ -62,6 +83,6 @@ class ExplainReport(Result):
     facts: dict[str, Any]
     arguments: dict[str, str]
     rows: list[ExplainRow]
-    unknown_terms: list[str]  # readings the engine model does not take yet
+    unknown_terms: list[str]  # facts the log lacks, readings the engine model does not take yet
     notes: list[str]
     target: TargetAnswer | None = None

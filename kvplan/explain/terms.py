@@ -13,11 +13,11 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
-from kvplan.explain.reading import GPU, POOL, READINGS
+from kvplan.explain.pool_terms import pool_term
+from kvplan.explain.reading import GPU, POOL, READINGS, Reading
 from kvplan.explain.result import ExplainRow
 
 NO_TERM = "a reading the engine model does not take yet"
-MISSING_RULE = "the pool from the logged budget differs: a rule the engine model lacks"
 
 
 def value_at(record: dict[str, Any], path: str | None) -> float | None:
@@ -108,13 +108,21 @@ def _readings_term(rows: dict[str, ExplainRow], reader: ModuleType) -> str:
     return f"the engine model's estimate of {named or 'a term the log does not state'}"
 
 
+def _pool_row(row: ExplainRow, reading: Reading, predicted: dict[str, Any]) -> ExplainRow:
+    """A pool figure that differs, with the one fact the log lacks (kvplan.explain.pool_terms)."""
+    smaller = row.kvplan is not None and row.logged < row.kvplan
+    term = pool_term(reading, predicted, row.basis == POOL, smaller)
+    return row.model_copy(update={"term": term})
+
+
 def name_terms(
-    rows: list[ExplainRow], reader: ModuleType, predicted: dict[str, Any]
+    rows: list[ExplainRow], reader: ModuleType, predicted: dict[str, Any], reading: Reading
 ) -> list[ExplainRow]:
     """The rows with the budget's term named, a logged term its budget leaves in said so,
-    and a pool that differs from the logged budget's called a missing rule."""
+    and a pool that differs given the one fact the log lacks (or called a missing rule)."""
     by_key = {row.key: row for row in rows if row.basis == GPU}
     left_in = _not_subtracted(by_key, reader)
+    pool_keys = {compared.key for compared in reader.COMPARED if compared.basis == POOL}
     fixed = []
     for row in rows:
         if row.key == budget_key(reader) and row.basis == GPU and not row.matches:
@@ -125,7 +133,7 @@ def name_terms(
             row = row.model_copy(
                 update={"term": f"{row.term} (the logged budget does not subtract them)"}
             )
-        elif row.basis == POOL and not row.matches and row.kvplan is not None:
-            row = row.model_copy(update={"term": MISSING_RULE})
+        elif row.key in pool_keys and not row.matches and row.kvplan is not None:
+            row = _pool_row(row, reading, predicted)
         fixed.append(row)
     return fixed

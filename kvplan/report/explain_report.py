@@ -69,7 +69,7 @@ def explain_notes(report: ExplainReport) -> list[str]:
     notes = [f"release: {report.version or 'default'} ({report.version_basis})"]
     if report.unknown_terms:
         notes.append(
-            "not in kvplan's engine model yet (no setting takes them): "
+            "what kvplan cannot know from the log or its engine model: "
             + ", ".join(report.unknown_terms)
         )
     matched = sum(row.matches for row in report.rows)
