@@ -140,11 +140,12 @@ SERVING_PARAMETERS: dict[str, tuple[Any, Any]] = {
         "--max-num-batched-tokens, when given, win)",
     ),
     "chunked_prefill": _entry(
-        bool,
-        True,
+        bool | None,
+        None,
         "--chunked-prefill/--no-chunked-prefill",
-        "split long prompts over steps of max_num_batched_tokens",
-        True,
+        "split long prompts over steps of max_num_batched_tokens; default: the engine's, on "
+        "for vLLM and SGLang, off for TensorRT-LLM (enable_chunked_prefill=False: a prompt "
+        "longer than max_num_tokens is refused)",
     ),
     "preemption": _entry(
         str,

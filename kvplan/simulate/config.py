@@ -56,7 +56,7 @@ class SimConfig:
     scheduler: str = "engine"
     allocator: str = "paged"
     placement: str = "first-fit"  # contiguous allocators only
-    chunked_prefill: bool = True
+    chunked_prefill: bool | None = None  # None: the engine's (policies.CHUNKS_BY_DEFAULT)
     # TensorRT-LLM runs with the max batch size and max num tokens trtllm-bench picks for the
     # workload's mean (prompt, output) tokens (trtllm_bench.py; `simulate` fills the lengths).
     trtllm_bench: bool = False

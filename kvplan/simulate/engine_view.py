@@ -22,7 +22,7 @@ from kvplan.plan.capacity import Capacity
 from kvplan.simulate.allocators import reservation_tokens
 from kvplan.simulate.config import SimConfig
 from kvplan.simulate.growth import GrowthProfile, growth_profile
-from kvplan.simulate.policies import ENGINE_DEFAULT
+from kvplan.simulate.policies import CHUNKS_BY_DEFAULT, ENGINE_DEFAULT
 from kvplan.simulate.step_cost import ModelCost, StepCost
 from kvplan.simulate.step_table import TableCost
 from kvplan.simulate.trtllm_bench import bench_limits
@@ -61,6 +61,9 @@ class InstanceModel:
     # A prefill batch runs as a step of its own, decodes waiting (SGLang without
     # --enable-mixed-chunk; vLLM V0 without chunked prefill); else steps are mixed.
     separate_prefill: bool = False
+    # The longest prompt the engine accepts (TensorRT-LLM without chunked prefill: its
+    # max_num_tokens), or None: any that fits max_model_len.
+    prompt_limit_tokens: int | None = None
 
     @property
     def pool_bytes(self) -> float:
@@ -79,9 +82,11 @@ def instance_model(deployment: Deployment, sku: SkuSpec, config: SimConfig) -> I
     Raises:
         KvplanError: the weights leave no KV memory, or --max-model-len is out of range.
     """
+    engine = deployment.engine.name
     if config.scheduler == "engine":
-        own = ENGINE_DEFAULT.get(deployment.engine.name, "continuous")
-        config = replace(config, scheduler=own)
+        config = replace(config, scheduler=ENGINE_DEFAULT.get(engine, "continuous"))
+    if config.chunked_prefill is None:
+        config = replace(config, chunked_prefill=CHUNKS_BY_DEFAULT.get(engine, True))
     capacity = _capacity(deployment, sku, config)
     refusal = _refusal(capacity)
     if refusal is not None:
@@ -100,12 +105,20 @@ def instance_model(deployment: Deployment, sku: SkuSpec, config: SimConfig) -> I
         max_num_seqs, batched_tokens = _bench_limits(
             deployment, config.trtllm_bench_lengths, capacity_tokens, scheduler, notes
         )
+    prompt_limit = None
     if not config.chunked_prefill and batched_tokens < max_model_len:
-        batched_tokens = max_model_len
-        notes.append(
-            f"chunked prefill off: max_num_batched_tokens raised to max_model_len "
-            f"{max_model_len:,} so any prompt fits one step (vLLM requires it)"
-        )
+        if engine == "trtllm":
+            prompt_limit = batched_tokens
+            notes.append(
+                f"chunked prefill off (TensorRT-LLM's default; --chunked-prefill turns it on): "
+                f"a prompt longer than max_num_tokens {batched_tokens:,} is refused"
+            )
+        else:
+            batched_tokens = max_model_len
+            notes.append(
+                f"chunked prefill off: max_num_batched_tokens raised to max_model_len "
+                f"{max_model_len:,} so any prompt fits one step (vLLM requires it)"
+            )
     return InstanceModel(
         deployment=deployment,
         sku=sku,
@@ -131,6 +144,7 @@ def instance_model(deployment: Deployment, sku: SkuSpec, config: SimConfig) -> I
         notes=tuple(notes),
         capacity_tokens=capacity_tokens,
         separate_prefill=_separate_prefill(deployment, config, batched_tokens, max_model_len),
+        prompt_limit_tokens=prompt_limit,
     )
 
 
