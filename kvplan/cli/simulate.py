@@ -23,6 +23,7 @@ from kvplan.cli.simulate_options import (
     WORKLOAD_PARAMETERS,
     ServingOptions,
     WorkloadOptions,
+    pools_workload_options,
     serving_options,
     workload_options,
 )
@@ -256,7 +257,7 @@ def _converted(written: str, kind: type, text: str) -> Any:
 
 @engine_options
 @serving_options
-@workload_options
+@pools_workload_options
 def pools(
     model: ModelArg,
     sku: SimSkuOpt,
@@ -310,8 +311,9 @@ def pools(
 ) -> None:
     """Fewest prefill and decode instances meeting --slo-ttft and --slo-tpot, vs colocated.
 
-    Needs --rate or --trace, --slo-ttft and --slo-tpot. Each pool's instance count is searched
-    by simulation; the KV copy between the pools runs over the SKU's interconnect.
+    Needs --rate, --offline or --trace, and --slo-ttft and --slo-tpot. Each pool's instance
+    count is searched by simulation; the KV copy between the pools runs over the SKU's
+    interconnect.
     """
     with user_errors():
         from kvplan.api.build_simulate import pools_run
