@@ -302,6 +302,16 @@ def pools(
     max_instances: Annotated[
         int, typer.Option("--max-instances", help="largest instance count tried per pool")
     ] = 64,
+    goodput: Annotated[
+        bool,
+        typer.Option(
+            "--goodput",
+            help="also search, for the colocated and the disaggregated layout chosen, the "
+            "highest rate at which --slo-percentile % of requests meet both SLOs (DistServe's "
+            "goodput; the same requests at other rates), and that rate per GPU; needs --rate "
+            "or --trace",
+        ),
+    ] = False,
     fmt: FormatOpt = "table",
     catalog_dirs: CatalogOpt = None,
     *,
@@ -355,15 +365,17 @@ def pools(
             surge,
             slo_percentile,
             link,
-            max_instances,
+            (max_instances, goodput),
         )
         for note in notes:
             warn(note)
         render_pools([with_flags(pools_run(label, r)) for label, r in results], output)
 
 
-def _pools_results(deployment, sku, workload, config, degrees, surge, percentile, link, limit):
-    """Pools for the workload, and again for its surge when --prompt/--output-scale ask."""
+def _pools_results(deployment, sku, workload, config, degrees, surge, percentile, link, search):
+    """Pools for the workload, and again for its surge when --prompt/--output-scale ask;
+    `search` is (--max-instances, --goodput)."""
+    limit, goodput = search
     from kvplan.simulate.pools import size_pools
 
     workloads = [("base", workload)]
@@ -383,6 +395,7 @@ def _pools_results(deployment, sku, workload, config, degrees, surge, percentile
                 tps=degrees,
                 link_bytes_per_s=link,
                 max_instances=limit,
+                goodput=goodput,
             ),
         )
         for label, load in workloads
