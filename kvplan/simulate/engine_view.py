@@ -107,18 +107,7 @@ def instance_model(deployment: Deployment, sku: SkuSpec, config: SimConfig) -> I
         )
     prompt_limit = None
     if not config.chunked_prefill and batched_tokens < max_model_len:
-        if engine == "trtllm":
-            prompt_limit = batched_tokens
-            notes.append(
-                f"chunked prefill off (TensorRT-LLM's default; --chunked-prefill turns it on): "
-                f"a prompt longer than max_num_tokens {batched_tokens:,} is refused"
-            )
-        else:
-            batched_tokens = max_model_len
-            notes.append(
-                f"chunked prefill off: max_num_batched_tokens raised to max_model_len "
-                f"{max_model_len:,} so any prompt fits one step (vLLM requires it)"
-            )
+        batched_tokens, prompt_limit = _unchunked(engine, batched_tokens, max_model_len, notes)
     return InstanceModel(
         deployment=deployment,
         sku=sku,
@@ -146,6 +135,25 @@ def instance_model(deployment: Deployment, sku: SkuSpec, config: SimConfig) -> I
         separate_prefill=_separate_prefill(deployment, config, batched_tokens, max_model_len),
         prompt_limit_tokens=prompt_limit,
     )
+
+
+def _unchunked(
+    engine: str, batched_tokens: int, max_model_len: int, notes: list[str]
+) -> tuple[int, int | None]:
+    """(max_num_batched_tokens, the longest prompt accepted or None) without chunked prefill
+    when a step holds fewer tokens than max_model_len: vLLM requires the budget raised to it;
+    TensorRT-LLM keeps max_num_tokens and refuses longer prompts (policies.CHUNKS_BY_DEFAULT)."""
+    if engine == "trtllm":
+        notes.append(
+            f"chunked prefill off (TensorRT-LLM's default; --chunked-prefill turns it on): "
+            f"a prompt longer than max_num_tokens {batched_tokens:,} is refused"
+        )
+        return batched_tokens, batched_tokens
+    notes.append(
+        f"chunked prefill off: max_num_batched_tokens raised to max_model_len "
+        f"{max_model_len:,} so any prompt fits one step (vLLM requires it)"
+    )
+    return max_model_len, None
 
 
 def _bench_limits(

@@ -118,16 +118,7 @@ def size_pools(
             degree that leaves KV memory.
     """
     link = _checked(sku, slo, percentile, max_instances, link_bytes_per_s)
-    if goodput:
-        workload.at_rate(1.0)  # refuse a workload without arrival times before any run
-    if workload.max_concurrency is not None:
-        # Its next request waits on the decode pool's returns, so the two pools' runs would
-        # have to advance together; each pool is simulated on its own here.
-        raise KvplanError(
-            "--concurrency: pools sizes pools for arrival times (--rate, --trace or "
-            "--offline); a closed loop couples the prefill and decode pools, which pools does "
-            "not simulate"
-        )
+    _check_workload(workload, goodput)
     base = replace(config or SimConfig(), router="least-loaded", slo=slo, instances=1)
     limit = base.max_model_len or deployment.model.max_context
     if all(r.prompt_tokens + r.output_tokens > limit for r in workload.requests):
@@ -168,6 +159,20 @@ def size_pools(
             *instance_model(at_tp(deployment, degrees[0]), sku, base).notes,
         ),
     )
+
+
+def _check_workload(workload: Workload, goodput: bool) -> None:
+    """Refuse a workload pools cannot size, before any run."""
+    if workload.max_concurrency is not None:
+        # Its next request waits on the decode pool's returns, so the two pools' runs would
+        # have to advance together; each pool is simulated on its own here.
+        raise KvplanError(
+            "--concurrency: pools sizes pools for arrival times (--rate, --trace or "
+            "--offline); a closed loop couples the prefill and decode pools, which pools does "
+            "not simulate"
+        )
+    if goodput:
+        workload.at_rate(1.0)  # raises for a workload without arrival times
 
 
 def _checked(
