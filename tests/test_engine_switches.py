@@ -140,3 +140,25 @@ def test_no_cuda_graphs_on_an_engine_without_them_is_said_to_be_ignored():
     result = _simulate("--engine", "exact", "--no-cuda-graphs")
     assert result.exit_code == 0, result.output
     assert "--no-cuda-graphs" in result.stderr and "ignored" in result.stderr
+
+
+def test_trtllm_bench_unchunked_raises_max_num_tokens_to_the_longest_prompt_and_a_batch(catalog):
+    # trtllm-bench (bench/benchmark/utils/general.py get_settings): without chunked prefill
+    # max_num_tokens = max(its pick, max ISL + max_batch_size), so every prompt fits whole.
+    from kvplan.simulate import parse_distribution, poisson_workload
+    from kvplan.simulate.trtllm_bench import bench_limits
+
+    deployment = Deployment(catalog.model("llama-3.1-8b"), engine("trtllm"))
+    workload = poisson_workload(
+        5.0, parse_distribution("6000", "p"), parse_distribution("2000", "o"), requests=10
+    )
+    sku = catalog.sku("h100-sxm")
+    unchunked = simulate(
+        deployment, sku, workload, SimConfig(max_model_len=8192, trtllm_bench=True)
+    )
+    batch, tokens = bench_limits(unchunked.view.capacity_tokens, 6000, 2000)
+    assert unchunked.view.max_num_batched_tokens == max(tokens, 6000 + batch) > tokens
+    assert unchunked.completed == 10
+    config = SimConfig(max_model_len=8192, trtllm_bench=True, chunked_prefill=True)
+    chunked = simulate(deployment, sku, workload, config)
+    assert chunked.view.max_num_batched_tokens == tokens

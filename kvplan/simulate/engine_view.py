@@ -13,7 +13,6 @@ from dataclasses import dataclass, replace
 
 from kvplan.engine import KvLayout
 from kvplan.engine.analytic import byte_layout
-from kvplan.engine.base import Scheduler
 from kvplan.engine.deployment import Deployment
 from kvplan.engine.pool import largest_fitting
 from kvplan.engine.vllm import version_of
@@ -103,7 +102,11 @@ def instance_model(deployment: Deployment, sku: SkuSpec, config: SimConfig) -> I
     max_num_seqs, batched_tokens = scheduler.max_num_seqs, scheduler.max_num_batched_tokens
     if config.trtllm_bench_lengths is not None:
         max_num_seqs, batched_tokens = _bench_limits(
-            deployment, config.trtllm_bench_lengths, capacity_tokens, scheduler, notes
+            deployment,
+            config.trtllm_bench_lengths,
+            bool(config.chunked_prefill),
+            capacity_tokens,
+            notes,
         )
     prompt_limit = None
     if not config.chunked_prefill and batched_tokens < max_model_len:
@@ -158,21 +161,25 @@ def _unchunked(
 
 def _bench_limits(
     deployment: Deployment,
-    lengths: tuple[float, float],
+    lengths: tuple[float, float, int],
+    chunked: bool,
     capacity_tokens: int,
-    scheduler: Scheduler,
     notes: list[str],
 ) -> tuple[int, int]:
     """(max_num_seqs, max_num_batched_tokens) as trtllm-bench picks them; a limit the user set
-    stays (TensorRT-LLM only)."""
+    stays (TensorRT-LLM only). Without chunked prefill trtllm-bench raises max_num_tokens to
+    the longest prompt + max_batch_size (`bench/benchmark/utils/general.py` get_settings)."""
     if deployment.engine.name != "trtllm":
         raise KvplanError("--trtllm-bench: the limits trtllm-bench picks are TensorRT-LLM's")
-    batch, tokens = bench_limits(capacity_tokens, *lengths, pp=deployment.pp)
+    prompt, output, longest = lengths
+    batch, tokens = bench_limits(capacity_tokens, prompt, output, pp=deployment.pp)
+    if not chunked:
+        tokens = max(tokens, longest + batch)
     settings = deployment.settings
     batch = settings.max_num_seqs or batch
     tokens = settings.max_num_batched_tokens or tokens
     notes.append(
-        f"trtllm-bench limits for mean ISL {lengths[0]:,.0f} / OSL {lengths[1]:,.0f} over "
+        f"trtllm-bench limits for mean ISL {prompt:,.0f} / OSL {output:,.0f} over "
         f"{capacity_tokens:,} KV tokens: max_batch_size {batch:,}, max_num_tokens {tokens:,}"
     )
     return batch, tokens
