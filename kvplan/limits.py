@@ -114,6 +114,12 @@ ROPE_FACTOR = Limit(
     "a RoPE scaling factor", "", 1024, "the largest shipped is DeepSeek-V3's YaRN factor, 40"
 )
 PRICE = Limit("a price", "per GPU-hour", 10**9, "a billion an hour, in any currency")
+CONSERVATIVENESS = Limit(
+    "a scheduling conservativeness",
+    "",
+    1000,
+    "SGLang's default is 1.0; from 1 / 0.7 its new-token ratio is already capped at 1",
+)
 
 NUMBERS: tuple[Limit, ...] = (
     CONTEXT,
@@ -139,6 +145,7 @@ NUMBERS: tuple[Limit, ...] = (
     LISTED,
     ROPE_FACTOR,
     PRICE,
+    CONSERVATIVENESS,
 )
 
 # --- text kvplan parses ---------------------------------------------------------------------

@@ -213,6 +213,8 @@ def parse_decimal(
 
 def _decimal(value: Fraction) -> str:
     """`value` as a plain decimal (minimums are powers of ten: 1/10⁶ is 0.000001)."""
+    if value <= 0:  # a minimum of 0 (a factor that may be 0) has no logarithm
+        return f"{float(value):g}"
     return f"{float(value):.{max(0, -math.floor(math.log10(value)))}f}"
 
 

@@ -236,3 +236,20 @@ def test_a_pool_that_cannot_hold_a_request_is_no_candidate(catalog):
     assert result.colocated_requests_per_s == pytest.approx(
         result.colocated_served / workload.duration_s
     )
+
+
+def test_pools_help_names_only_the_workloads_pools_takes():
+    help_text = " ".join(runner.invoke(app, ["pools", "--help"]).stdout.split())
+    assert "(or give --offline or --trace)" in help_text
+    assert "--concurrency" not in help_text
+    missing = runner.invoke(
+        app,
+        ["pools", "llama-3.1-8b", "--sku", "h100-sxm", "--slo-ttft", "1s", "--slo-tpot", "40ms"],
+    )
+    assert missing.exit_code == 2
+    assert missing.stderr.strip() == (
+        "error: give --rate R (requests per second), --offline or --trace FILE"
+    )
+    # simulate keeps its closed loop, and says so.
+    simulate_help = " ".join(runner.invoke(app, ["simulate", "--help"]).stdout.split())
+    assert "(or give --concurrency, --offline or --trace)" in simulate_help

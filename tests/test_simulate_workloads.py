@@ -180,12 +180,29 @@ def test_concurrency_and_offline_reach_the_json(run):
     assert record["workload_kind"] == "offline" and record["concurrency"] is None
 
 
-def test_pools_refuses_a_closed_loop(run):
+def test_pools_refuses_a_closed_loop(run, catalog):
+    # pools has no --concurrency option: one usage line naming it, exit 2.
     result = run(
         "pools", "llama-3.1-8b", "--sku", "h100-sxm", "--concurrency", "8",
         "--slo-ttft", "1s", "--slo-tpot", "50ms",
     )  # fmt: skip
-    assert result.exit_code == 2 and "a closed loop couples" in result.stderr
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.strip().splitlines() == [
+        "error: No such option: --concurrency (see `kvplan pools --help`)"
+    ]
+    # The Python API refuses a capped workload the same way, with the reason.
+    from kvplan.engine import engine
+    from kvplan.engine.deployment import Deployment
+    from kvplan.errors import KvplanError
+    from kvplan.simulate import Slo, parse_distribution, poisson_workload
+    from kvplan.simulate.pools import size_pools
+
+    workload = poisson_workload(
+        1.0, parse_distribution("64", "p"), parse_distribution("8", "o"), requests=10
+    ).capped(8)
+    deployment = Deployment(catalog.model("llama-3.1-8b"), engine("vllm"))
+    with pytest.raises(KvplanError, match="a closed loop couples"):
+        size_pools(deployment, catalog.sku("h100-sxm"), workload, Slo(1.0, 0.05))
 
 
 def test_recommend_takes_concurrency_with_an_slo_as_a_closed_loop(run):

@@ -12,9 +12,11 @@ from kvplan.api.results_simulate import (
     KvMemorySplit,
     KvReservedSplit,
     LatencyPercentiles,
+    LayoutGoodputRecord,
     PoolChoiceRecord,
     PoolsRun,
     PoolTry,
+    RateTry,
     SimulationRun,
     TimelinePoint,
 )
@@ -24,7 +26,7 @@ from kvplan.simulate.results import result_fields
 if TYPE_CHECKING:
     from kvplan.simulate import Latency, SimulationResult
     from kvplan.simulate.metrics import MemorySplit
-    from kvplan.simulate.pools import PoolChoice, PoolsResult
+    from kvplan.simulate.pools import LayoutGoodput, PoolChoice, PoolsResult
 
 # The pool's parts, in the order a split lists them (MemorySplit.values()).
 MEMORY_KEYS = ("token_states", "partial_blocks", "reserved_unused", "fragmentation", "free")
@@ -172,5 +174,19 @@ def pools_run(label: str, result: PoolsResult) -> PoolsRun:
         colocated_requests_per_s_per_gpu=_per_gpu(
             result.colocated_requests_per_s, result.colocated.gpus
         ),
+        goodput=[_goodput(found) for found in result.goodput],
         notes=list(result.notes),
+    )
+
+
+def _goodput(found: LayoutGoodput) -> LayoutGoodputRecord:
+    return LayoutGoodputRecord(
+        layout=found.layout,
+        split=found.split,
+        gpus=found.gpus,
+        goodput_requests_per_s=found.requests_per_s,
+        goodput_requests_per_s_per_gpu=found.requests_per_s_per_gpu,
+        slo_met_fraction=found.slo_met_fraction,
+        capped=found.capped,
+        tried=[RateTry(requests_per_s=r, slo_met_fraction=f) for r, f in found.tried],
     )

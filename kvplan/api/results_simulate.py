@@ -155,6 +155,27 @@ class PoolChoiceRecord(Result):
     tried: list[PoolTry]
 
 
+class RateTry(Result):
+    """One rate a goodput search simulated a layout at, and the attainment there."""
+
+    requests_per_s: Number
+    slo_met_fraction: Number
+
+
+class LayoutGoodputRecord(Result):
+    """The highest rate one layout of `kvplan pools --goodput` serves with at least the SLO
+    percentile of requests meeting both targets (DistServe's goodput), and per GPU."""
+
+    layout: str  # colocated or disaggregated
+    split: str  # "3 × tp 1" colocated, "2P1D" disaggregated
+    gpus: int
+    goodput_requests_per_s: Number  # 0: not met even at 1/1024 of the workload's rate
+    goodput_requests_per_s_per_gpu: Number
+    slo_met_fraction: Number  # the attainment at that rate
+    capped: bool  # still met at 1024 × the workload's rate: a lower bound
+    tried: list[RateTry]
+
+
 class PoolsRun(Result):
     """One workload of `kvplan pools` (docs/commands/pools.md): prefill and decode pools
     against colocated instances."""
@@ -181,4 +202,7 @@ class PoolsRun(Result):
     colocated_gpus: int | None
     colocated_requests_served: int
     colocated_requests_per_s_per_gpu: Number | None
+    # With --goodput: the colocated and the disaggregated layout above, each at the highest
+    # rate it serves; else empty.
+    goodput: list[LayoutGoodputRecord]
     notes: list[str]

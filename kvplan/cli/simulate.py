@@ -23,6 +23,7 @@ from kvplan.cli.simulate_options import (
     WORKLOAD_PARAMETERS,
     ServingOptions,
     WorkloadOptions,
+    pools_workload_options,
     serving_options,
     workload_options,
 )
@@ -256,7 +257,7 @@ def _converted(written: str, kind: type, text: str) -> Any:
 
 @engine_options
 @serving_options
-@workload_options
+@pools_workload_options
 def pools(
     model: ModelArg,
     sku: SimSkuOpt,
@@ -301,6 +302,16 @@ def pools(
     max_instances: Annotated[
         int, typer.Option("--max-instances", help="largest instance count tried per pool")
     ] = 64,
+    goodput: Annotated[
+        bool,
+        typer.Option(
+            "--goodput",
+            help="also search, for the colocated and the disaggregated layout chosen, the "
+            "highest rate at which --slo-percentile % of requests meet both SLOs (DistServe's "
+            "goodput; the same requests at other rates), and that rate per GPU; needs --rate "
+            "or --trace",
+        ),
+    ] = False,
     fmt: FormatOpt = "table",
     catalog_dirs: CatalogOpt = None,
     *,
@@ -310,8 +321,9 @@ def pools(
 ) -> None:
     """Fewest prefill and decode instances meeting --slo-ttft and --slo-tpot, vs colocated.
 
-    Needs --rate or --trace, --slo-ttft and --slo-tpot. Each pool's instance count is searched
-    by simulation; the KV copy between the pools runs over the SKU's interconnect.
+    Needs --rate, --offline or --trace, and --slo-ttft and --slo-tpot. Each pool's instance
+    count is searched by simulation; the KV copy between the pools runs over the SKU's
+    interconnect.
     """
     with user_errors():
         from kvplan.api.build_simulate import pools_run
@@ -353,15 +365,17 @@ def pools(
             surge,
             slo_percentile,
             link,
-            max_instances,
+            (max_instances, goodput),
         )
         for note in notes:
             warn(note)
         render_pools([with_flags(pools_run(label, r)) for label, r in results], output)
 
 
-def _pools_results(deployment, sku, workload, config, degrees, surge, percentile, link, limit):
-    """Pools for the workload, and again for its surge when --prompt/--output-scale ask."""
+def _pools_results(deployment, sku, workload, config, degrees, surge, percentile, link, search):
+    """Pools for the workload, and again for its surge when --prompt/--output-scale ask;
+    `search` is (--max-instances, --goodput)."""
+    limit, goodput = search
     from kvplan.simulate.pools import size_pools
 
     workloads = [("base", workload)]
@@ -381,6 +395,7 @@ def _pools_results(deployment, sku, workload, config, degrees, surge, percentile
                 tps=degrees,
                 link_bytes_per_s=link,
                 max_instances=limit,
+                goodput=goodput,
             ),
         )
         for label, load in workloads

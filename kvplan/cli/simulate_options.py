@@ -40,16 +40,22 @@ DISTRIBUTION_HELP = (
     "in tokens, S the standard deviation of ln tokens) or empirical:FILE (one count a line)"
 )
 
-# name -> (annotation, default)
-WORKLOAD_PARAMETERS: dict[str, tuple[Any, Any]] = {
-    "rate": _entry(
+
+def _rate_entry(alternatives: str) -> tuple:
+    """--rate, naming the other workload kinds the command takes."""
+    return _entry(
         float | None,
         None,
         "--rate",
         "Poisson arrivals, requests per second, a decimal from 0.000001 to 1,000,000,000 "
-        "(or give --concurrency, --offline or --trace)",
+        f"(or give {alternatives})",
         parser=rate(),
-    ),
+    )
+
+
+# name -> (annotation, default)
+WORKLOAD_PARAMETERS: dict[str, tuple[Any, Any]] = {
+    "rate": _rate_entry("--concurrency, --offline or --trace"),
     "concurrency": _entry(
         int | None,
         None,
@@ -140,11 +146,12 @@ SERVING_PARAMETERS: dict[str, tuple[Any, Any]] = {
         "--max-num-batched-tokens, when given, win)",
     ),
     "chunked_prefill": _entry(
-        bool,
-        True,
+        bool | None,
+        None,
         "--chunked-prefill/--no-chunked-prefill",
-        "split long prompts over steps of max_num_batched_tokens",
-        True,
+        "split long prompts over steps of max_num_batched_tokens; default: the engine's, on "
+        "for vLLM and SGLang, off for TensorRT-LLM (enable_chunked_prefill=False: a prompt "
+        "longer than max_num_tokens is refused)",
     ),
     "preemption": _entry(
         str,
@@ -274,8 +281,9 @@ class WorkloadOptions:
                 f"give --offline or {flag}, not both: offline sends every request at t = 0"
             )
         if v["rate"] is None and not offline and concurrency is None:
+            loop = " --concurrency N," if "concurrency" in v else ""
             raise KvplanError(
-                "give --rate R (requests per second), --concurrency N, --offline or --trace FILE"
+                f"give --rate R (requests per second),{loop} --offline or --trace FILE"
             )
         if requests is not None and duration is not None:
             raise KvplanError("give --requests or --duration, not both")
@@ -377,5 +385,13 @@ recommend_workload_options = option_group(
     {name: entry for name, entry in WORKLOAD_PARAMETERS.items() if name != "concurrency"},
     "workload_options",
     WorkloadOptions,
+)
+# pools sizes pools for arrival times: no closed loop (it would couple the two pools).
+POOLS_WORKLOAD_PARAMETERS = {
+    **{name: entry for name, entry in WORKLOAD_PARAMETERS.items() if name != "concurrency"},
+    "rate": _rate_entry("--offline or --trace"),
+}
+pools_workload_options = option_group(
+    POOLS_WORKLOAD_PARAMETERS, "workload_options", WorkloadOptions
 )
 serving_options = option_group(SERVING_PARAMETERS, "serving_options", ServingOptions)

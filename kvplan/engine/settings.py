@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import kvplan.limits as limits
 from kvplan.engine.names import engine_name
 from kvplan.errors import KvplanError, SettingError
-from kvplan.units import parse_bytes, parse_count, parse_fraction
+from kvplan.units import parse_bytes, parse_count, parse_decimal, parse_fraction
 
 # The engines with a release table, and every engine (kvplan.engine.ENGINES).
 RELEASED = ("vllm", "sglang", "trtllm", "llama.cpp", "ollama")
@@ -34,6 +34,7 @@ FRACTION = "fraction"  # in (0, 1]; text like 0.9
 BYTES = "bytes"  # text like 51.38GiB, or a whole number of bytes
 SWITCH = "switch"  # a flag without a value: given or not
 NAME = "name"  # a name looked up in a table (the engine)
+FACTOR = "factor"  # a plain decimal from `minimum` to the stated maximum: 1.0, 0.3
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,9 @@ class Setting:
                 return parse_fraction(value, self.name)
             if self.unit == BYTES:
                 return parse_bytes(value, self.name)
+            if self.unit == FACTOR and self.limit is not None:
+                minimum = Fraction(self.minimum)
+                return float(parse_decimal(value, self.name, self.limit, minimum, _DECIMAL))
             if self.limit is None:  # a bug in the rows above, not the user's
                 raise TypeError(f"setting {self.name}: a count needs a stated maximum")
             return parse_count(value, self.name, self.limit, int(self.minimum))
@@ -90,6 +94,7 @@ class Setting:
 
 
 _FLASH = "a quantised V cache needs it"
+_DECIMAL = "write a decimal such as 1.5"
 # One row a setting: name, type, unit, flags, key, help, then what differs from the defaults.
 # fmt: off
 SETTINGS: tuple[Setting, ...] = (
@@ -138,6 +143,15 @@ SETTINGS: tuple[Setting, ...] = (
             "largest pipeline stage (0.97 GiB for 32 layers; said in the notes); 0 before 0.20 "
             "and for other engines",
             engines=("vllm",), minimum=0),
+    # vLLM ModelConfig enforce_eager (default False, vllm/config/model.py), SGLang ServerArgs
+    # disable_cuda_graph (default False, python/sglang/srt/server_args.py), TensorRT-LLM
+    # TorchLlmArgs cuda_graph_config (default_factory=CudaGraphConfig: on; None turns it
+    # off, tensorrt_llm/llmapi/llm_args.py): graphs are on by default in all three.
+    Setting("cuda_graphs", bool, SWITCH, ("--no-cuda-graphs",), "no_cuda_graphs",
+            "run without CUDA graphs (vLLM --enforce-eager, SGLang --disable-cuda-graph, "
+            "TensorRT-LLM cuda_graph_config: null in --extra_llm_api_options): every kernel "
+            "launch is paid on the host each step; default: graphs on",
+            engines=("vllm", "sglang", "trtllm"), inverted=True),
     Setting("hybrid_allocator", bool, SWITCH, ("--no-hybrid-allocator",), "no_hybrid_allocator",
             "windowed layers reserve full length (vLLM --disable-hybrid-kv-cache-manager)",
             engines=("vllm", "exact", "hf", "naive"), inverted=True),
@@ -149,6 +163,16 @@ SETTINGS: tuple[Setting, ...] = (
             "cap on the KV pool in tokens per GPU (SGLang --max-total-tokens, TensorRT-LLM "
             "kv_cache_config.max_tokens)",
             engines=("sglang", "trtllm"), limit=limits.CONTEXT),
+    # SGLang ServerArgs schedule_conservativeness (default 1.0, server_args.py): the
+    # scheduler's initial new-token ratio is min(0.7 × it, 1) and its floor 0.14 × that
+    # (scheduler.py, NewTokenRatioTracker.from_server_args); SGLang refuses a negative one.
+    Setting("schedule_conservativeness", float, FACTOR, ("--schedule-conservativeness",),
+            "schedule_conservativeness",
+            "SGLang --schedule-conservativeness: scales the share of its remaining output each "
+            "running request is assumed to still need when a new one is admitted (initial "
+            "new-token ratio min(0.7 × this, 1)); lower admits more and retracts more",
+            engines=("sglang",), limit=limits.CONSERVATIVENESS, minimum=0, default=1.0,
+            metavar="FACTOR", show_default=True),
     Setting("context_size_tokens", int, "tokens", ("--ctx-size",), "ctx_size",
             "llama.cpp -c / ollama num_ctx × OLLAMA_NUM_PARALLEL: cells allocated for all slots, "
             "in tokens; default: planned as one slot of --context per request",

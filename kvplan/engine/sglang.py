@@ -335,6 +335,10 @@ class SglangProfile(EngineProfile[SglangLayout]):
             parts.append(f"--max-running-requests {settings.max_num_seqs}")
         if settings.max_num_batched_tokens:
             parts.append(f"--chunked-prefill-size {settings.max_num_batched_tokens}")
+        if settings.cuda_graphs is False:
+            parts.append("--disable-cuda-graph")
+        if settings.schedule_conservativeness != 1.0:
+            parts.append(f"--schedule-conservativeness {settings.schedule_conservativeness:g}")
         return " ".join(parts)
 
 

@@ -264,11 +264,15 @@ class TrtllmProfile(EngineProfile[TrtLayout]):
                 f"--max_seq_len {context_tokens} "
                 f"--kv_cache_free_gpu_memory_fraction {utilization:g}" + limits
             )
+            options = []
             if config:
-                fields = ", ".join(f"{k}: {v}" for k, v in config.items())
-                command += (
-                    f" --extra_llm_api_options kv.yaml  # kv.yaml: kv_cache_config: {{{fields}}}"
+                options.append(
+                    "kv_cache_config: {" + ", ".join(f"{k}: {v}" for k, v in config.items()) + "}"
                 )
+            if settings.cuda_graphs is False:  # TorchLlmArgs: None turns CUDA graphs off
+                options.append("cuda_graph_config: null")
+            if options:
+                command += f" --extra_llm_api_options kv.yaml  # kv.yaml: {'; '.join(options)}"
             return command
         tokens = settings.tokens_per_block or default_tokens_per_block(release)
         return (

@@ -317,6 +317,8 @@ class VllmProfile(EngineProfile[VllmLayout]):
             parts.append(f"--quantization {weights}")
         if settings.hybrid_allocator is False:
             parts.append("--disable-hybrid-kv-cache-manager")
+        if settings.cuda_graphs is False:
+            parts.append("--enforce-eager")
         scaling = deployment.model.rope_scaling
         if scaling is not None and context_tokens > deployment.model.max_context:
             # Past max_position_embeddings vLLM needs the scaling in the config; a declared

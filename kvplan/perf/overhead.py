@@ -45,10 +45,11 @@ class Overhead:
 def engine_overhead(
     deployment: Deployment, constants: PerfConstants, cuda_graphs: bool = True
 ) -> Overhead:
-    """The deployment's engine overhead under `constants`."""
+    """The deployment's engine overhead under `constants`; without CUDA graphs (`cuda_graphs`
+    False, or the deployment's `cuda_graphs` setting off) each layer's launches cost more."""
     key = engine_key(deployment)
     per_layer = constants.value("layer_overhead_s")
-    if not cuda_graphs:
+    if not cuda_graphs or deployment.settings.cuda_graphs is False:
         per_layer *= constants.value("eager_overhead_factor")
     return Overhead(
         constants.engine_value("engine_step_overhead_s", key),

@@ -7,7 +7,7 @@ the JSON.
 from __future__ import annotations
 
 from kvplan.api.results import dump
-from kvplan.api.results_simulate import PoolChoiceRecord, PoolsRun
+from kvplan.api.results_simulate import LayoutGoodputRecord, PoolChoiceRecord, PoolsRun
 from kvplan.report.render import Format, Table, emit, plural
 
 
@@ -68,6 +68,8 @@ def pools_table(runs: list[PoolsRun]) -> Table:
             ],
         )
         _add(table, run.label, "colocated", run.colocated, run.colocated_requests_per_s_per_gpu)
+        for found in run.goodput:
+            _add_goodput(table, run.label, found)
         table.notes += _workload_notes(run)
     table.notes += [n for n in first.notes if n not in table.notes]
     choices = [c for r in runs for c in (r.prefill, r.decode, r.colocated)]
@@ -78,6 +80,41 @@ def pools_table(runs: list[PoolsRun]) -> Table:
             "instances reject the same ones)"
         )
     return table
+
+
+def _add_goodput(table: Table, label: str, found: LayoutGoodputRecord) -> None:
+    """A goodput row: the layout kept, its attainment and goodput per GPU at its best rate."""
+    per_gpu, pool = found.goodput_requests_per_s_per_gpu, f"goodput {found.layout}"
+    met = found.slo_met_fraction
+    table.add(
+        [label, pool, None, found.split, found.gpus, None, None, met, per_gpu],
+        [
+            label,
+            pool,
+            "",
+            found.split,
+            f"{found.gpus:,}",
+            "",
+            "",
+            f"{met:.1%}",
+            f"{per_gpu:,.2f}" if per_gpu else "—",
+        ],
+    )
+
+
+def _goodput_notes(run: PoolsRun) -> list[str]:
+    """The rate each goodput row was found at, and what it means."""
+    if not run.goodput:
+        return []
+    rates = "; ".join(
+        f"{g.layout} {g.split}: {g.goodput_requests_per_s:,.2f} req/s"
+        + (" or more (met at 1,024 × the workload's rate)" if g.capped else "")
+        for g in run.goodput
+    )
+    return [
+        f"{run.label}: goodput (the highest rate at which {run.slo_percentile} % of the "
+        f"requests meet both SLOs, the same requests at other rates, layouts kept): {rates}"
+    ]
 
 
 def _workload_notes(run: PoolsRun) -> list[str]:
@@ -113,7 +150,7 @@ def _workload_notes(run: PoolsRun) -> list[str]:
                 f"{label}: {role} (tp {choice.tp}) rejects {sum(own.values()):,} "
                 f"({reasons}), each an SLO miss"
             )
-    return notes
+    return notes + _goodput_notes(run)
 
 
 def _add(

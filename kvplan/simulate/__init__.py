@@ -72,7 +72,8 @@ def simulate(
         count = len(workload.requests)
         prompt = sum(r.prompt_tokens for r in workload.requests) / count
         output = sum(r.output_tokens for r in workload.requests) / count
-        config = replace(config, trtllm_bench_lengths=(prompt, output))
+        longest = max(r.prompt_tokens for r in workload.requests)
+        config = replace(config, trtllm_bench_lengths=(prompt, output, longest))
     view = instance_model(deployment, sku, config)
     count = config.instances * deployment.dp
     runs = run_instances(view, count, config.router, workload)

@@ -56,11 +56,12 @@ class SimConfig:
     scheduler: str = "engine"
     allocator: str = "paged"
     placement: str = "first-fit"  # contiguous allocators only
-    chunked_prefill: bool = True
+    chunked_prefill: bool | None = None  # None: the engine's (policies.CHUNKS_BY_DEFAULT)
     # TensorRT-LLM runs with the max batch size and max num tokens trtllm-bench picks for the
-    # workload's mean (prompt, output) tokens (trtllm_bench.py; `simulate` fills the lengths).
+    # workload's mean (prompt, output) tokens and its longest prompt (trtllm_bench.py;
+    # `simulate` fills the lengths).
     trtllm_bench: bool = False
-    trtllm_bench_lengths: tuple[float, float] | None = None
+    trtllm_bench_lengths: tuple[float, float, int] | None = None
     preemption: str = "recompute"
     max_model_len: int | None = None  # None: the model's native context
     kv_window_tokens: int | None = None  # keep only the last W tokens (plus sinks)

@@ -13,7 +13,6 @@ from dataclasses import dataclass, replace
 
 from kvplan.engine import KvLayout
 from kvplan.engine.analytic import byte_layout
-from kvplan.engine.base import Scheduler
 from kvplan.engine.deployment import Deployment
 from kvplan.engine.pool import largest_fitting
 from kvplan.engine.vllm import version_of
@@ -22,7 +21,7 @@ from kvplan.plan.capacity import Capacity
 from kvplan.simulate.allocators import reservation_tokens
 from kvplan.simulate.config import SimConfig
 from kvplan.simulate.growth import GrowthProfile, growth_profile
-from kvplan.simulate.policies import ENGINE_DEFAULT
+from kvplan.simulate.policies import CHUNKS_BY_DEFAULT, ENGINE_DEFAULT
 from kvplan.simulate.step_cost import ModelCost, StepCost
 from kvplan.simulate.step_table import TableCost
 from kvplan.simulate.trtllm_bench import bench_limits
@@ -61,6 +60,9 @@ class InstanceModel:
     # A prefill batch runs as a step of its own, decodes waiting (SGLang without
     # --enable-mixed-chunk; vLLM V0 without chunked prefill); else steps are mixed.
     separate_prefill: bool = False
+    # The longest prompt the engine accepts (TensorRT-LLM without chunked prefill: its
+    # max_num_tokens), or None: any that fits max_model_len.
+    prompt_limit_tokens: int | None = None
 
     @property
     def pool_bytes(self) -> float:
@@ -79,9 +81,11 @@ def instance_model(deployment: Deployment, sku: SkuSpec, config: SimConfig) -> I
     Raises:
         KvplanError: the weights leave no KV memory, or --max-model-len is out of range.
     """
+    engine = deployment.engine.name
     if config.scheduler == "engine":
-        own = ENGINE_DEFAULT.get(deployment.engine.name, "continuous")
-        config = replace(config, scheduler=own)
+        config = replace(config, scheduler=ENGINE_DEFAULT.get(engine, "continuous"))
+    if config.chunked_prefill is None:
+        config = replace(config, chunked_prefill=CHUNKS_BY_DEFAULT.get(engine, True))
     capacity = _capacity(deployment, sku, config)
     refusal = _refusal(capacity)
     if refusal is not None:
@@ -98,14 +102,15 @@ def instance_model(deployment: Deployment, sku: SkuSpec, config: SimConfig) -> I
     max_num_seqs, batched_tokens = scheduler.max_num_seqs, scheduler.max_num_batched_tokens
     if config.trtllm_bench_lengths is not None:
         max_num_seqs, batched_tokens = _bench_limits(
-            deployment, config.trtllm_bench_lengths, capacity_tokens, scheduler, notes
+            deployment,
+            config.trtllm_bench_lengths,
+            bool(config.chunked_prefill),
+            capacity_tokens,
+            notes,
         )
+    prompt_limit = None
     if not config.chunked_prefill and batched_tokens < max_model_len:
-        batched_tokens = max_model_len
-        notes.append(
-            f"chunked prefill off: max_num_batched_tokens raised to max_model_len "
-            f"{max_model_len:,} so any prompt fits one step (vLLM requires it)"
-        )
+        batched_tokens, prompt_limit = _unchunked(engine, batched_tokens, max_model_len, notes)
     return InstanceModel(
         deployment=deployment,
         sku=sku,
@@ -131,26 +136,50 @@ def instance_model(deployment: Deployment, sku: SkuSpec, config: SimConfig) -> I
         notes=tuple(notes),
         capacity_tokens=capacity_tokens,
         separate_prefill=_separate_prefill(deployment, config, batched_tokens, max_model_len),
+        prompt_limit_tokens=prompt_limit,
     )
+
+
+def _unchunked(
+    engine: str, batched_tokens: int, max_model_len: int, notes: list[str]
+) -> tuple[int, int | None]:
+    """(max_num_batched_tokens, the longest prompt accepted or None) without chunked prefill
+    when a step holds fewer tokens than max_model_len: vLLM requires the budget raised to it;
+    TensorRT-LLM keeps max_num_tokens and refuses longer prompts (policies.CHUNKS_BY_DEFAULT)."""
+    if engine == "trtllm":
+        notes.append(
+            f"chunked prefill off (TensorRT-LLM's default; --chunked-prefill turns it on): "
+            f"a prompt longer than max_num_tokens {batched_tokens:,} is refused"
+        )
+        return batched_tokens, batched_tokens
+    notes.append(
+        f"chunked prefill off: max_num_batched_tokens raised to max_model_len "
+        f"{max_model_len:,} so any prompt fits one step (vLLM requires it)"
+    )
+    return max_model_len, None
 
 
 def _bench_limits(
     deployment: Deployment,
-    lengths: tuple[float, float],
+    lengths: tuple[float, float, int],
+    chunked: bool,
     capacity_tokens: int,
-    scheduler: Scheduler,
     notes: list[str],
 ) -> tuple[int, int]:
     """(max_num_seqs, max_num_batched_tokens) as trtllm-bench picks them; a limit the user set
-    stays (TensorRT-LLM only)."""
+    stays (TensorRT-LLM only). Without chunked prefill trtllm-bench raises max_num_tokens to
+    the longest prompt + max_batch_size (`bench/benchmark/utils/general.py` get_settings)."""
     if deployment.engine.name != "trtllm":
         raise KvplanError("--trtllm-bench: the limits trtllm-bench picks are TensorRT-LLM's")
-    batch, tokens = bench_limits(capacity_tokens, *lengths, pp=deployment.pp)
+    prompt, output, longest = lengths
+    batch, tokens = bench_limits(capacity_tokens, prompt, output, pp=deployment.pp)
+    if not chunked:
+        tokens = max(tokens, longest + batch)
     settings = deployment.settings
     batch = settings.max_num_seqs or batch
     tokens = settings.max_num_batched_tokens or tokens
     notes.append(
-        f"trtllm-bench limits for mean ISL {lengths[0]:,.0f} / OSL {lengths[1]:,.0f} over "
+        f"trtllm-bench limits for mean ISL {prompt:,.0f} / OSL {output:,.0f} over "
         f"{capacity_tokens:,} KV tokens: max_batch_size {batch:,}, max_num_tokens {tokens:,}"
     )
     return batch, tokens

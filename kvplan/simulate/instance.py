@@ -26,6 +26,7 @@ from kvplan.simulate.workload import RequestSpec
 
 TOO_LONG = "prompt + output longer than max_model_len"
 TOO_LARGE = "needs more KV than the whole pool"
+PROMPT_TOO_LONG = "prompt longer than max_num_batched_tokens without chunked prefill"
 
 
 class Instance(Scheduling):
@@ -44,6 +45,9 @@ class Instance(Scheduling):
         view = self.view
         if spec.prompt_tokens + spec.output_tokens > view.max_model_len:
             self.metrics.rejected[TOO_LONG] += 1
+            return False
+        if view.prompt_limit_tokens is not None and spec.prompt_tokens > view.prompt_limit_tokens:
+            self.metrics.rejected[PROMPT_TOO_LONG] += 1
             return False
         reservation = 0
         if view.reserve_tokens is not None:
@@ -144,7 +148,7 @@ class Instance(Scheduling):
         head = self.waiting[0]
         if head.swapped_tokens:
             blocks = view.charge.value(head.swapped_tokens)
-        elif view.config.chunked_prefill:
+        elif view.config.chunked_prefill or head.target > view.max_num_batched_tokens:
             blocks = view.charge.value(min(head.target, budget))
         elif head.target <= budget:
             blocks = view.charge.value(head.target)

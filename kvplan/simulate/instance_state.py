@@ -40,7 +40,10 @@ class InstanceState:
             config.allocator, config.placement, view.num_blocks
         )
         self.metrics = metrics
-        self.policy = policy(config.scheduler, view.num_blocks, view.charge.tokens_per_block)
+        conservativeness = view.deployment.settings.schedule_conservativeness
+        self.policy = policy(
+            config.scheduler, view.num_blocks, view.charge.tokens_per_block, conservativeness
+        )
         self.t = 0.0
         self.step = 0
         self.waiting: deque[Req] = deque()

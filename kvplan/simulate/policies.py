@@ -61,6 +61,13 @@ class Scheduling(Protocol):
 POLICIES = ("continuous", "trtllm-guaranteed-no-evict", "trtllm-max-utilization", "sglang")
 # The scheduler each engine runs when --scheduler is left to the engine.
 ENGINE_DEFAULT = {"sglang": "sglang", "trtllm": "trtllm-guaranteed-no-evict"}
+# Whether an engine chunks long prompts when --chunked-prefill is left to it: TensorRT-LLM's
+# LLM API and trtllm-serve default to enable_chunked_prefill=False (tensorrt_llm/llmapi/
+# llm_args.py, commands/serve.py get_llm_args; the TensorRT engines' executor default
+# enable_chunked_context is false too), and without it a prompt longer than max_num_tokens
+# is refused ("The sum of prompt length …, query length … should not exceed max_num_tokens",
+# llmapi/llm.py _check_arguments). vLLM V1 and SGLang (chunked_prefill_size) chunk.
+CHUNKS_BY_DEFAULT = {"trtllm": False}
 
 SGLANG_INIT_NEW_TOKEN_RATIO = 0.7
 SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR = 0.14
@@ -178,12 +185,15 @@ class SglangPolicy(Policy):
         self.ratio = max(self.ratio - steps * self.decay, self.min_ratio)
 
 
-def policy(name: str, num_blocks: int, tokens_per_block: int) -> Policy:
-    """The policy named `name` (one of POLICIES) for a pool of `num_blocks` blocks."""
+def policy(
+    name: str, num_blocks: int, tokens_per_block: int, conservativeness: float = 1.0
+) -> Policy:
+    """The policy named `name` (one of POLICIES) for a pool of `num_blocks` blocks;
+    `conservativeness` is SGLang's --schedule-conservativeness (sglang only)."""
     if name == "trtllm-guaranteed-no-evict":
         return GuaranteedNoEvict(num_blocks)
     if name == "trtllm-max-utilization":
         return MaxUtilization()
     if name == "sglang":
-        return SglangPolicy(tokens_per_block)
+        return SglangPolicy(tokens_per_block, conservativeness)
     return Policy()

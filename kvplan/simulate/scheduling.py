@@ -71,7 +71,10 @@ class Scheduling(InstanceState):
                 resumed.append(waiting.popleft())
                 budget -= 1
                 continue
-            tokens = min(head.target, budget) if chunked else head.target
+            # Unchunked, a prompt comes whole; a recompute longer than any step (a paused
+            # TensorRT-LLM request's prompt and output so far) is the one that is chunked.
+            whole = not chunked and head.target <= view.max_num_batched_tokens
+            tokens = head.target if whole else min(head.target, budget)
             if tokens > budget or not self._take(head, view.charge.value(tokens)):
                 break
             waiting.popleft()

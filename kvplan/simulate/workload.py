@@ -101,6 +101,24 @@ class Workload:
         label = f"{self.description}; prompts ×{prompt_factor:g}, outputs ×{output_factor:g}"
         return replace(self, requests=requests, description=label)
 
+    def at_rate(self, requests_per_s: float) -> Workload:
+        """The same requests, their arrival times scaled so that they are offered at
+        `requests_per_s` over the arrival window (a Poisson workload stays Poisson).
+
+        Raises:
+            KvplanError: a workload without an arrival window (offline, a closed loop).
+        """
+        offered = self.offered_requests_per_s
+        if offered is None or self.max_concurrency is not None:
+            raise KvplanError(
+                "--goodput: searches a rate, so the workload needs arrival times (give --rate "
+                "or --trace)"
+            )
+        factor = offered / requests_per_s
+        requests = tuple(replace(r, arrival_s=r.arrival_s * factor) for r in self.requests)
+        label = f"{self.description}; arrivals at {requests_per_s:,.4g} req/s"
+        return replace(self, requests=requests, description=label)
+
     def capped(self, max_concurrency: int) -> Workload:
         """The same arrivals with at most `max_concurrency` requests in flight: a request
         waits for its scheduled time and for a free place (vllm bench serve given both

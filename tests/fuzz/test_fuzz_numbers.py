@@ -93,6 +93,16 @@ def test_rates_read_as_documented(text):
     assert got == expected_decimal(text, "0.000001", 10**9)
 
 
+@fuzz(400)
+@given(numbers)
+def test_schedule_conservativeness_reads_as_documented(text):
+    from kvplan.engine.settings import BY_NAME
+
+    got = _outcome(BY_NAME["schedule_conservativeness"].check, text)
+    # docs/limits.md: a scheduling conservativeness is 0 to 1,000.
+    assert got == expected_decimal(text, "0", 1000)
+
+
 @pytest.mark.parametrize(
     ("text", "fragment"),
     [

@@ -88,6 +88,9 @@ def _engine_field(setting: Setting) -> tuple[Any, Any]:
         hint = Annotated[int, BeforeValidator(_token_count)] if tokens else int
         low = {"gt": 0} if setting.minimum == 1 else {"ge": setting.minimum}  # pydantic's words
         bounds = {**low, "le": limit}
+    elif setting.type is float and setting.limit is not None:  # a FACTOR
+        hint = float
+        bounds = {"ge": float(setting.minimum), "le": setting.limit.maximum, "allow_inf_nan": False}
     elif setting.type is str:
         hint = Name
     else:

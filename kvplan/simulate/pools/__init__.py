@@ -27,12 +27,20 @@ from kvplan.simulate.config import SimConfig, Slo
 from kvplan.simulate.engine_view import instance_model, kv_refusal
 from kvplan.simulate.instance import TOO_LARGE
 from kvplan.simulate.pools.choice import PREFILL_REJECTED, PoolChoice
+from kvplan.simulate.pools.goodput import LayoutGoodput, layout_goodputs
 from kvplan.simulate.pools.search import PoolSearch, at_tp
 from kvplan.simulate.results import percentile_of
 from kvplan.simulate.workload import Workload
 from kvplan.specs import SkuSpec
 
-__all__ = ["DEFAULT_MAX_INSTANCES", "PREFILL_REJECTED", "PoolChoice", "PoolsResult", "size_pools"]
+__all__ = [
+    "DEFAULT_MAX_INSTANCES",
+    "PREFILL_REJECTED",
+    "LayoutGoodput",
+    "PoolChoice",
+    "PoolsResult",
+    "size_pools",
+]
 
 DEFAULT_MAX_INSTANCES = 64
 
@@ -54,6 +62,9 @@ class PoolsResult:
     decode: PoolChoice
     colocated: PoolChoice
     notes: tuple[str, ...]
+    # With `goodput`: (colocated, disaggregated), the highest rate each layout chosen serves
+    # at the SLO attainment (pools/goodput.py); else empty.
+    goodput: tuple[LayoutGoodput, ...] = ()
 
     @property
     def offered_requests_per_s(self) -> float:
@@ -92,8 +103,10 @@ def size_pools(
     tps: tuple[int, ...] = (),
     link_bytes_per_s: float | None = None,
     max_instances: int = DEFAULT_MAX_INSTANCES,
+    goodput: bool = False,
 ) -> PoolsResult:
-    """Size prefill, decode and colocated pools for `workload` under `slo` at `percentile`.
+    """Size prefill, decode and colocated pools for `workload` under `slo` at `percentile`;
+    with `goodput`, also the highest rate each chosen layout serves (`PoolsResult.goodput`).
 
     `tps` are the tensor-parallel degrees each pool may use (default: the deployment's); the
     one needing the fewest GPUs wins per pool, and a degree whose weights leave no KV memory
@@ -105,14 +118,7 @@ def size_pools(
             degree that leaves KV memory.
     """
     link = _checked(sku, slo, percentile, max_instances, link_bytes_per_s)
-    if workload.max_concurrency is not None:
-        # Its next request waits on the decode pool's returns, so the two pools' runs would
-        # have to advance together; each pool is simulated on its own here.
-        raise KvplanError(
-            "--concurrency: pools sizes pools for arrival times (--rate, --trace or "
-            "--offline); a closed loop couples the prefill and decode pools, which pools does "
-            "not simulate"
-        )
+    _check_workload(workload, goodput)
     base = replace(config or SimConfig(), router="least-loaded", slo=slo, instances=1)
     limit = base.max_model_len or deployment.model.max_context
     if all(r.prompt_tokens + r.output_tokens > limit for r in workload.requests):
@@ -140,6 +146,7 @@ def size_pools(
         prefill=prefill,
         decode=decode,
         colocated=colocated,
+        goodput=layout_goodputs(search, prefill, decode, colocated) if goodput else (),
         notes=(
             "prefill instances free a prompt's KV when its first token is out; the copy to the "
             "decode pool is counted in TPOT, not in memory",
@@ -152,6 +159,20 @@ def size_pools(
             *instance_model(at_tp(deployment, degrees[0]), sku, base).notes,
         ),
     )
+
+
+def _check_workload(workload: Workload, goodput: bool) -> None:
+    """Refuse a workload pools cannot size, before any run."""
+    if workload.max_concurrency is not None:
+        # Its next request waits on the decode pool's returns, so the two pools' runs would
+        # have to advance together; each pool is simulated on its own here.
+        raise KvplanError(
+            "--concurrency: pools sizes pools for arrival times (--rate, --trace or "
+            "--offline); a closed loop couples the prefill and decode pools, which pools does "
+            "not simulate"
+        )
+    if goodput:
+        workload.at_rate(1.0)  # raises for a workload without arrival times
 
 
 def _checked(

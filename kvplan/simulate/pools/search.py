@@ -98,7 +98,8 @@ class PoolSearch:
             rejected=rejected,
         )
 
-    def prefill(self, tp: int) -> PoolChoice:
+    def run_prefill(self, tp: int, count: int) -> SimulationResult:
+        """The prefill pool of `count` instances at `tp` serving the workload's prompts."""
         # A request longer than max_model_len keeps its length, so the prefill pool rejects
         # it on arrival as the engine does (it checks prompt + max_tokens).
         limit = self.config.max_model_len or self.deployment.model.max_context
@@ -109,26 +110,75 @@ class PoolSearch:
                 for r in self.workload.requests
             ),
         )
+        return self._run("prefill", tp, count, only_prompts)
+
+    def prefill(self, tp: int) -> PoolChoice:
         target = Slo(ttft_s=self.slo.ttft_s)
 
         def judge(count: int) -> Outcome:
-            result = self._run("prefill", tp, count, only_prompts)
+            result = self.run_prefill(tp, count)
             return self._outcome(list(result.requests), target, result.rejected, True, False)
 
         return self._smallest("prefill", tp, judge)
 
     def first_tokens(self, prefill: PoolChoice) -> dict[int, float]:
         """When each request the prefill pool returned had its first token, by order."""
-        run = self.runs[("prefill", prefill.tp, prefill.reported_instances)]
+        return self.first_tokens_of(prefill.tp, prefill.reported_instances)
+
+    def first_tokens_of(self, tp: int, count: int) -> dict[int, float]:
+        """When each request the prefill pool of `count` at `tp` returned had its first token."""
+        run = self.runs[("prefill", tp, count)]
         return {r.order: r.first_token_s for r in run.requests}
 
     def decode(self, tp: int, prefill: PoolChoice) -> PoolChoice:
         first = self.first_tokens(prefill)
+        handed, done = self.handed_workload(first, prefill.tp, tp)
+        target = Slo(tpot_s=self.slo.tpot_s)
+
+        def judge(instances: int) -> Outcome:
+            records, rejected = self.decode_records(tp, instances, first, handed, done)
+            return self._outcome(records, target, rejected, False, True)
+
+        if not handed.requests:  # every request is one token long: no decode pool needed
+            return PoolChoice("decode", tp, self.deployment.pp, 0, None, None, ())
+        return self._smallest("decode", tp, judge)
+
+    def decode_records(
+        self,
+        tp: int,
+        instances: int,
+        first: dict[int, float],
+        handed: Workload,
+        done: list[RequestRecord],
+    ) -> tuple[list[RequestRecord], dict[str, int]]:
+        """(every request both pools returned, each with its arrival, the prefill pool's first
+        token and the decode pool's last; the rejections, the prefill pool's included) for the
+        decode pool of `instances` at `tp` serving `handed` (`handed_workload`)."""
+        requests = self.workload.requests
+        result = self._run("decode", tp, instances, handed) if handed.requests else None
+        # TPOT from the prefill pool's first token: the KV copy delays the second token.
+        records = [
+            r._replace(arrival_s=requests[r.order].arrival_s, first_token_s=first[r.order])
+            for r in (result.requests if result else ())
+        ]
+        self.decode_served[(tp, instances)] = {r.order for r in records} | {r.order for r in done}
+        rejected = dict(result.rejected) if result else {}
+        # The prefill pool's rejections are misses here too: they never reach this pool.
+        if len(requests) > len(first):
+            rejected[PREFILL_REJECTED] = len(requests) - len(first)
+        return records + done, rejected
+
+    def handed_workload(
+        self, first: dict[int, float], prefill_tp: int, tp: int
+    ) -> tuple[Workload, list[RequestRecord]]:
+        """(the decode pool's workload: each request the prefill pool returned, arriving when
+        its first token and KV copy are done; the one-token requests, ended in the prefill
+        pool, whose TPOT target is met there)."""
         requests = self.workload.requests
         handed = sorted(
             (
                 RequestSpec(
-                    first[order] + self.transfer_s(requests[order], prefill.tp, tp),
+                    first[order] + self.transfer_s(requests[order], prefill_tp, tp),
                     requests[order].prompt_tokens,
                     requests[order].output_tokens,
                     prefilled=True,
@@ -141,32 +191,10 @@ class PoolSearch:
         )
         # Arrivals come from the prefill pool's first tokens: a trace of its own.
         decode_workload = Workload(tuple(handed), self.workload.description, kind="trace")
-        target = Slo(tpot_s=self.slo.tpot_s)
-        # One-token outputs end in the prefill pool: their TPOT target is met there.
         done = [
             _record(requests[o], first[o], order=o) for o in first if requests[o].output_tokens == 1
         ]
-        # The prefill pool's rejections are misses here too: they never reach this pool.
-        before = len(requests) - len(first)
-
-        def judge(instances: int) -> Outcome:
-            result = self._run("decode", tp, instances, decode_workload)
-            # TPOT from the prefill pool's first token: the KV copy delays the second token.
-            records = [
-                r._replace(arrival_s=requests[r.order].arrival_s, first_token_s=first[r.order])
-                for r in result.requests
-            ]
-            self.decode_served[(tp, instances)] = {r.order for r in records} | {
-                r.order for r in done
-            }
-            rejected = dict(result.rejected)
-            if before:
-                rejected[PREFILL_REJECTED] = before
-            return self._outcome(records + done, target, rejected, False, True)
-
-        if not handed:  # every request is one token long: no decode pool needed
-            return PoolChoice("decode", tp, self.deployment.pp, 0, None, None, ())
-        return self._smallest("decode", tp, judge)
+        return decode_workload, done
 
     def colocated(self, tp: int) -> PoolChoice:
         def judge(count: int) -> Outcome:
