@@ -117,7 +117,10 @@ def resolved_rates(
         compute_fraction or c("attention_decode_compute_fraction")
     )
     flops_per_byte = flops_per_token / max(kv_token_bytes, 1)
-    attention_bytes_per_s = memory("attention_decode_bandwidth_fraction")
+    # An engine whose kernel reads a GQA group's KV once per query head reads it that often.
+    attention_bytes_per_s = memory("attention_decode_bandwidth_fraction") / (
+        deployment.engine.decode_kv_reads(deployment)
+    )
     if flops_per_byte > 0:
         attention_bytes_per_s = min(attention_bytes_per_s, attention_flop_per_s / flops_per_byte)
     link = sku.interconnect_bytes_per_s or sku.host_link_bytes_per_s or bandwidth
