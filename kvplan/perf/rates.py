@@ -69,6 +69,7 @@ class ResolvedRates:
     attention_bytes_per_s: float
     attention_fixed_tokens: float
     prefill_attention_fraction: float
+    attention_peak_flop_per_s: float  # the 16-bit peak attention kernels compute at
     prefill_attention_half_tokens: float
     elementwise_bytes_per_s: float
     link_bytes_per_s: float  # achieved GPU-to-GPU bandwidth, one direction
@@ -139,6 +140,7 @@ def resolved_rates(
         attention_bytes_per_s=attention_bytes_per_s,
         attention_fixed_tokens=c("attention_decode_fixed_tokens"),
         prefill_attention_fraction=compute("attention_prefill_compute_fraction"),
+        attention_peak_flop_per_s=math.inf if key == NO_COMPUTE else _attention_peak(sku),
         prefill_attention_half_tokens=c("attention_prefill_half_efficiency_tokens"),
         elementwise_bytes_per_s=memory("elementwise_bandwidth_fraction"),
         link_bytes_per_s=link * c("collective_bandwidth_fraction"),
