@@ -16,7 +16,7 @@ throughputs are over-predicted by more than 15 %.
 --fit changes only the constants named in FITTED below, by a coordinate search over
 multiplicative steps on the mean |ln ratio| of the fit split (each case weighted once, its
 metrics averaged), then writes kvplan/perf/constants.yaml with the new values and the
-test-split bands. scipy is not a dependency; 14 constants and a few dozen cases do not need it.
+test-split bands. scipy is not a dependency; 13 constants and a few dozen cases do not need it.
 """
 
 from __future__ import annotations
@@ -62,7 +62,6 @@ FITTED = (
     "attention_decode_fixed_tokens",
     "gemm_compute_fraction",
     "grouped_gemm_bandwidth_fraction",
-    "grouped_gemm_compute_fraction",
     "collective_bandwidth_fraction",
     "collective_latency_s",
     "elementwise_bandwidth_fraction",

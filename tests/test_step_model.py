@@ -182,16 +182,12 @@ def test_trtllm_before_xqa_reads_a_gqa_groups_kv_once_per_query_head():
         deployment = Deployment(llama, trt, tp=4, settings=EngineSettings(version=version))
         assert trt.decode_kv_reads(deployment) == reads
     old = step_model(
-        Deployment(
-            llama, trt, tp=4, weight_dtype="bf16", settings=EngineSettings(version="0.6.1")
-        ),
+        Deployment(llama, trt, tp=4, weight_dtype="bf16", settings=EngineSettings(version="0.6.1")),
         make_sku(),
         flat_constants(),
     )
     new = step_model(
-        Deployment(
-            llama, trt, tp=4, weight_dtype="bf16", settings=EngineSettings(version="0.8.0")
-        ),
+        Deployment(llama, trt, tp=4, weight_dtype="bf16", settings=EngineSettings(version="0.8.0")),
         make_sku(),
         flat_constants(),
     )

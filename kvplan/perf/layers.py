@@ -80,10 +80,8 @@ def layer_kernels(model: ModelSpec, kind: str, ffn: bool, moe: bool) -> int:
     grouped GEMMs, activation, weighted combine (8), and each shared expert's gate-up,
     activation and down (3).
     """
-    if kind == "mla" and model.mla is not None:
-        mixer = 12 if model.mla.q_lora_rank else 10
-    else:
-        mixer = 6
+    mla = model.mla if kind == "mla" else None
+    mixer = 6 if mla is None else 12 if mla.q_lora_rank else 10
     if not ffn:
         return mixer
     if not moe or model.moe is None:
