@@ -90,7 +90,7 @@ def deployment_args(case: dict[str, Any], source: dict[str, Any]) -> list[str]:
         args += ["--kv-dtype", case["kv_dtype"]]
     stated = case.get("engine_version") or source.get("engine_version", "")
     version = re.match(r"\s*v?(\d+\.\d+(\.\d+)?)", str(stated))
-    if engine in ("vllm", "trtllm") and version:  # the release whose kernels and rules applied
+    if version:  # the release whose kernels, defaults and memory rules applied
         args += ["--engine-version", version.group(1)]
     return args
 
