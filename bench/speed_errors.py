@@ -16,7 +16,7 @@ throughputs are over-predicted by more than 15 %.
 --fit changes only the constants named in FITTED below, by a coordinate search over
 multiplicative steps on the mean |ln ratio| of the fit split (each case weighted once, its
 metrics averaged), then writes kvplan/perf/constants.yaml with the new values and the
-test-split bands. scipy is not a dependency; 8 constants and a few dozen cases do not need it.
+test-split bands. scipy is not a dependency; 13 constants and a few dozen cases do not need it.
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ FITTED = (
     "engine_step_overhead_s.trtllm",
     "engine_step_overhead_s.vllm",
     "engine_sequence_overhead_s.trtllm",
-    "layer_overhead_s",
+    "kernel_overhead_s",
 )
 FIT_SOURCE = "fitted on the fit split of tests/golden/speed_cases, bench/speed_errors.py --fit"
 FIT_REQUESTS_CAP = 400  # offline requests per case while fitting (the final table uses 1000)

@@ -54,9 +54,26 @@ def layout(case: dict[str, Any]) -> tuple[int, int, bool]:
     """(tp, dp, ep) in kvplan's terms: 'DEPn' (tp n, dp n, ep n in the case) is n attention
     replicas (tp 1 × dp n) with the experts spread over all n GPUs."""
     tp, dp, ep = case["tp"], case.get("dp", 1), case.get("ep", 1) > 1
+    if dp == 1 and _sglang_dp_attention(case):
+        return 1, tp, True
     if dp > 1:
         return max(tp // dp, 1), dp, ep
     return tp, 1, ep
+
+
+def _sglang_dp_attention(case: dict[str, Any]) -> bool:
+    """SGLang before 0.5 launched with --enable-dp-attention sets dp_size = tp_size
+    (server_args.py: "Data parallel size is adjusted to be the same as tensor parallel size"):
+    every GPU runs the attention of its own requests, and the MoE layers see all ranks'
+    tokens with the experts sharded over every GPU, which kvplan's DEP layout times (tp 1 ×
+    dp n with the experts over n GPUs; TP-sharded experts read the same bytes per GPU)."""
+    version = re.match(r"\s*v?(\d+)\.(\d+)", str(case.get("engine_version", "")))
+    return (
+        case.get("engine") == "sglang"
+        and "--enable-dp-attention" in str(case.get("notes", ""))
+        and version is not None
+        and (int(version.group(1)), int(version.group(2))) < (0, 5)
+    )
 
 
 def engine_of(source: dict[str, Any], case: dict[str, Any] | None = None) -> str:
@@ -90,7 +107,7 @@ def deployment_args(case: dict[str, Any], source: dict[str, Any]) -> list[str]:
         args += ["--kv-dtype", case["kv_dtype"]]
     stated = case.get("engine_version") or source.get("engine_version", "")
     version = re.match(r"\s*v?(\d+\.\d+(\.\d+)?)", str(stated))
-    if engine == "vllm" and version:
+    if version:  # the release whose kernels, defaults and memory rules applied
         args += ["--engine-version", version.group(1)]
     return args
 

@@ -12,8 +12,10 @@ from factories import make_model
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kvplan.catalog import Catalog
 from kvplan.engine import engine
 from kvplan.engine.deployment import Deployment
+from kvplan.engine.settings import EngineSettings
 from kvplan.perf.collectives import (
     all_reduce_bytes,
     all_reduce_s,
@@ -137,24 +139,60 @@ def test_tp_pays_two_all_reduces_per_layer():
     assert parts["mlp"] == pytest.approx(4 * 1_572_864 * 2 / 2 / 1e12)
 
 
-def test_engine_overhead_is_per_step_per_sequence_and_per_layer():
+def test_engine_overhead_is_per_step_per_sequence_and_per_kernel():
     constants = flat_constants(
         **{
             "engine_step_overhead_s.other": 1e-3,
             "engine_sequence_overhead_s.other": 1e-5,
-            "layer_overhead_s": 1e-6,
+            "kernel_overhead_s": 1e-6,
         }
     )
     model = step_model(Deployment(make_model(), EXACT), make_sku(), constants)
-    # 1 ms + 3 sequences x 10 µs + 4 layers x 1 µs = 1.034 ms.
-    assert model.parts(StepShape(3, 0.0))["engine_overhead"] == pytest.approx(1.034e-3)
+    # A layer of softmax attention and a gated MLP launches norm, QKV, rotary, KV write,
+    # attention, output projection, norm, gate-up, activation, down: 10 kernels; 4 layers.
+    # 1 ms + 3 sequences x 10 µs + 40 kernels x 1 µs = 1.07 ms.
+    assert model.parts(StepShape(3, 0.0))["engine_overhead"] == pytest.approx(1.07e-3)
     eager = step_model(
         Deployment(make_model(), EXACT),
         make_sku(),
-        flat_constants(layer_overhead_s=1e-6, eager_overhead_factor=3.0),
+        flat_constants(kernel_overhead_s=1e-6, eager_overhead_factor=3.0),
         cuda_graphs=False,
     )
-    assert eager.parts(StepShape(3, 0.0))["engine_overhead"] == pytest.approx(4 * 3e-6)
+    assert eager.parts(StepShape(3, 0.0))["engine_overhead"] == pytest.approx(40 * 3e-6)
+
+
+def test_an_mla_moe_layer_launches_more_kernels_than_a_dense_one():
+    # DeepSeek-V3's config: q_lora_rank 1536, one shared expert, first_k_dense_replace 3 of
+    # 61 layers. MLA 12 kernels; dense FFN 4; routed MoE 8 + one shared expert 3.
+    model = step_model(
+        Deployment(Catalog().model("deepseek-v3"), EXACT, weight_dtype="bf16"),
+        make_sku(),
+        flat_constants(kernel_overhead_s=1e-6),
+    )
+    expected = 3 * (12 + 4) + 58 * (12 + 8 + 3)
+    assert model.parts(StepShape(1, 0.0))["engine_overhead"] == pytest.approx(expected * 1e-6)
+
+
+def test_trtllm_before_xqa_reads_a_gqa_groups_kv_once_per_query_head():
+    # Llama-2-70b: 64 query heads, 8 KV heads (its config.json): 8 query heads a KV head, at
+    # any TP up to 8. Before 0.8 (no XQA kernel) each reads the KV head itself.
+    llama = Catalog().model("llama-2-70b")
+    trt = engine("trtllm")
+    for version, reads in (("0.6.1", 8), ("0.8.0", 1), ("1.0.0", 1)):
+        deployment = Deployment(llama, trt, tp=4, settings=EngineSettings(version=version))
+        assert trt.decode_kv_reads(deployment) == reads
+    old = step_model(
+        Deployment(llama, trt, tp=4, weight_dtype="bf16", settings=EngineSettings(version="0.6.1")),
+        make_sku(),
+        flat_constants(),
+    )
+    new = step_model(
+        Deployment(llama, trt, tp=4, weight_dtype="bf16", settings=EngineSettings(version="0.8.0")),
+        make_sku(),
+        flat_constants(),
+    )
+    kv = 1e9
+    assert old.decode_attention_s(8, kv) == pytest.approx(8 * new.decode_attention_s(8, kv))
 
 
 def test_short_contexts_pay_a_fixed_attention_cost_per_sequence():

@@ -175,6 +175,11 @@ class EngineProfile(ABC, Generic[Layout]):
         """' <version>' where the engine's accepted values depend on it, else ''."""
         return ""
 
+    def decode_kv_reads(self, deployment: Deployment) -> int:
+        """How many times a decode step's attention reads each cached KV byte: once (the query
+        heads of a GQA group share one read of their KV head)."""
+        return 1
+
     def sized_for(self, deployment: Deployment, requests: int, context_tokens: int) -> Deployment:
         """The deployment a launch for `requests` requests of `context_tokens` starts: as
         planned, for engines that carve their pool from free memory."""

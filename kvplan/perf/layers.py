@@ -41,6 +41,7 @@ class LayerGroup:
     elementwise_bytes_per_token: float  # norms, residual adds, rotary, activation, this GPU
     linear_bytes_per_param: float
     expert_bytes_per_param: float
+    kernels: int = 0  # kernels the layer launches a step (`layer_kernels`)
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,28 @@ def _split_mixer(model: ModelSpec, kind: str, mixer: int) -> tuple[int, int]:
         out = 0
     out = min(out, mixer)
     return mixer - out, out
+
+
+def layer_kernels(model: ModelSpec, kind: str, ffn: bool, moe: bool) -> int:
+    """Kernels one layer of `kind` launches a step, collectives apart (each has a fixed cost:
+    launch, ramp-up and drain, whatever its size).
+
+    Softmax attention: input norm, fused QKV GEMM, rotary, KV write, attention, output GEMM (6).
+    MLA in the absorbed form: input norm, q down GEMM, its norm, q up GEMM, KV down GEMM, its
+    norm, rotary, latent write, the W_UK batched GEMM, attention, the W_UV batched GEMM,
+    output GEMM (12; 10 without a q low-rank projection). Recurrent mixers: norm, input GEMM,
+    convolution, scan, gated norm, output GEMM (6). A dense FFN: norm, gate-up GEMM,
+    activation, down GEMM (4). A routed MoE: norm, router GEMM, top-k, token sort, the two
+    grouped GEMMs, activation, weighted combine (8), and each shared expert's gate-up,
+    activation and down (3).
+    """
+    mla = model.mla if kind == "mla" else None
+    mixer = 6 if mla is None else 12 if mla.q_lora_rank else 10
+    if not ffn:
+        return mixer
+    if not moe or model.moe is None:
+        return mixer + 4
+    return mixer + 8 + 3 * model.moe.num_shared_experts
 
 
 def _elementwise_bytes_per_token(model: ModelSpec, tp: int, activation_width: float) -> float:
@@ -143,6 +166,7 @@ def stage_shapes(deployment: Deployment) -> tuple[StageShape, ...]:
                 elementwise_bytes_per_token=_elementwise_bytes_per_token(model, tp, width),
                 linear_bytes_per_param=linear_bpp,
                 expert_bytes_per_param=expert_bpp,
+                kernels=layer_kernels(model, kind, ffn, moe is not None),
             )
             shapes[group] += count
         groups = tuple(_with_count(g, n) for g, n in shapes.items())
@@ -176,6 +200,7 @@ class StageTotals:
     elementwise_bytes_per_token: float  # all layers, KV write excluded
     all_reduces: int  # two per layer with an FFN, one without (tp > 1)
     moe_layers: int
+    kernels: int  # kernels the stage's layers launch a step
     lm_head_bytes: float
     lm_head_params: float
 
@@ -209,6 +234,7 @@ def stage_totals(deployment: Deployment) -> tuple[StageTotals, ...]:
                 ),
                 all_reduces=sum(g.count * (1 + g.has_ffn) for g in groups),
                 moe_layers=sum(g.count for g in groups if g.num_experts),
+                kernels=sum(g.count * g.kernels for g in groups),
                 lm_head_bytes=stage.lm_head_bytes,
                 lm_head_params=stage.lm_head_params,
             )

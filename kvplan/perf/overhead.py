@@ -1,5 +1,5 @@
 """A serving engine's per-step cost outside the GPU kernels: scheduling, input preparation,
-sampling metadata, output processing; and the launch gaps between a layer's kernels.
+sampling metadata, output processing; and each kernel's fixed cost (launch, ramp-up, drain).
 
 By engine and release: vLLM before 0.8 (V0) schedules and processes outputs synchronously
 each step, V1 overlaps most of it (blog.vllm.ai/2025/01/27/v1-alpha-release.html); SGLang's
@@ -30,15 +30,15 @@ def engine_key(deployment: Deployment) -> str:
 
 @dataclass(frozen=True)
 class Overhead:
-    """Seconds a step spends outside its kernels: fixed + per sequence + per layer."""
+    """Seconds a step spends outside its kernels' work: fixed + per sequence + per kernel."""
 
     step_s: float
     per_sequence_s: float
-    per_layer_s: float
+    per_kernel_s: float
 
-    def seconds(self, sequences: int, layers: int) -> float:
-        """The overhead of one step of `sequences` sequences through `layers` layers."""
-        return self.step_s + self.per_sequence_s * sequences + self.per_layer_s * layers
+    def seconds(self, sequences: int, kernels: int) -> float:
+        """The overhead of one step of `sequences` sequences launching `kernels` kernels."""
+        return self.step_s + self.per_sequence_s * sequences + self.per_kernel_s * kernels
 
 
 @lru_cache(maxsize=4096)  # one per deployment; a report asks once per SKU row
@@ -46,13 +46,13 @@ def engine_overhead(
     deployment: Deployment, constants: PerfConstants, cuda_graphs: bool = True
 ) -> Overhead:
     """The deployment's engine overhead under `constants`; without CUDA graphs (`cuda_graphs`
-    False, or the deployment's `cuda_graphs` setting off) each layer's launches cost more."""
+    False, or the deployment's `cuda_graphs` setting off) each kernel launch costs more."""
     key = engine_key(deployment)
-    per_layer = constants.value("layer_overhead_s")
+    per_kernel = constants.value("kernel_overhead_s")
     if not cuda_graphs or deployment.settings.cuda_graphs is False:
-        per_layer *= constants.value("eager_overhead_factor")
+        per_kernel *= constants.value("eager_overhead_factor")
     return Overhead(
         constants.engine_value("engine_step_overhead_s", key),
         constants.engine_value("engine_sequence_overhead_s", key),
-        per_layer,
+        per_kernel,
     )

@@ -69,6 +69,7 @@ class ResolvedRates:
     attention_bytes_per_s: float
     attention_fixed_tokens: float
     prefill_attention_fraction: float
+    attention_peak_flop_per_s: float  # the 16-bit peak attention kernels compute at
     prefill_attention_half_tokens: float
     elementwise_bytes_per_s: float
     link_bytes_per_s: float  # achieved GPU-to-GPU bandwidth, one direction
@@ -117,7 +118,10 @@ def resolved_rates(
         compute_fraction or c("attention_decode_compute_fraction")
     )
     flops_per_byte = flops_per_token / max(kv_token_bytes, 1)
-    attention_bytes_per_s = memory("attention_decode_bandwidth_fraction")
+    # An engine whose kernel reads a GQA group's KV once per query head reads it that often.
+    attention_bytes_per_s = memory("attention_decode_bandwidth_fraction") / (
+        deployment.engine.decode_kv_reads(deployment)
+    )
     if flops_per_byte > 0:
         attention_bytes_per_s = min(attention_bytes_per_s, attention_flop_per_s / flops_per_byte)
     link = sku.interconnect_bytes_per_s or sku.host_link_bytes_per_s or bandwidth
@@ -136,6 +140,7 @@ def resolved_rates(
         attention_bytes_per_s=attention_bytes_per_s,
         attention_fixed_tokens=c("attention_decode_fixed_tokens"),
         prefill_attention_fraction=compute("attention_prefill_compute_fraction"),
+        attention_peak_flop_per_s=math.inf if key == NO_COMPUTE else _attention_peak(sku),
         prefill_attention_half_tokens=c("attention_prefill_half_efficiency_tokens"),
         elementwise_bytes_per_s=memory("elementwise_bandwidth_fraction"),
         link_bytes_per_s=link * c("collective_bandwidth_fraction"),

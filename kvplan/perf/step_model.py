@@ -9,12 +9,13 @@ over the pipeline stages in turn (one GPU per stage; stage times add, no micro-b
   (`operations.saturating_fraction`);
 - attention: decode reads each sequence's KV in the engine's layout plus a fixed cost per
   sequence (worth `attention_decode_fixed_tokens` tokens of KV: short contexts cannot fill the
-  memory pipe); prefill chunks compute QKᵀ and PV at a fraction rising with the chunk length;
+  memory pipe); prefill chunks compute QKᵀ and PV at the 16-bit peak (FlashAttention runs
+  bf16/fp16 MMAs whatever the weights' dtype) times a fraction rising with the chunk length;
 - the elementwise kernels (norms, residual adds, rotary, activation, KV write) as bytes;
 - logits (lm_head GEMM for the sequences that sample) and sampling;
 - collectives: two all-reduces per layer under TP, the stage-to-stage sends under PP, expert
   dispatch and combine (all-to-all) under expert parallelism;
-- the engine's per-step, per-sequence and per-layer overhead (`overhead.py`).
+- the engine's per-step and per-sequence overhead and each kernel's fixed cost (`overhead.py`).
 
 Everything but decode attention depends on the step's tokens and sequences only, so a run of
 decode steps whose KV reads grow by a fixed number of bytes a step is exactly linear in the
@@ -98,6 +99,7 @@ class StepModel:
         self._fixed: dict[tuple[int, int], float] = {}
         self.totals: tuple[StageTotals, ...] = stage_totals(deployment)
         self._layers = layers
+        self._kernels = sum(stage.kernels for stage in self.totals)
 
     # --- the parts ----------------------------------------------------------------------
 
@@ -161,7 +163,7 @@ class StepModel:
         total += (
             sequences * model.vocab_size * LOGIT_BYTES * SAMPLING_PASSES / r.elementwise_bytes_per_s
         )
-        return total + self._collectives_s(tokens) + self.overhead.seconds(sequences, self._layers)
+        return total + self._collectives_s(tokens) + self.overhead.seconds(sequences, self._kernels)
 
     def decode_attention_s(self, decode_seqs: int, kv_bytes: float) -> float:
         """Decode attention: the KV read plus each sequence's fixed cost, at attention bandwidth."""
@@ -193,7 +195,9 @@ class StepModel:
                 rates.prefill_attention_fraction, chunk, rates.prefill_attention_half_tokens
             )
             compute_s += (
-                self._attention_flops(done, chunk) / tp / (rates.peak_flop_per_s * fraction)
+                self._attention_flops(done, chunk)
+                / tp
+                / (rates.attention_peak_flop_per_s * fraction)
             )
         return max(compute_s, prefix_bytes / rates.attention_bytes_per_s)
 
@@ -220,7 +224,7 @@ class StepModel:
         parts["tp_all_reduce"] += tp_s
         parts["ep_all_to_all"] += ep_s
         parts["pp_send"] += pp_s
-        parts["engine_overhead"] += self.overhead.seconds(sequences, self._layers)
+        parts["engine_overhead"] += self.overhead.seconds(sequences, self._kernels)
 
     def _collectives_s(self, tokens: int) -> float:
         return sum(self._collective_parts_s(tokens))
