@@ -133,9 +133,19 @@ class Capacity:
 
     def max_concurrency(self, tokens: int | None = None) -> int:
         """Whole requests of `tokens` (default: the context) that fit at once, all replicas."""
+        if not tokens or tokens == self.context_tokens:
+            return self._concurrency_at_context
+        return self._concurrency(tokens)
+
+    @once
+    def _concurrency_at_context(self) -> int:
+        """`max_concurrency()`, which a row asks for several times."""
+        return self._concurrency(self.context_tokens)
+
+    def _concurrency(self, tokens: int) -> int:
         if not self.kv_usable:
             return 0
-        per_replica = self.pool.requests_at(tokens or self.context_tokens)
+        per_replica = self.pool.requests_at(tokens)
         return min(per_replica * self.deployment.dp, UNLIMITED_REQUESTS)
 
     def holds(self, batch: Batch) -> bool:
