@@ -251,6 +251,9 @@ def json_text(result: Result) -> str:
     the json-mode way instead.
     """
     try:
-        return json.dumps(result.model_dump(), allow_nan=False)
+        return _PLAIN_JSON.encode(result.model_dump())
     except (TypeError, ValueError):
         return json.dumps(dump(result))
+
+
+_PLAIN_JSON = json.JSONEncoder(allow_nan=False)  # json.dumps' own, refusing NaN and infinities
