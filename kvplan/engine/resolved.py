@@ -72,7 +72,9 @@ def resolve(deployment: Deployment, sku: SkuSpec | None = None) -> Resolved:
     Raises:
         KvplanError: a version setting the engine does not follow (its release parse).
     """
-    memo: dict[int | None, Resolved] = deployment.__dict__.setdefault(_MEMO, {})
+    memo: dict[int | None, Resolved] | None = deployment.__dict__.get(_MEMO)
+    if memo is None:  # (asked ~10 times a report row: no empty dict made for each ask)
+        memo = deployment.__dict__.setdefault(_MEMO, {})
     key = None if sku is None else id(sku)  # the record holds `sku`, so its id stays its own
     found = memo.get(key)
     if found is not None and found.sku is sku:  # (a copied deployment carries foreign ids)

@@ -205,16 +205,7 @@ class VllmProfile(EngineProfile[VllmLayout]):
             raise KvplanError(f"--kv-dtype: {refusal}")
         total, basis = device_memory(sku, deployment.settings.total_gpu_memory_bytes)
         scheduler = resolve(deployment, sku).scheduler(max_model_len)
-
-        def estimate() -> tuple[int, int, int, int]:
-            _, vision = vllm_memory.vision_profile(deployment, version, scheduler)
-            return (
-                vllm_memory.activation_bytes(deployment, version, scheduler, vision),
-                vllm_memory.non_torch_bytes(deployment, version, sku),
-                vllm_memory.cudagraph_bytes(deployment, version),
-                vllm_memory.estimate_band_bytes(vision),
-            )
-
+        across_nodes = vllm_memory.spans_nodes(deployment, sku)
         utilization = deployment.settings.utilization or version.default_utilization
         free = deployment.settings.free_memory_at_start_bytes
         refusal = free_memory_refusal(free, total, utilization, version)
@@ -227,7 +218,7 @@ class VllmProfile(EngineProfile[VllmLayout]):
             utilization=utilization,
             weights_bytes=weights,
             settings=deployment.settings,
-            estimate=estimate,
+            estimate=lambda: _reserve_terms(deployment, scheduler, across_nodes),
         )
 
     def search_choices(self, model: ModelSpec, sku: SkuSpec) -> SearchChoices:
@@ -403,6 +394,23 @@ class VllmProfile(EngineProfile[VllmLayout]):
                 "the budget carries their band"
             )
         return notes
+
+
+@lru_cache(maxsize=16_384)  # a report's SKUs share a few schedulers: one per deployment each
+def _reserve_terms(
+    deployment: Deployment, scheduler: Scheduler, across_nodes: bool
+) -> tuple[int, int, int, int]:
+    """The profile run's estimated (activation, non-torch, CUDA-graph, band) bytes: they read
+    the deployment, its release and the scheduler limits, and of the SKU only whether the TP
+    group spans its nodes."""
+    version = version_of(deployment)
+    _, vision = vllm_memory.vision_profile(deployment, version, scheduler)
+    return (
+        vllm_memory.activation_bytes(deployment, version, scheduler, vision),
+        vllm_memory.non_torch_bytes(deployment, version, across_nodes),
+        vllm_memory.cudagraph_bytes(deployment, version),
+        vllm_memory.estimate_band_bytes(vision),
+    )
 
 
 @lru_cache(maxsize=4096)  # one per deployment; a report asks once per SKU row

@@ -278,12 +278,12 @@ def estimate_band_bytes(vision_bytes: int) -> int:
     return ESTIMATE_BAND_BYTES + vision_bytes // 4
 
 
-def non_torch_bytes(deployment: Deployment, version: VllmVersion, sku: SkuSpec) -> int:
+def non_torch_bytes(deployment: Deployment, version: VllmVersion, across_nodes: bool) -> int:
     """CUDA memory outside torch's allocator that grows during profiling (cuBLAS, NCCL),
-    more when the TP group spans nodes."""
+    more when the TP group spans nodes (`across_nodes`: `spans_nodes`)."""
     band = band_for(version)
     base = band.non_torch_bytes_tp if deployment.tp > 1 else band.non_torch_bytes_tp1
-    return base + (CROSS_NODE_NON_TORCH_BYTES if spans_nodes(deployment, sku) else 0)
+    return base + (CROSS_NODE_NON_TORCH_BYTES if across_nodes else 0)
 
 
 def spans_nodes(deployment: Deployment, sku: SkuSpec) -> bool:

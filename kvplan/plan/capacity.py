@@ -8,9 +8,10 @@ exact "how many requests fit", never by dividing a budget by bytes per token.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cached_property
-from typing import TYPE_CHECKING, Any, Literal
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 import kvplan.limits as limits
 from kvplan.engine import Budget, KvLayout, KvPool, Scheduler
@@ -31,6 +32,24 @@ if TYPE_CHECKING:
 # Why a plan fails, most fundamental first: the weights leave no KV, the context is past the
 # model's limit, not one request fits, not all of them do. Every command's verdict is one.
 Failure = Literal["weights", "memory", "native_limit", "one_request", "concurrency"]
+
+T = TypeVar("T")
+
+
+class once(Generic[T]):  # a decorator, named like `property`
+    """A property worked out on first read and kept in the instance's `__dict__`, where later
+    reads find it without calling anything: functools.cached_property without the lock it
+    takes on every first read under Python 3.11 (a whole-catalogue report makes ~130k)."""
+
+    def __init__(self, compute: Callable[[Any], T]) -> None:
+        self.compute, self.name = compute, compute.__name__
+        self.__doc__ = compute.__doc__
+
+    def __get__(self, instance: Any, owner: type | None = None) -> T:
+        if instance is None:
+            return self  # type: ignore[return-value]
+        value = instance.__dict__[self.name] = self.compute(instance)
+        return value
 
 
 def _shortest(batch: Batch, count: int) -> Batch:
@@ -76,11 +95,11 @@ class Capacity:
 
     # The layout and pool are built when first asked for: a plan whose weights do not fit
     # never needs them, and a search meets thousands of such plans.
-    @cached_property
+    @once
     def layout(self) -> KvLayout:
         return self.deployment.engine.layout(self.deployment, self.sku)
 
-    @cached_property
+    @once
     def pool(self) -> KvPool:
         return self.deployment.engine.pool(self.layout, self.budget)
 
@@ -88,13 +107,13 @@ class Capacity:
     def weights_bytes_per_gpu(self) -> int:
         return self.budget.weights_bytes
 
-    @cached_property
+    @once
     def kv_usable(self) -> bool:
         """The weights fit, something is left for KV, and a fixed KV budget fits beside them."""
         budget = self.budget
         return budget.weights_fit and budget.kv_bytes > 0 and self.overcommit_bytes == 0
 
-    @cached_property
+    @once
     def overcommit_bytes(self) -> int:
         """Bytes a fixed KV pool and the weights need beyond the device (0 when they fit).
         A token cap (--max-kv-tokens) shrinks the pool the engine allocates to what the cap
@@ -114,23 +133,33 @@ class Capacity:
 
     def max_concurrency(self, tokens: int | None = None) -> int:
         """Whole requests of `tokens` (default: the context) that fit at once, all replicas."""
+        if not tokens or tokens == self.context_tokens:
+            return self._concurrency_at_context
+        return self._concurrency(tokens)
+
+    @once
+    def _concurrency_at_context(self) -> int:
+        """`max_concurrency()`, which a row asks for several times."""
+        return self._concurrency(self.context_tokens)
+
+    def _concurrency(self, tokens: int) -> int:
         if not self.kv_usable:
             return 0
-        per_replica = self.pool.requests_at(tokens or self.context_tokens)
+        per_replica = self.pool.requests_at(tokens)
         return min(per_replica * self.deployment.dp, UNLIMITED_REQUESTS)
 
     def holds(self, batch: Batch) -> bool:
         """Whether the deployment holds every sequence of `batch` at once."""
         return self.kv_usable and self.pool.holds(batch.per_replica(self.deployment.dp))
 
-    @cached_property
+    @once
     def kv_capacity_tokens(self) -> int:
         """KV tokens one replica's pool holds, as the engine reports it."""
         if not self.kv_usable:
             return 0
         return self.deployment.engine.capacity_tokens(self.pool, self.context_tokens)
 
-    @cached_property
+    @once
     def max_context_tokens(self) -> int:
         """Longest context every one of `batch` requests can have, capped at the model's
         limit (the extended one when its RoPE scaling is applied)."""
@@ -145,7 +174,7 @@ class Capacity:
     def native_limit_binds(self) -> bool:
         return self.max_context_tokens == self.deployment.model.context_limit
 
-    @cached_property
+    @once
     def fitting_batch(self) -> int:
         """Requests that fit at once, up to the batch asked for: of the context, or the
         shortest of `sequences`."""
@@ -156,7 +185,7 @@ class Capacity:
             lambda n: n == 0 or self.holds(_shortest(sequences, n)), sequences.size
         )
 
-    @cached_property
+    @once
     def failure(self) -> Failure | None:
         """Why the plan fails (see `Failure`), or None when the whole batch fits."""
         if not self.budget.weights_fit or (self.budget.kv_bytes <= 0 and not self.budget.fixed):
@@ -222,12 +251,17 @@ REPORT_TP_DEGREES = (1, 2, 4, 8)
 
 def tp_degrees(deployment: Deployment, sku: SkuSpec) -> list[int]:
     """TP degrees to report by default: 1, 2, 4, 8 that fit the node and the engine accepts."""
+    node = gpus_per_node(deployment.settings, sku)
+    return [t for t in _accepted_degrees(deployment) if t <= node]
+
+
+# What a report asks per model and again per SKU, answered once per deployment: the SKU only
+# sets the node size that bounds the degrees.
+@lru_cache(maxsize=4096)
+def _accepted_degrees(deployment: Deployment) -> tuple[int, ...]:
+    """The report's degrees the engine accepts for the deployment's model."""
     profile, model = deployment.engine, deployment.model
-    return [
-        t
-        for t in REPORT_TP_DEGREES
-        if t <= gpus_per_node(deployment.settings, sku) and profile.tp_refusal(model, t) is None
-    ]
+    return tuple(t for t in REPORT_TP_DEGREES if profile.tp_refusal(model, t) is None)
 
 
 def data_parallel_attention(deployment: Deployment, sku: SkuSpec) -> list[Deployment]:
@@ -240,17 +274,26 @@ def data_parallel_attention(deployment: Deployment, sku: SkuSpec) -> list[Deploy
     report of TP degrees alone hides it: an MLA latent is whole on every TP rank, so TP 8
     keeps each request's KV eight times, where each DP rank keeps only its own requests'.
     """
+    node = gpus_per_node(deployment.settings, sku)
+    return [d for d in _data_parallel_layouts(deployment) if d.dp * d.pp <= node]
+
+
+@lru_cache(maxsize=4096)
+def _data_parallel_layouts(deployment: Deployment) -> tuple[Deployment, ...]:
+    """`data_parallel_attention`'s layouts on any node, built once per deployment: every SKU
+    of a report gets the same objects, and with them the caches keyed by them (weights,
+    layouts, step shapes)."""
     if deployment.model.moe is None or deployment.dp > 1 or deployment.ep:
-        return []
+        return ()
     layouts = []
     for gpus in REPORT_TP_DEGREES:
-        if gpus == 1 or gpus * deployment.pp > gpus_per_node(deployment.settings, sku):
+        if gpus == 1:
             continue
         try:
             layouts.append(deployment.replace(tp=1, dp=gpus, ep=True))
         except KvplanError:
             continue  # the engine runs one instance (llama.cpp) or refuses the split
-    return layouts
+    return tuple(layouts)
 
 
 @dataclass(frozen=True)

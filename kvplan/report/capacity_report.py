@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kvplan.api.results import CapacityRow, RefusedRow, dump
+from kvplan.api.results import CapacityRow, RefusedRow, dump, json_text
 from kvplan.report.memory_split import memory_bar, memory_split
 from kvplan.report.render import (
     Format,
@@ -192,16 +192,19 @@ def render_report(
     """
     from kvplan.report.figures import capacity_figures
 
-    records = [dump(r) for r in rows]
+    # JSON writes each row straight from its result (json_text); the table and Markdown
+    # read the rows, not their records.
+    records = [dump(r) for r in rows] if fmt in ("csv", "html") else []
     flat = _csv_rows(records) if fmt == "csv" else []
     planned = [r for r in rows if isinstance(r, CapacityRow)]
     emit(
         fmt,
-        records,
+        rows if fmt == "json" else records,
         flat,
         lambda: _table_with_log_lines(rows, log_lines),
         figures=lambda: capacity_figures(planned),
         columns=columns,
+        encode=json_text,
     )
 
 

@@ -107,14 +107,15 @@ def quantity_row(
     )
 
 
-def write_json(payload: Any) -> None:
+def write_json(payload: Any, encode: Callable[[Any], str] = json.dumps) -> None:
     """Exact JSON on stdout (integers stay integers), whatever the terminal width.
 
-    A list is written one record per line: still one JSON document, and json's C encoder
-    (used only without indentation) keeps a whole-catalogue report fast.
+    A list is written one record per line, each record as `encode` writes it: still one JSON
+    document, and json's C encoder (used only without indentation) keeps a whole-catalogue
+    report fast.
     """
     if isinstance(payload, list):
-        body = ",\n".join(json.dumps(record) for record in payload)
+        body = ",\n".join(encode(record) for record in payload)
         sys.stdout.write(f"[\n{body}\n]\n" if payload else "[]\n")
     else:
         sys.stdout.write(json.dumps(payload, indent=2) + "\n")
@@ -154,6 +155,7 @@ def emit(
     *,
     figures: Callable[[], list[str]] | None = None,
     columns: Sequence[str] | None = None,
+    encode: Callable[[Any], str] = json.dumps,
 ) -> None:
     """Print one result in `fmt`: the JSON `payload`, CSV `records`, or `table()` drawn.
 
@@ -164,6 +166,8 @@ def emit(
         table: builds the table the table, Markdown and HTML formats show.
         figures: builds the HTML page's inline SVG figures (charts), drawn above the table.
         columns: the table's keys to show (--columns); every column when None.
+        encode: writes one record of a JSON list (`payload` of records, or of results
+            with `api.results.json_text`).
 
     Raises:
         KvplanError: --columns with JSON or CSV, or an unknown column.
@@ -174,7 +178,7 @@ def emit(
             f"--format {fmt} carries every field"
         )
     if fmt == "json":
-        write_json(payload)
+        write_json(payload, encode)
         return
     if fmt == "csv":
         write_csv(records)
