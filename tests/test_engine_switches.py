@@ -31,15 +31,16 @@ from kvplan.simulate.workload import RequestSpec
 EAGER = EngineSettings(cuda_graphs=False)
 
 
-def test_without_cuda_graphs_each_layer_pays_the_eager_launch_cost(catalog):
+def test_without_cuda_graphs_each_kernel_pays_the_eager_launch_cost(catalog):
     model, sku = catalog.model("llama-3.1-8b"), catalog.sku("h100-sxm")
     c = shipped_constants().value
     graphs = step_model(Deployment(model, engine("vllm")), sku)
     eager = step_model(Deployment(model, engine("vllm"), settings=EAGER), sku)
     shape = StepShape(8, 0.0)
     extra = graphs.parts(shape)["engine_overhead"] - eager.parts(shape)["engine_overhead"]
-    # 32 layers, each launch gap × (eager factor − 1) more without graphs.
-    expected = 32 * c("layer_overhead_s") * (c("eager_overhead_factor") - 1)
+    # 32 layers of 10 kernels (norm, QKV GEMM, rotary, KV write, attention, output GEMM; norm,
+    # gate-up, activation, down), each launch × (eager factor − 1) more without graphs.
+    expected = 32 * 10 * c("kernel_overhead_s") * (c("eager_overhead_factor") - 1)
     assert -extra == pytest.approx(expected)
     assert expected > 0
 
